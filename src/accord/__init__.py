@@ -1,0 +1,65 @@
+"""accord: torch.distributed's communication API (c10d) in Python.
+
+``import accord as dist`` and a torch.distributed program runs with NumPy arrays or CPU torch
+tensors as its buffers: processes on one host and across hosts talk over TCP (shared memory
+is coming), started by any launcher that sets the env:// contract.
+"""
+
+from .api import (all_reduce, barrier, broadcast, destroy_process_group, get_backend,
+                  get_backend_config, get_global_rank, get_group_rank, get_node_local_rank,
+                  get_pg_count, get_process_group_ranks, get_rank, get_world_size,
+                  init_process_group, irecv, is_initialized, is_torchelastic_launched, isend,
+                  new_group, recv, send)
+from .backend_names import Backend, is_backend_available
+from .errors import (CollectiveMismatchError, DistBackendError, DistError, DistNetworkError,
+                     DistStoreError, DistTimeoutError, InternalError, NotInitializedError,
+                     PeerError, QueueEmptyError, StoreTimeoutError)
+from .group import Future, ProcessGroup, Work
+from .reduce_ops import ReduceOp, _make_nccl_premul_sum, reduce_op, supports_complex
+from .rendezvous import register_rendezvous_handler, rendezvous
+from .store import FileStore, HashStore, PrefixStore, Store, TCPStore
+from .world import GroupMember, group
+
+__version__ = "0.1.0"
+
+
+def is_available() -> bool:
+    """accord is always available (it needs only NumPy)."""
+    return True
+
+
+def is_gloo_available() -> bool:
+    """True: accord's CPU backend answers to the name "gloo"."""
+    return True
+
+
+def is_mpi_available() -> bool:
+    return False
+
+
+def is_nccl_available() -> bool:
+    return False
+
+
+def is_ucc_available() -> bool:
+    return False
+
+
+def is_xccl_available() -> bool:
+    return False
+
+
+__all__ = [
+    "Backend", "CollectiveMismatchError", "DistBackendError", "DistError", "DistNetworkError",
+    "DistStoreError", "DistTimeoutError", "FileStore", "Future", "GroupMember", "HashStore",
+    "InternalError", "NotInitializedError", "PeerError", "PrefixStore", "ProcessGroup",
+    "QueueEmptyError", "ReduceOp", "Store", "StoreTimeoutError", "TCPStore", "Work",
+    "all_reduce", "barrier", "broadcast", "destroy_process_group", "get_backend",
+    "get_backend_config", "get_global_rank", "get_group_rank", "get_node_local_rank",
+    "get_pg_count", "get_process_group_ranks", "get_rank", "get_world_size", "group",
+    "init_process_group", "irecv", "is_available", "is_backend_available", "is_gloo_available",
+    "is_initialized", "is_mpi_available", "is_nccl_available", "is_torchelastic_launched",
+    "is_ucc_available", "is_xccl_available", "isend", "new_group", "recv", "reduce_op",
+    "register_rendezvous_handler", "rendezvous", "send", "supports_complex",
+    "_make_nccl_premul_sum",
+]

@@ -1,0 +1,218 @@
+"""Creating and destroying the world and its groups, and asking about them.
+
+Owns: init_process_group (rendezvous → store → mesh → default group), destroy_process_group,
+new_group, the rank/size/backend queries and rank translation, and the exit hook that says
+GOODBYE to peers when the interpreter exits normally. Must not know about the launcher.
+"""
+
+from __future__ import annotations
+
+import atexit
+import threading
+from datetime import timedelta
+from typing import Any, Callable
+
+from .. import config
+from ..backend_names import Backend, resolve_backend
+from ..group.process_group import ProcessGroup
+from ..rendezvous import rendezvous
+from ..store.base import Store
+from ..timeouts import DEFAULT_PG_TIMEOUT, Deadline, to_seconds
+from ..transport.bootstrap import connect_mesh
+from ..transport.mesh import Mesh
+from ..world import (NON_GROUP_MEMBER, World, clear_scoped_world, current_world,
+                     set_process_world)
+from .common import resolve_group
+
+MeshFactory = Callable[[Store, str, int, int, Deadline], Mesh]
+_exit_hook_lock = threading.Lock()
+_exit_hook_registered = False
+
+
+def build_world(store: Store | None, rank: int, world_size: int, backend: str, timeout: float,
+                owns_store: bool, mesh_factory: MeshFactory = connect_mesh) -> World:
+    """Make the mesh and the default group for one rank (init_process_group's core; tests
+    call it with a loopback mesh factory)."""
+    if store is None:
+        raise ValueError("a store is required")
+    generation = (store.add("accord/init_count", 1) - 1) // world_size
+    prefix = f"accord/{generation}"
+    mesh = mesh_factory(store, prefix, rank, world_size, Deadline.after(timeout))
+    if backend in Backend._plugins:
+        func = Backend._plugins[backend][0]
+        default_group = func(store, rank, world_size, timedelta(seconds=timeout))
+    else:
+        default_group = ProcessGroup(mesh, 0, range(world_size), timeout, backend, "default_pg")
+    return World(store, mesh, default_group, backend, owns_store)
+
+
+def init_process_group(backend: str | None = None, init_method: str | None = None,
+                       timeout: timedelta | None = None, world_size: int = -1, rank: int = -1,
+                       store: Store | None = None, group_name: str = "", pg_options: Any = None,
+                       device_id: Any = None) -> None:
+    """Join the job: rendezvous, connect every rank, create the default group.
+
+    ``init_method`` is ``env://`` (default), ``tcp://host:port`` or ``file:///path``;
+    alternatively pass ``store`` with ``rank`` and ``world_size``. ``backend`` None, "gloo"
+    or "accord" selects accord's CPU backend.
+
+    Raises:
+        ValueError: called twice, both init_method and store, a bad rank/world size, a
+            missing or malformed env variable (named), an unavailable backend.
+        DistTimeoutError: some ranks never joined within ``timeout`` (they are named).
+    """
+    if current_world(required=False) is not None:
+        raise ValueError("trying to initialize the default process group twice!")
+    name = resolve_backend(backend)
+    seconds = to_seconds(timeout, default=DEFAULT_PG_TIMEOUT)
+    owns_store = store is None
+    if store is None:
+        store, rank, world_size = next(rendezvous(init_method or "env://", rank, world_size,
+                                                  timeout=timedelta(seconds=seconds)))
+    elif init_method is not None:
+        raise ValueError("init_method and store are mutually exclusive; pass one of them")
+    elif world_size < 1 or not 0 <= rank < world_size:
+        raise ValueError(f"with store=, pass rank and world_size (got rank={rank}, world_size={world_size})")
+    store.set_timeout(timedelta(seconds=seconds))
+    set_process_world(build_world(store, rank, world_size, name, seconds, owns_store))
+    _register_exit_hook()
+
+
+def _register_exit_hook() -> None:
+    global _exit_hook_registered
+    with _exit_hook_lock:
+        if not _exit_hook_registered:
+            atexit.register(_destroy_at_exit)
+            _exit_hook_registered = True
+
+
+def _destroy_at_exit() -> None:
+    world = current_world(required=False)
+    if world is not None:
+        set_process_world(None)
+        world.destroy()
+
+
+def destroy_process_group(group: Any = None) -> None:
+    """Destroy ``group``, or with None the whole world: peers are told we left (GOODBYE),
+    pending calls on the destroyed groups raise, and init_process_group may be called again."""
+    world = current_world()
+    assert world is not None
+    if group is None or group is world.default_group:
+        if not clear_scoped_world():
+            set_process_world(None)
+        world.destroy()
+        return
+    if isinstance(group, int) and group == NON_GROUP_MEMBER:
+        return
+    if not isinstance(group, ProcessGroup) or group not in world.groups:
+        raise ValueError(f"{group!r} is not a group of the current world")
+    world.groups.remove(group)
+    group.shutdown()
+
+
+def is_initialized() -> bool:
+    return current_world(required=False) is not None
+
+
+def new_group(ranks: Any = None, timeout: timedelta | None = None, backend: str | None = None,
+              pg_options: Any = None, use_local_synchronization: bool = False,
+              group_desc: str | None = None, device_id: Any = None, sort_ranks: bool = True) -> Any:
+    """Create a group of some ranks. Every rank must call it, in the same order as the others
+    (members only, with use_local_synchronization=True). Non-members get NON_GROUP_MEMBER."""
+    world = current_world()
+    assert world is not None
+    members = _check_ranks(ranks, world.size)
+    if sort_ranks:
+        members.sort()
+    name = resolve_backend(backend) if backend is not None else world.backend
+    seconds = to_seconds(timeout, default=world.default_group.timeout)
+    group_id, n = world.next_group_id(members)
+    if world.rank not in members:
+        return NON_GROUP_MEMBER
+    pg = ProcessGroup(world.mesh, group_id, members, seconds, name, f"pg{n}:{group_id:08x}", group_desc)
+    world.groups.append(pg)
+    return pg
+
+
+def _check_ranks(ranks: Any, size: int) -> list[int]:
+    if ranks is None:
+        return list(range(size))
+    try:
+        members = [int(r) for r in ranks]
+    except (TypeError, ValueError):
+        raise TypeError(f"ranks must be a list of ints, got {ranks!r}") from None
+    bad = [r for r in members if not 0 <= r < size]
+    if bad:
+        raise ValueError(f"ranks {bad} are out of range for a world of size {size}")
+    if len(set(members)) != len(members):
+        raise ValueError(f"ranks {members} contain duplicates")
+    if not members:
+        raise ValueError("a group needs at least one rank")
+    return members
+
+
+def get_rank(group: Any = None) -> int:
+    if isinstance(group, int) and not isinstance(group, bool) and group == NON_GROUP_MEMBER:
+        return -1
+    pg = resolve_group(group, "get_rank")
+    return -1 if pg is None else pg.rank()
+
+
+def get_world_size(group: Any = None) -> int:
+    if isinstance(group, int) and not isinstance(group, bool) and group == NON_GROUP_MEMBER:
+        return -1
+    pg = resolve_group(group, "get_world_size")
+    return -1 if pg is None else pg.size()
+
+
+def get_backend(group: Any = None) -> Backend:
+    pg = resolve_group(group, "get_backend")
+    if pg is None:
+        raise ValueError("Invalid process group specified")
+    return Backend(getattr(pg, "backend", current_world().backend))  # type: ignore[union-attr]
+
+
+def get_backend_config(group: Any = None) -> str:
+    return f"cpu:{get_backend(group)}"
+
+
+def get_process_group_ranks(group: Any) -> list[int]:
+    pg = resolve_group(group, "get_process_group_ranks")
+    if pg is None:
+        raise ValueError("this rank is not a member of the group")
+    return pg.ranks
+
+
+def get_group_rank(group: Any, global_rank: int) -> int:
+    pg = resolve_group(group, "get_group_rank")
+    if pg is None:
+        raise ValueError(f"Global rank {global_rank} is not part of group {group}")
+    return pg.group_rank_of(global_rank)
+
+
+def get_global_rank(group: Any, group_rank: int) -> int:
+    pg = resolve_group(group, "get_global_rank")
+    if pg is None:
+        raise ValueError(f"Group rank {group_rank} is not part of group {group}")
+    return pg.global_rank_of(group_rank)
+
+
+def get_pg_count() -> int:
+    world = current_world(required=False)
+    return 0 if world is None else 1 + len(world.groups)
+
+
+def get_node_local_rank(fallback_rank: int | None = None) -> int:
+    """LOCAL_RANK from the launcher, else ``fallback_rank``, else RuntimeError."""
+    local = config.env_int(config.LOCAL_RANK)
+    if local is not None:
+        return local
+    if fallback_rank is not None:
+        return int(fallback_rank)
+    raise RuntimeError("LOCAL_RANK is not in the environment: launch with accordrun/torchrun, "
+                       "or pass fallback_rank")
+
+
+def is_torchelastic_launched() -> bool:
+    return config.TORCHELASTIC_RUN_ID.raw() is not None

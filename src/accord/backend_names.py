@@ -1,0 +1,93 @@
+"""``Backend``: torch's string-like enum of backend names, plus accord's own, and plugins.
+
+Owns: name parsing ("GLOO" → "gloo"), the registry of third-party backends
+(``Backend.register_backend``), and which names accord's CPU backend answers to. Must not
+know about groups.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+
+class Backend(str):
+    """A backend name (torch.distributed.Backend): a str, compared case-insensitively.
+
+    accord's CPU backend answers to ``"accord"`` and to ``"gloo"`` (so torch programs run
+    unchanged); ``None`` in init_process_group picks it.
+    """
+
+    UNDEFINED = "undefined"
+    GLOO = "gloo"
+    NCCL = "nccl"
+    UCC = "ucc"
+    MPI = "mpi"
+    XCCL = "xccl"
+    FAKE = "fake"
+    ACCORD = "accord"
+
+    backend_list = [UNDEFINED, GLOO, NCCL, UCC, MPI, XCCL, FAKE, ACCORD]
+    default_device_backend_map = {"cpu": ACCORD}
+    backend_capability: dict[str, list[str]] = {GLOO: ["cpu"], ACCORD: ["cpu"]}
+    backend_type_map: dict[str, int] = {UNDEFINED: 0, GLOO: 1, NCCL: 2, UCC: 3, MPI: 4, XCCL: 5, FAKE: 6, ACCORD: 7}
+    _plugins: dict[str, tuple[Callable[..., Any], bool, list[str]]] = {}
+
+    def __new__(cls, name: str) -> Backend:
+        if not isinstance(name, str):
+            raise ValueError(f"Backend constructor parameter must be a string, got {type(name).__name__}")
+        value = getattr(Backend, name.upper(), Backend.UNDEFINED)
+        if value == Backend.UNDEFINED:
+            value = name.lower()
+        return super().__new__(cls, value)
+
+    @classmethod
+    def register_backend(cls, name: str, func: Callable[..., Any], extended_api: bool = False,
+                         devices: str | list[str] | None = None) -> None:
+        """Register a third-party backend: ``func(store, rank, world_size, timeout)`` must
+        return an object that accord uses as the group (duck-typed: rank(), size(), …)."""
+        if hasattr(Backend, name.upper()):
+            raise ValueError(f"{name.upper()} backend is already registered")
+        setattr(Backend, name.upper(), name.lower())
+        cls.backend_list.append(name.lower())
+        device_list = [devices] if isinstance(devices, str) else list(devices or ["cpu"])
+        cls.backend_capability[name.lower()] = device_list
+        cls._plugins[name.lower()] = (func, extended_api, device_list)
+
+
+#: Names served by accord's own CPU backend.
+CPU_BACKENDS = {Backend.ACCORD, Backend.GLOO}
+
+
+def resolve_backend(backend: str | None) -> str:
+    """The backend name to use for ``init_process_group(backend=…)``.
+
+    Accepts None, "accord", "gloo", a registered plugin, and torch's "cpu:gloo,cuda:nccl"
+    form (the cpu entry is used).
+
+    Raises:
+        ValueError: a backend accord does not provide (nccl, mpi, ucc …), with what to use.
+    """
+    if backend is None:
+        return Backend.ACCORD
+    if not isinstance(backend, str):
+        raise TypeError(f"backend must be a str or None, got {type(backend).__name__}")
+    if ":" in backend:
+        pairs = dict(part.split(":", 1) for part in backend.split(",") if ":" in part)
+        if "cpu" not in pairs:
+            raise ValueError(f"backend {backend!r} names no cpu backend; accord runs on CPU tensors")
+        backend = pairs["cpu"]
+    name = str(Backend(backend))
+    if name in CPU_BACKENDS or name in Backend._plugins:
+        return name
+    raise ValueError(
+        f"backend {backend!r} is not available in accord (it provides its CPU backend as "
+        f"'accord' or 'gloo'; NCCL and MPI backends are planned). Use backend='gloo' or None"
+    )
+
+
+def is_backend_available(backend: str) -> bool:
+    try:
+        resolve_backend(backend)
+    except (ValueError, TypeError):
+        return False
+    return True

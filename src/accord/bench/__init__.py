@@ -1,0 +1,1 @@
+"""The benchmark: ``python -m accord.bench`` (nccl-tests-style tables, gloo side by side)."""

@@ -1,0 +1,84 @@
+"""``python -m accord.bench``: nccl-tests-style tables for accord, with torch's gloo beside it.
+
+Owns: the command line, the size sweep, the progress display and the output files. Every
+number comes from ``runner`` (real processes) and ``report`` (statistics).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from . import report, runner
+from .workloads import COLLECTIVES
+
+
+def parse_size(text: str) -> int:
+    text = text.strip().upper().removesuffix("B").removesuffix("I")
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+    return int(float(text[:-1] if scale > 1 else text) * scale)
+
+
+def sweep(minimum: int, maximum: int, factor: int) -> list[int]:
+    sizes, size = [], minimum
+    while size <= maximum:
+        sizes.append(size)
+        size *= factor
+    return sizes
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="accord bench", description=__doc__)
+    p.add_argument("--ops", default="all_reduce,broadcast,barrier",
+                   help=f"comma-separated collectives ({', '.join(COLLECTIVES)})")
+    p.add_argument("--world", "-n", type=int, default=2, help="number of processes")
+    p.add_argument("--sizes", help="explicit sizes, e.g. 8,1M,16M (overrides --min/--max)")
+    p.add_argument("--min", default="8", help="smallest size (bytes; K/M/G suffixes)")
+    p.add_argument("--max", default="16M", help="largest size")
+    p.add_argument("--factor", type=int, default=4, help="size multiplier of the sweep")
+    p.add_argument("--iters", type=int, default=200, help="timed iterations per size")
+    p.add_argument("--warmup", type=int, default=10, help="untimed iterations per size")
+    p.add_argument("--compare", default="", help="also run these, e.g. 'gloo'")
+    p.add_argument("--transport", choices=["auto", "tcp"], default="auto",
+                   help="accord's transport (tcp forces TCP between all ranks)")
+    p.add_argument("--json", help="write the rows to this JSON file")
+    p.add_argument("--quiet", action="store_true", help="no progress display")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    ops = [op.strip() for op in args.ops.split(",") if op.strip()]
+    unknown = [op for op in ops if op not in COLLECTIVES]
+    if unknown:
+        print(f"unknown collectives {unknown}; known: {sorted(COLLECTIVES)}", file=sys.stderr)
+        return 2
+    sizes = ([parse_size(s) for s in args.sizes.split(",")] if args.sizes
+             else sweep(parse_size(args.min), parse_size(args.max), args.factor))
+    impls = ["accord"] + [c.strip() for c in args.compare.split(",") if c.strip()]
+    env = {"ACCORD_TRANSPORT": "tcp"} if args.transport == "tcp" else {}
+    plan = runner.Plan(ops, sizes, args.iters, args.warmup, args.world, env)
+    total = len(impls) * sum(len(sizes) if COLLECTIVES[op].sized else 1 for op in ops)
+    rows: list[report.Row] = []
+
+    def on_row(impl: str, op: str, nbytes: int, per_rank: list[list[float]]) -> None:
+        rows.append(report.summarize(impl, op, nbytes, args.world, per_rank))
+        if not args.quiet:
+            done = len(rows)
+            bar = "#" * (30 * done // total)
+            print(f"\r[{bar:<30}] {done}/{total} {impl} {op} {report.human_bytes(nbytes)}   ",
+                  end="", file=sys.stderr, flush=True)
+
+    for impl in impls:
+        runner.run(impl, plan, on_row)
+    if not args.quiet:
+        print(file=sys.stderr)
+    print(f"# world {args.world}, transport {args.transport}, median of {args.iters} iterations "
+          f"(slowest rank); busbw as nccl-tests")
+    print(report.table(rows, impls))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as handle:
+            json.dump({"world": args.world, "transport": args.transport, "rows": report.as_json(rows)},
+                      handle, indent=1)
+    return 0

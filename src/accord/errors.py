@@ -1,0 +1,126 @@
+"""Every exception accord raises on purpose, sorted by whose fault it is.
+
+Owns: the exception hierarchy and nothing else. Must not know anything above it.
+
+torch.distributed's own names (``DistError``, ``DistBackendError``, ``DistNetworkError``,
+``DistStoreError``, ``QueueEmptyError``) are kept with torch's base classes, so code written
+as ``except RuntimeError`` or ``except dist.DistStoreError`` keeps working. accord's own
+classes subclass the nearest built-in as well:
+
+======================  ====================================  ==================================
+class                   whose fault                           also a
+======================  ====================================  ==================================
+ValueError/TypeError    the caller: fix the call              (raised as built-ins at the edge)
+NotInitializedError     the caller: init_process_group first  ValueError (as torch raises)
+DistTimeoutError        the world: a peer or store too slow   TimeoutError
+PeerError               the world: a peer died or went away   ConnectionError
+CollectiveMismatchError the program: ranks disagree           RuntimeError
+DistStoreError          the store (one type for every store)  RuntimeError
+InternalError           accord itself: please report it       RuntimeError
+======================  ====================================  ==================================
+
+Messages answer what, where, why and what next, e.g. "all_reduce #12 on rank 2: nothing from
+rank 3 in 30 s. Is rank 3 alive, and did every rank call the same collectives in the same
+order?"
+"""
+
+from __future__ import annotations
+
+
+class DistError(RuntimeError):
+    """Base class of every error accord raises deliberately (torch's name)."""
+
+
+class DistBackendError(DistError):
+    """A collective or point-to-point operation failed (torch's name)."""
+
+
+class DistNetworkError(DistError, ConnectionError):
+    """A network operation failed: connecting, reading or writing a socket (torch's name)."""
+
+
+class DistStoreError(DistError):
+    """A key-value store operation failed, including store timeouts (torch's name).
+
+    Every accord store raises this one type; torch's FileStore raises a plain RuntimeError
+    instead, accord's does not.
+    """
+
+
+class QueueEmptyError(DistStoreError):
+    """``queue_pop(key, block=False)`` found the queue empty (torch's name)."""
+
+
+class DistTimeoutError(DistBackendError, TimeoutError):
+    """A deadline passed before the peers answered.
+
+    When raised by a collective, the group that saw it is broken from then on.
+    """
+
+
+class StoreTimeoutError(DistStoreError, TimeoutError):
+    """A store operation (get, wait, queue_pop …) waited longer than its timeout."""
+
+
+class PeerError(DistBackendError, ConnectionError):
+    """A peer died, closed its end, left the group, or reported a failure of its own.
+
+    The group that saw it is unusable from then on: later calls raise at once.
+    """
+
+    def __init__(self, message: str, peer: int | None = None) -> None:
+        super().__init__(message)
+        self.peer = peer
+
+
+class ProtocolError(PeerError):
+    """Bytes from a peer break the framing rules: not an accord peer, or a corrupt stream."""
+
+
+class CollectiveMismatchError(DistBackendError):
+    """Ranks disagree on the collective they run: its kind, order, dtype, size or root."""
+
+
+class NotInitializedError(DistError, ValueError):
+    """The functional API was used before ``init_process_group()``."""
+
+
+class InternalError(DistError):
+    """An internal invariant broke. Never raised for a user's mistake: please report it."""
+
+
+
+
+def with_context(error: BaseException, context: object) -> BaseException:
+    """A copy of ``error`` whose message starts with ``context`` (e.g. 'all_reduce #12 on
+    rank 2'), of the same class, chained to the original. Returned unchanged if it already
+    starts so, or if its class cannot be rebuilt from a message."""
+    text = str(error)
+    prefix = str(context)
+    if text.startswith(prefix):
+        return error
+    try:
+        copy = type(error)(f"{prefix}: {text}")
+    except TypeError:
+        return error
+    if isinstance(error, PeerError) and isinstance(copy, PeerError):
+        copy.peer = error.peer
+    copy.__cause__ = error
+    return copy
+
+
+__all__ = [
+    "CollectiveMismatchError",
+    "DistBackendError",
+    "DistError",
+    "DistNetworkError",
+    "DistStoreError",
+    "DistTimeoutError",
+    "InternalError",
+    "NotInitializedError",
+    "PeerError",
+    "ProtocolError",
+    "QueueEmptyError",
+    "StoreTimeoutError",
+    "with_context",
+]

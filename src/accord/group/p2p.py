@@ -1,0 +1,124 @@
+"""Point-to-point messages on a ProcessGroup: send, recv (also from any source), isend, irecv.
+
+Owns: p2p argument checks, posting on the group's channel with the user's tag, and p2p Work
+(completed by whoever waits, or by the transport's background progress). A p2p failure does
+not break the group, except a timeout while data was already landing in the buffer. Ranks
+here are group ranks. Must not know about the default world or env variables.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..arrays import Buffer, as_buffer
+from ..errors import DistTimeoutError
+from ..timeouts import Deadline
+from ..transport.matching import RecvRequest, SendRequest
+from ..transport.wire import Fingerprint, FrameKind
+from .collective_ops import check_group_rank
+from .process_group import ProcessGroup, byte_view
+from .work import Future, Work
+
+
+def _check_tag(tag: int) -> int:
+    if isinstance(tag, bool) or not isinstance(tag, int):
+        raise TypeError(f"tag must be an int, got {type(tag).__name__}")
+    if not -(1 << 63) <= tag < (1 << 63):
+        raise ValueError(f"tag {tag} does not fit in 64 bits")
+    return tag
+
+
+def _peer(group: ProcessGroup, rank: int, what: str) -> int:
+    check_group_rank(group, rank, what)
+    if rank == group.rank():
+        raise ValueError(f"{what}={rank} is this rank itself; a rank cannot send to or receive "
+                         f"from itself (copy the tensor instead)")
+    return rank
+
+
+def _post_send(group: ProcessGroup, tensor: Any, dst: int, tag: int) -> tuple[SendRequest, Deadline, str]:
+    _peer(group, dst, "dst")
+    buf = as_buffer(tensor, writable=False)
+    context = f"send to rank {group.global_rank_of(dst)} (tag {_check_tag(tag)}) on rank {group.global_rank}"
+    deadline = Deadline.after(group._timeout)
+    fp = Fingerprint(0, 0, buf.dtype_code, buf.count, -1)
+    req = group.channel.isend(group.global_rank_of(dst), FrameKind.P2P, 0, 0, tag, fp,
+                              byte_view(buf.flat), context)
+    return req, deadline, context
+
+
+def _post_recv(group: ProcessGroup, tensor: Any, src: int | None, tag: int) -> tuple[RecvRequest, Deadline, str, Buffer]:
+    buf = as_buffer(tensor, writable=True)
+    source = None if src is None else group.global_rank_of(_peer(group, src, "src"))
+    origin = "any rank" if source is None else f"rank {source}"
+    context = f"recv from {origin} (tag {_check_tag(tag)}) on rank {group.global_rank}"
+    deadline = Deadline.after(group._timeout)
+    expect = Fingerprint(0, 0, buf.dtype_code, buf.count, -1)
+    req = group.channel.irecv(source, FrameKind.P2P, 0, 0, tag, expect, byte_view(buf.flat), context)
+    return req, deadline, context, buf
+
+
+def send(group: ProcessGroup, tensor: Any, dst: int, tag: int) -> None:
+    """Blocking send, in the caller's thread (no Work, no background progress)."""
+    req, deadline, context = _post_send(group, tensor, dst, tag)
+    group.channel.wait([req], deadline, context)
+
+
+def recv(group: ProcessGroup, tensor: Any, src: int | None, tag: int) -> int:
+    """Blocking receive; returns the sender's group rank."""
+    req, deadline, context, buf = _post_recv(group, tensor, src, tag)
+    try:
+        group.channel.wait([req], deadline, context)
+    except DistTimeoutError as exc:
+        if not group.channel.cancel(req) and req.claimed:
+            group._break(context, exc)
+        raise
+    buf.finish()
+    assert req.source is not None
+    return group.group_rank_of(req.source)
+
+
+def isend(group: ProcessGroup, tensor: Any, dst: int, tag: int) -> Work:
+    req, deadline, context = _post_send(group, tensor, dst, tag)
+    return _work(group, req, deadline, context, [tensor], buf=None)
+
+
+def irecv(group: ProcessGroup, tensor: Any, src: int | None, tag: int) -> Work:
+    req, deadline, context, buf = _post_recv(group, tensor, src, tag)
+    return _work(group, req, deadline, context, [tensor], buf=buf)
+
+
+def _work(group: ProcessGroup, req: SendRequest | RecvRequest, deadline: Deadline, context: str,
+          result: list[Any], buf: Any) -> Work:
+    channel = group.channel
+
+    def settle() -> None:
+        if not req.done or future._done.is_set():
+            return
+        if req.error is not None:
+            future.set_exception(req.error)
+            return
+        if buf is not None:
+            buf.finish()
+        future.set_result(result)
+
+    def drive(timeout: float | None) -> None:
+        limit = deadline if timeout is None else deadline.earlier(Deadline.after(timeout))
+        try:
+            channel.wait([req], limit, context)
+        except DistTimeoutError as exc:
+            if limit is not deadline:
+                return  # only the caller's shorter Work.wait timeout passed: the operation goes on
+            if isinstance(req, RecvRequest) and not channel.cancel(req) and req.claimed:
+                group._break(context, exc)
+            future.set_exception(exc)
+            raise
+        except BaseException as exc:
+            future.set_exception(exc)
+            raise
+        settle()
+
+    future = Future(drive=drive, poll=settle)
+    group.mesh.watch(req)
+    source = (lambda: group.group_rank_of(req.source)) if isinstance(req, RecvRequest) else None
+    return Work(context, result, future, source=source)

@@ -1,0 +1,239 @@
+"""ProcessGroup: binds a mesh channel and a sequence counter to the collective algorithms.
+
+Owns: group membership and rank translation, the per-call sequence number and fingerprint,
+running an algorithm in the caller's thread (or on the async worker), turning a failure into a
+broken group that raises at once afterwards and tells its peers, and scratch memory. Must not
+know about environment variables, rendezvous or the CLI.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .. import config
+from ..arrays import DTYPE_NAMES, Buffer
+from ..collectives.registry import ALGORITHMS, COLLECTIVE_NAMES, COLLECTIVES, Algorithm
+from ..errors import PeerError
+from ..timeouts import Deadline, to_seconds
+from ..transport.mesh import Channel, Mesh
+from ..transport.wire import Fingerprint, FrameKind
+from .executor import AsyncExecutor
+from .work import Future, Work
+
+_ALGO_NAMES = {(COLLECTIVES[c], a.code): n for c, table in ALGORITHMS.items() for n, a in table.items()}
+
+
+def describe_call(fp: Fingerprint, seq: int) -> str:
+    """'all_reduce #12 (float32, 1024 elements, ring)', for mismatch messages."""
+    name = COLLECTIVE_NAMES.get(fp.op, f"collective {fp.op}")
+    parts = [DTYPE_NAMES.get(fp.dtype, "?"), f"{fp.count} elements"]
+    if fp.root >= 0:
+        parts.append(f"root {fp.root}")
+    algo = _ALGO_NAMES.get((fp.op, fp.algo))
+    if algo:
+        parts.append(f"algorithm {algo}")
+    return f"{name} #{seq} ({', '.join(parts)})"
+
+
+def byte_view(array: np.ndarray) -> memoryview:
+    """The bytes of a contiguous 1-D array, for the transport."""
+    return memoryview(array.view(np.uint8))
+
+
+class CallPeers:
+    """The ``Peers`` of one collective call: group ranks → mesh ranks, bound to (seq, fp).
+
+    It is also the call's context for messages: ``str(peers)`` is 'all_reduce #12 on rank 2',
+    formatted only when an error needs it.
+    """
+
+    __slots__ = ("rank", "size", "tunables", "_group", "_channel", "_ranks", "_seq", "_fp",
+                 "_deadline", "_op")
+
+    def __init__(self, group: ProcessGroup, op: str, seq: int, fp: Fingerprint, deadline: Deadline) -> None:
+        self.rank, self.size, self.tunables = group._rank, len(group._ranks), group.tunables
+        self._group, self._channel, self._ranks = group, group._channel, group._ranks
+        self._op, self._seq, self._fp, self._deadline = op, seq, fp, deadline
+
+    def __str__(self) -> str:
+        return self._group.context(self._op, self._seq)
+
+    def isend(self, peer: int, buf: np.ndarray, step: int) -> Any:
+        return self._channel.isend(self._ranks[peer], FrameKind.COLL, self._seq, step, 0, self._fp,
+                                   byte_view(buf), self)
+
+    def irecv(self, peer: int, buf: np.ndarray, step: int) -> Any:
+        return self._channel.irecv(self._ranks[peer], FrameKind.COLL, self._seq, step, 0, self._fp,
+                                   byte_view(buf), self)
+
+    def wait(self, *handles: Any) -> None:
+        self._channel.wait(handles, self._deadline, self)
+
+    def scratch(self, count: int, dtype: np.dtype) -> np.ndarray:
+        return self._group._scratch_array(count, dtype)
+
+
+class ProcessGroup:
+    """A set of ranks that run collectives together (torch.distributed.ProcessGroup)."""
+
+    def __init__(self, mesh: Mesh, group_id: int, ranks: Sequence[int], timeout: timedelta | float,
+                 backend: str, name: str, desc: str | None = None) -> None:
+        self._mesh = mesh
+        self._ranks = list(ranks)
+        self._group_rank_of = {g: i for i, g in enumerate(self._ranks)}
+        self._rank = self._group_rank_of[mesh.rank]
+        self._channel: Channel = mesh.open_channel(group_id, self._ranks, describe_call)
+        self._seq = 0
+        self._seq_lock = threading.Lock()
+        self._timeout = to_seconds(timeout)
+        self._broken: str | None = None
+        self._executor = AsyncExecutor(f"accord-{name}-async")
+        self._scratch = threading.local()
+        self.tunables = config.Tunables.from_env()
+        self.backend = backend
+        self.group_name = name
+        self.group_desc = desc or name
+        self.group_id = group_id
+
+    # -- torch's accessors ---------------------------------------------------------------------
+    def rank(self) -> int:
+        return self._rank
+
+    def size(self) -> int:
+        return len(self._ranks)
+
+    def name(self) -> str:
+        return self.backend
+
+    @property
+    def ranks(self) -> list[int]:
+        """The global ranks of the members, in group-rank order."""
+        return list(self._ranks)
+
+    @property
+    def global_rank(self) -> int:
+        return self._mesh.rank
+
+    @property
+    def timeout(self) -> timedelta:
+        return timedelta(seconds=self._timeout)
+
+    def set_timeout(self, timeout: timedelta) -> None:
+        self._timeout = to_seconds(timeout)
+
+    def group_rank_of(self, global_rank: int) -> int:
+        """The group rank of a global rank (ValueError if it is not a member)."""
+        try:
+            return self._group_rank_of[global_rank]
+        except KeyError:
+            raise ValueError(f"global rank {global_rank} is not a member of group "
+                             f"{self.group_name!r} (members: {self._ranks})") from None
+
+    def global_rank_of(self, group_rank: int) -> int:
+        if not 0 <= group_rank < len(self._ranks):
+            raise ValueError(f"group rank {group_rank} is out of range for group "
+                             f"{self.group_name!r} of size {len(self._ranks)}")
+        return self._ranks[group_rank]
+
+    def __repr__(self) -> str:
+        return (f"<accord.ProcessGroup {self.group_name!r} rank {self._rank}/{len(self._ranks)} "
+                f"backend {self.backend}>")
+
+    # -- running a collective ------------------------------------------------------------------
+    def context(self, op: str, seq: int | None = None) -> str:
+        """'all_reduce #12 on rank 2', plus the group and group rank for subgroups."""
+        number = f" #{seq}" if seq is not None else ""
+        where = f"rank {self._mesh.rank}"
+        if self.group_id != 0:
+            where += f" (group {self.group_name!r}, group rank {self._rank})"
+        return f"{op}{number} on {where}"
+
+    def fingerprint(self, op: str, algorithm: Algorithm | None, buf: Buffer | None, root: int = -1) -> Fingerprint:
+        return Fingerprint(COLLECTIVES[op], algorithm.code if algorithm else 0,
+                           buf.dtype_code if buf else 0, buf.count if buf else 0, root)
+
+    def run_collective(self, op: str, fp: Fingerprint, body: Callable[[CallPeers], None],
+                       outputs: Sequence[Buffer], result: list[Any], async_op: bool,
+                       timeout: float | None = None) -> Work | None:
+        """Run ``body`` as call #seq of this group: now, or on the async worker.
+
+        The call's deadline starts when it starts running: ``timeout`` seconds, else the group's.
+        """
+        with self._seq_lock:
+            self._seq += 1
+            seq = self._seq
+
+        def execute() -> list[Any]:
+            peers = CallPeers(self, op, seq, fp, Deadline.after(self._timeout if timeout is None else timeout))
+            if self._broken is not None or self._channel.error is not None:
+                self._raise_broken(str(peers))
+            try:
+                body(peers)
+            except BaseException as exc:
+                self._break(str(peers), exc)
+                raise
+            for out in outputs:
+                out.finish()
+            return result
+
+        if not async_op:
+            execute()
+            return None
+        future = Future()
+        self._executor.submit(execute, future)
+        return Work(self.context(op, seq), result, future)
+
+    def _raise_broken(self, context: str) -> None:
+        if self._broken is not None:
+            raise PeerError(f"{context}: this group cannot be used since {self._broken}. "
+                            f"Destroy it (destroy_process_group) and create a new one")
+        if self._channel.error is not None:
+            raise PeerError(f"{context}: this group is broken: {self._channel.error}")
+
+    def _break(self, context: str, exc: BaseException) -> None:
+        if self._broken is None:
+            self._broken = f"{context.split(' on ')[0]} failed ({type(exc).__name__}: {exc})"
+        self._channel.fail(exc, notify_peers=self._channel.error is None)
+
+    def _scratch_array(self, count: int, dtype: np.dtype) -> np.ndarray:
+        """Scratch memory of this thread, reused across calls (no allocation on the hot path)."""
+        cached: np.ndarray | None = getattr(self._scratch, "last", None)
+        if cached is not None and cached.size == count and cached.dtype == dtype:
+            return cached
+        dtype = np.dtype(dtype)
+        nbytes = count * dtype.itemsize
+        store: bytearray | None = getattr(self._scratch, "buf", None)
+        if store is None or len(store) < nbytes:
+            store = bytearray(max(nbytes, 4096))
+            self._scratch.buf = store
+        array = np.frombuffer(store, dtype=dtype, count=count)
+        self._scratch.last = array
+        return array
+
+    # -- lifetime ---------------------------------------------------------------------------
+    @property
+    def channel(self) -> Channel:
+        return self._channel
+
+    @property
+    def mesh(self) -> Mesh:
+        return self._mesh
+
+    def is_broken(self) -> bool:
+        return self._broken is not None or self._channel.error is not None
+
+    def abort(self) -> None:
+        """Break this group now: pending and later calls raise (torch's ProcessGroup.abort)."""
+        self._channel.fail(PeerError(f"group {self.group_name!r} was aborted on rank {self._mesh.rank}"),
+                           notify_peers=True)
+        if self._broken is None:
+            self._broken = "it was aborted"
+
+    def shutdown(self) -> None:
+        """Stop the async worker and detach from the mesh (the mesh itself stays open)."""
+        self._executor.shutdown()
+        self._mesh.close_channel(self._channel)

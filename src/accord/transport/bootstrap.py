@@ -1,0 +1,166 @@
+"""Building a TCP full mesh through a Store: publish, gather, connect, handshake.
+
+Owns: the listening socket, the address record each rank publishes, the store wait that names
+the ranks that never published, the HELLO handshake that tells an accepted socket's rank, and
+socket options. Must not know about algorithms or process groups: it returns a TcpMesh.
+
+Rank r connects to every lower rank and accepts every higher one; the kernel completes
+connections into the listen backlog, so the two phases cannot deadlock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import struct
+from dataclasses import dataclass
+
+from .. import config
+from ..errors import DistNetworkError, DistTimeoutError, ProtocolError, StoreTimeoutError
+from ..store.base import Store
+from ..timeouts import Deadline, format_seconds
+from .addresses import choose_address, host_identity
+from .tcp import TcpMesh
+from .wire import HEADER_SIZE, NO_FINGERPRINT, FrameKind, pack_header, unpack_header
+
+_HELLO = struct.Struct("<II")  # rank, world size; followed by the job token
+
+
+@dataclass(frozen=True)
+class PeerRecord:
+    """What each rank publishes before links are built."""
+
+    rank: int
+    host: str
+    port: int
+    host_id: str
+    pid: int
+
+    def encode(self) -> bytes:
+        return json.dumps(self.__dict__).encode()
+
+    @classmethod
+    def decode(cls, data: bytes) -> PeerRecord:
+        return cls(**json.loads(data))
+
+
+def _listen(address: str, backlog: int) -> socket.socket:
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    _set_buffers(listener)  # accepted sockets inherit them; must precede the handshake
+    try:
+        listener.bind((address, 0))
+    except OSError as exc:
+        listener.close()
+        raise DistNetworkError(f"cannot listen on {address}: {exc}. Set ACCORD_SOCKET_IFNAME "
+                               f"to an interface with a reachable address") from exc
+    listener.listen(max(backlog, 128))
+    return listener
+
+
+def gather_records(store: Store, prefix: str, me: PeerRecord, size: int, deadline: Deadline) -> list[PeerRecord]:
+    """Publish this rank's record, then wait for everyone's; a timeout names who is missing."""
+    store.set(f"{prefix}/peer/{me.rank}", me.encode())
+    keys = [f"{prefix}/peer/{r}" for r in range(size)]
+    try:
+        store.wait(keys, _remaining(deadline))
+    except StoreTimeoutError:
+        missing = [r for r, key in enumerate(keys) if not store.check([key])]
+        raise DistTimeoutError(
+            f"rank {me.rank}: ranks {missing} of {size} did not join within "
+            f"{format_seconds(deadline.budget)}. Did they start, with the same rendezvous "
+            f"settings (MASTER_ADDR/MASTER_PORT, world size)?"
+        ) from None
+    return [PeerRecord.decode(data) for data in store.multi_get(keys)]
+
+
+def _remaining(deadline: Deadline) -> float:
+    return max(deadline.remaining(), 0.001)
+
+
+def _set_buffers(sock: socket.socket) -> None:
+    size = config.tcp_buffer_bytes()
+    for option in (socket.SO_SNDBUF, socket.SO_RCVBUF):
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, option, size)
+        except OSError:
+            pass
+
+
+def _hello(rank: int, size: int, token: bytes) -> bytes:
+    payload = _HELLO.pack(rank, size) + token
+    return pack_header(FrameKind.HELLO, 0, 0, 0, 0, NO_FINGERPRINT, len(payload)) + payload
+
+
+def _read_exact(sock: socket.socket, n: int) -> bytes:
+    data = bytearray()
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ProtocolError("connection closed during the handshake")
+        data += chunk
+    return bytes(data)
+
+
+def _read_hello(sock: socket.socket, size: int, token: bytes) -> int:
+    header = unpack_header(_read_exact(sock, HEADER_SIZE))
+    if header.kind != FrameKind.HELLO or header.nbytes > 4096:
+        raise ProtocolError("the first frame on a new link was not a HELLO")
+    payload = _read_exact(sock, header.nbytes)
+    rank, their_size = _HELLO.unpack_from(payload)
+    if payload[_HELLO.size:] != token or their_size != size:
+        raise ProtocolError(f"a process of another job (or an older run) connected as rank {rank}")
+    return int(rank)
+
+
+def _connect(record: PeerRecord, me: int, deadline: Deadline) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    _set_buffers(sock)
+    sock.settimeout(_remaining(deadline))
+    try:
+        sock.connect((record.host, record.port))
+    except OSError as exc:
+        sock.close()
+        raise DistNetworkError(
+            f"rank {me} cannot connect to rank {record.rank} at {record.host}:{record.port} "
+            f"({exc}). Is the address reachable from here? Set ACCORD_SOCKET_IFNAME to pick "
+            f"the interface each rank publishes") from exc
+    return sock
+
+
+def connect_mesh(store: Store, prefix: str, rank: int, size: int, deadline: Deadline) -> TcpMesh:
+    """Build the TCP full mesh for ``size`` ranks whose records go under ``prefix``."""
+    address = choose_address(store.local_address())
+    listener = _listen(address, size)
+    sockets: dict[int, socket.socket] = {}
+    token = prefix.encode()
+    try:
+        me = PeerRecord(rank, address, listener.getsockname()[1], host_identity(), os.getpid())
+        records = gather_records(store, prefix, me, size, deadline)
+        for peer in range(rank):
+            sock = _connect(records[peer], rank, deadline)
+            sockets[peer] = sock
+            sock.sendall(_hello(rank, size, token))
+        while len(sockets) < size - 1:
+            listener.settimeout(_remaining(deadline))
+            try:
+                sock, _ = listener.accept()
+            except socket.timeout:
+                missing = sorted(set(range(rank + 1, size)) - set(sockets))
+                raise DistTimeoutError(f"rank {rank}: ranks {missing} never connected within "
+                                       f"{format_seconds(deadline.budget)}") from None
+            sock.settimeout(_remaining(deadline))
+            peer = _read_hello(sock, size, token)
+            if peer <= rank or peer in sockets:
+                sock.close()
+                raise ProtocolError(f"rank {rank}: unexpected connection claiming rank {peer}")
+            sockets[peer] = sock
+        for sock in sockets.values():
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return TcpMesh(rank, size, sockets, records)
+    except BaseException:
+        for sock in sockets.values():
+            sock.close()
+        raise
+    finally:
+        listener.close()

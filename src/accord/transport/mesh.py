@@ -1,0 +1,416 @@
+"""Mesh (rank → peers, with the shared waiting logic) and Channel (one group's view of it).
+
+Owns: posting sends and receives, delivering frames into posted buffers or parking them, the
+wait loop (one thread drives I/O at a time; the others sleep on the mesh's Condition), peer
+loss (died → every group containing the peer breaks; left → only receives from it fail), and
+POISON frames that carry a group's failure to its other members. Must not know about
+algorithms, process groups or stores; concrete transports (tcp, loopback) supply ``_transmit``
+(start sending one frame) and ``_drive`` (do I/O for a while).
+
+Every rank number here is a global rank (a position in the mesh).
+
+Locking: ``lock`` guards the matcher, peer states and channel errors. A request's ``done``
+flag is set once, sometimes without the lock (by the thread that owns the request at that
+moment); waiters count themselves in ``_waiters`` *before* checking ``done``, so a setter that
+sees no waiters can skip the notify without anybody missing a wake-up.
+"""
+
+from __future__ import annotations
+
+import enum
+import threading
+from abc import ABC, abstractmethod
+from typing import Any, Callable, Iterable, Sequence
+
+from ..errors import DistTimeoutError, PeerError, with_context
+from ..timeouts import Deadline, format_seconds
+from .matching import Matcher, Parked, RecvRequest, SendRequest, frame_error, match_key
+from .wire import NO_FINGERPRINT, Fingerprint, FrameKind, Header, pack_header
+
+Describe = Callable[[Fingerprint, int], str]
+Request = "SendRequest | RecvRequest"
+#: Longest a waiting thread sleeps before it looks at the clock and its requests again.
+_TICK = 0.5
+#: Bytes of parking buffers kept for reuse (frames that arrive before their receive is posted
+#: are common: a peer that is a little ahead sends its next call's data early).
+_PARKING_POOL_BYTES = 64 << 20
+
+
+class PeerState(enum.Enum):
+    OPEN = "open"
+    LEFT = "left"   # said GOODBYE: done with the job, not a failure
+    DEAD = "dead"   # vanished without GOODBYE
+
+
+def _default_describe(fp: Fingerprint, seq: int) -> str:
+    return f"collective #{seq} (op {fp.op}, dtype {fp.dtype}, count {fp.count}, root {fp.root})"
+
+
+class Channel:
+    """One group's traffic on a mesh: its id goes in every header; failures break it alone."""
+
+    def __init__(self, mesh: Mesh, group_id: int, members: Sequence[int], describe: Describe) -> None:
+        self.mesh = mesh
+        self.group_id = group_id
+        self.members = frozenset(members)
+        self.describe = describe
+        self.error: BaseException | None = None
+
+    def isend(self, dst: int, kind: int, seq: int, step: int, tag: int, fp: Fingerprint,
+              payload: memoryview, context: Any) -> SendRequest:
+        header = pack_header(kind, self.group_id, seq, step, tag, fp, payload.nbytes)
+        return self.mesh.post_send(SendRequest(dst, header, payload, self, context))
+
+    def irecv(self, src: int | None, kind: int, seq: int, step: int, tag: int,
+              expect: Fingerprint | None, buf: memoryview, context: Any) -> RecvRequest:
+        key = match_key(kind, self.group_id, seq, step, tag)
+        return self.mesh.post_recv(src, kind, key, buf, expect, self, context)
+
+    def wait(self, requests: Sequence[SendRequest | RecvRequest], deadline: Deadline, context: Any) -> None:
+        self.mesh.wait(requests, deadline, context, self)
+
+    def fail(self, error: BaseException, notify_peers: bool) -> None:
+        """Break this group here; with notify_peers, tell its live members why (POISON)."""
+        self.mesh.break_channel(self, error, notify_peers)
+
+    def cancel(self, req: RecvRequest) -> bool:
+        """Withdraw an unmatched receive (after a p2p timeout); False if data is arriving."""
+        with self.mesh.lock:
+            return self.mesh.matcher.cancel(req)
+
+
+class Mesh(ABC):
+    """Links from this rank to every other rank, and the logic shared by all transports."""
+
+    name = "mesh"
+    #: Whether a waiting thread must drive I/O (sockets); False when senders deliver directly.
+    needs_driver = True
+
+    def __init__(self, rank: int, size: int) -> None:
+        self.rank = rank
+        self.size = size
+        self.lock = threading.Lock()
+        self.cond = threading.Condition(self.lock)
+        self._waiters = 0
+        self.matcher = Matcher()
+        self.peer_state = [PeerState.OPEN] * size
+        self.peer_error: dict[int, PeerError] = {}
+        self._channels: dict[int, Channel] = {}
+        self._early_poison: dict[int, BaseException] = {}
+        self._driving = False
+        self._watched: list[SendRequest | RecvRequest] = []
+        self._progress_thread: threading.Thread | None = None
+        self._pool: dict[int, list[bytearray]] = {}
+        self._pooled_bytes = 0
+        self.closed = False
+
+    # -- for the concrete transports -------------------------------------------------------
+    @abstractmethod
+    def _transmit(self, req: SendRequest) -> None:
+        """Start sending ``req`` (lock not held); complete it via complete_send."""
+
+    @abstractmethod
+    def _drive(self, timeout: float) -> None:
+        """Do I/O for at most ``timeout`` seconds (one thread at a time, lock not held)."""
+
+    def _wake(self) -> None:
+        """Interrupt a thread blocked in _drive (for close/abort). Default: nothing to do."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Say GOODBYE to every open peer and release the links. Idempotent."""
+
+    # -- channels ----------------------------------------------------------------------------
+    def open_channel(self, group_id: int, members: Sequence[int], describe: Describe | None = None) -> Channel:
+        with self.lock:
+            if group_id in self._channels:
+                raise ValueError(f"group id {group_id} is already open on this mesh")
+            channel = Channel(self, group_id, members, describe or _default_describe)
+            channel.error = self._early_poison.pop(group_id, None)
+            for peer in channel.members:
+                if self.peer_state[peer] is PeerState.DEAD and channel.error is None:
+                    channel.error = self.peer_error[peer]
+            self._channels[group_id] = channel
+            return channel
+
+    def close_channel(self, channel: Channel) -> None:
+        with self.lock:
+            self._channels.pop(channel.group_id, None)
+
+    # -- posting -----------------------------------------------------------------------------
+    def post_send(self, req: SendRequest) -> SendRequest:
+        self._check_usable(req.channel, req.dst, sending=True)
+        self._transmit(req)
+        return req
+
+    def post_recv(self, src: int | None, kind: int, key: Any, buf: memoryview,
+                  expect: Fingerprint | None, channel: Channel, context: Any) -> RecvRequest:
+        with self.lock:
+            req = RecvRequest(src, kind, key, buf, expect, channel, context, self.matcher.next_order())
+            self._check_usable(channel, src, sending=False)
+            entry = self.matcher.take_parked(req)
+            if entry is not None:
+                self._claim(req, entry)
+            elif src is not None and self.peer_state[src] is not PeerState.OPEN:
+                req.error, req.done = self._gone_error(src, req.context), True
+            else:
+                self.matcher.post(req)
+            return req
+
+    def _check_usable(self, channel: Channel, peer: int | None, sending: bool) -> None:
+        if self.closed:
+            raise PeerError(f"rank {self.rank}: this process group was destroyed; create a new one")
+        if channel.error is not None:
+            raise channel.error
+        if sending and peer is not None and self.peer_state[peer] is not PeerState.OPEN:
+            raise self._gone_error(peer, "send")
+
+    def _gone_error(self, peer: int, context: Any) -> PeerError:
+        if self.peer_state[peer] is PeerState.DEAD:
+            return PeerError(f"{context}: {self.peer_error[peer]}", peer=peer)
+        return PeerError(
+            f"{context}: rank {peer} has left the group (it called destroy_process_group or "
+            f"exited) and will send nothing more", peer=peer)
+
+    def _claim(self, req: RecvRequest, entry: Parked) -> None:
+        """A new receive matched a parked frame (lock held)."""
+        error = frame_error(req, entry.src, entry.header, req.channel.describe)
+        if error is not None:
+            req.error, req.done = error, True
+        elif entry.complete:
+            req.buf[:] = entry.data
+            req.source, req.done = entry.src, True
+            self._recycle(entry.data)
+        else:
+            entry.claimed_by, req.claimed = req, True
+
+    def _parking_buffer(self, nbytes: int) -> bytearray:
+        """A buffer for a parked payload: a recycled one of the same size if any (lock held)."""
+        free = self._pool.get(nbytes)
+        if free:
+            self._pooled_bytes -= nbytes
+            return free.pop()
+        return bytearray(nbytes)
+
+    def _recycle(self, data: bytearray) -> None:
+        if 0 < len(data) and self._pooled_bytes + len(data) <= _PARKING_POOL_BYTES:
+            self._pool.setdefault(len(data), []).append(data)
+            self._pooled_bytes += len(data)
+
+    # -- arrivals (called by the concrete transports) -------------------------------------
+    def frame_arrived(self, src: int, header: Header) -> tuple[memoryview | None, Any]:
+        """Find where this frame's payload goes (lock taken here).
+
+        Returns (destination, token): destination None means "read and discard"; pass the
+        token to payload_complete once the payload is in.
+        """
+        with self.lock:
+            key = match_key(header.kind, header.group, header.seq, header.step, header.tag)
+            req = self.matcher.take_posted(src, key)
+            if req is None:
+                entry = Parked(src, header, self._parking_buffer(header.nbytes), complete=False)
+                self.matcher.park(entry)
+                return memoryview(entry.data), entry
+            error = frame_error(req, src, header, req.channel.describe)
+            if error is not None:
+                req.error, req.done = error, True
+                self._notify_locked()
+                return None, None
+            req.claimed = True
+            return req.buf, req
+
+    def payload_complete(self, src: int, token: Any) -> None:
+        if isinstance(token, RecvRequest):
+            token.source = src
+            token.done = True  # the driving thread owns a claimed request: no lock needed
+            self._notify()
+            return
+        with self.lock:
+            token.complete = True
+            req = token.claimed_by
+            if req is not None:
+                req.buf[:] = token.data
+                req.source, req.done = src, True
+                self._recycle(token.data)
+                self._notify_locked()
+
+    def complete_send(self, req: SendRequest, error: BaseException | None = None) -> None:
+        req.error = error
+        req.done = True
+        self._notify()
+
+    def _notify(self) -> None:
+        """Wake waiting threads, if any (lock not held)."""
+        if self._waiters:
+            with self.lock:
+                self.cond.notify_all()
+
+    def _notify_locked(self) -> None:
+        if self._waiters:
+            self.cond.notify_all()
+
+    def poison_arrived(self, src: int, group: int, reason: str) -> None:
+        error = PeerError(f"rank {src} reported a failure in this group: {reason}", peer=src)
+        with self.lock:
+            channel = self._channels.get(group)
+            if channel is None:
+                self._early_poison.setdefault(group, error)
+            elif channel.error is None:
+                channel.error = error
+            self.cond.notify_all()
+
+    def peer_lost(self, peer: int, error: PeerError | None) -> None:
+        """The link to ``peer`` ended: ``error`` None means an orderly GOODBYE."""
+        with self.lock:
+            if self.peer_state[peer] is not PeerState.OPEN:
+                return
+            if error is None:
+                self.peer_state[peer] = PeerState.LEFT
+            else:
+                self.peer_state[peer] = PeerState.DEAD
+                self.peer_error[peer] = error
+                for channel in self._channels.values():
+                    if peer in channel.members and channel.error is None:
+                        channel.error = error
+            for req in self.matcher.posted_requests():
+                if req.src == peer and not req.claimed:
+                    self.matcher.cancel(req)
+                    req.error, req.done = self._gone_error(peer, req.context), True
+            self.cond.notify_all()
+
+    # -- failure of a group -----------------------------------------------------------------
+    def break_channel(self, channel: Channel, error: BaseException, notify_peers: bool) -> None:
+        with self.lock:
+            if channel.error is None:
+                channel.error = error
+            self.cond.notify_all()
+            peers = [p for p in channel.members
+                     if p != self.rank and self.peer_state[p] is PeerState.OPEN] if notify_peers else []
+        reason = memoryview(str(error).encode("utf-8", "replace")[:4096])
+        for peer in peers:
+            header = pack_header(FrameKind.POISON, channel.group_id, 0, 0, 0, NO_FINGERPRINT, reason.nbytes)
+            try:
+                self._transmit(SendRequest(peer, header, reason, channel, "poison"))
+            except PeerError:
+                pass  # that peer is gone too; nothing to tell it
+
+    # -- waiting -----------------------------------------------------------------------------
+    def wait(self, requests: Sequence[SendRequest | RecvRequest], deadline: Deadline, context: Any,
+             channel: Channel) -> None:
+        """Block until every request is done; raise the first error, a broken group, or a timeout.
+
+        One waiting thread at a time drives the transport; the others sleep on the Condition
+        and are woken when a request completes or the driver steps down.
+        """
+        while True:
+            for req in requests:
+                if not req.done:
+                    break
+            else:
+                for req in requests:
+                    if req.error is not None:
+                        raise with_context(req.error, context)
+                return
+            if channel.error is not None:
+                raise with_context(channel.error, context)
+            if self.closed:
+                raise PeerError(f"{context}: the process group was destroyed while this call waited")
+            remaining = deadline.remaining()
+            if remaining <= 0:
+                raise self._timeout_error(requests, deadline, context)
+            with self.lock:
+                drive = self.needs_driver and not self._driving
+                if drive:
+                    self._driving = True
+                else:
+                    self._sleep(requests, channel, min(remaining, _TICK))
+            if drive:
+                try:
+                    self._drive(min(remaining, _TICK))
+                finally:
+                    with self.lock:
+                        self._driving = False
+                        self._notify_locked()
+
+    def _sleep(self, requests: Sequence[SendRequest | RecvRequest], channel: Channel, timeout: float) -> None:
+        """Wait on the Condition unless something already changed (lock held)."""
+        self._waiters += 1
+        try:
+            if channel.error is None and not self.closed and any(not r.done for r in requests):
+                self.cond.wait(timeout)
+        finally:
+            self._waiters -= 1
+
+    def _timeout_error(self, requests: Iterable[SendRequest | RecvRequest], deadline: Deadline,
+                       context: Any) -> DistTimeoutError:
+        waiting = sorted({r.src for r in requests if isinstance(r, RecvRequest) and not r.done
+                          and r.src is not None})
+        stuck = sorted({r.dst for r in requests if isinstance(r, SendRequest) and not r.done})
+        parts = []
+        if waiting:
+            parts.append(f"nothing from rank {', '.join(map(str, waiting))}")
+        if any(isinstance(r, RecvRequest) and not r.done and r.src is None for r in requests):
+            parts.append("nothing from any rank")
+        if stuck:
+            parts.append(f"rank {', '.join(map(str, stuck))} did not take the data sent to it")
+        suspects = ", ".join(map(str, waiting or stuck)) or "each peer"
+        return DistTimeoutError(
+            f"{context}: {'; '.join(parts) or 'no progress'} in {format_seconds(deadline.budget)}. "
+            f"Is rank {suspects} alive, and did every rank call the same collectives in the "
+            f"same order?")
+
+    # -- background progress ------------------------------------------------------------------
+    def watch(self, req: SendRequest | RecvRequest) -> None:
+        """Keep ``req`` moving even while nobody waits for it (isend/irecv, then compute).
+
+        A progress thread (started on first use) drives the transport while watched requests
+        are pending; blocking calls still drive it themselves when it is idle.
+        """
+        if not self.needs_driver or req.done:
+            return
+        with self.lock:
+            self._watched.append(req)
+            if self._progress_thread is None:
+                self._progress_thread = threading.Thread(
+                    target=self._progress_loop, name=f"accord-progress-{self.rank}", daemon=True)
+                self._progress_thread.start()
+            self.cond.notify_all()
+
+    def _progress_loop(self) -> None:
+        while True:
+            with self.lock:
+                self._watched = [r for r in self._watched if not r.done]
+                if self.closed:
+                    return
+                if not self._watched or self._driving:
+                    self._waiters += 1
+                    try:
+                        self.cond.wait(_TICK)
+                    finally:
+                        self._waiters -= 1
+                    continue
+                self._driving = True
+            try:
+                self._drive(_TICK)
+            finally:
+                with self.lock:
+                    self._driving = False
+                    self._notify_locked()
+
+    # -- closing -----------------------------------------------------------------------------
+    def begin_close(self) -> bool:
+        """Mark the mesh closed and wait for a driving thread to leave; False if already closed."""
+        with self.lock:
+            if self.closed:
+                return False
+            self.closed = True
+            self.cond.notify_all()
+        self._wake()
+        with self.lock:
+            while self._driving:
+                self._waiters += 1
+                try:
+                    self.cond.wait(_TICK)
+                finally:
+                    self._waiters -= 1
+        return True

@@ -1,0 +1,123 @@
+"""The World (what init_process_group creates) and the one default World of the process.
+
+Owns: ``World`` (store, mesh, default group, subgroups and their ids), the process default
+(the single piece of module-level mutable state in accord) with a per-thread override for
+tests (``world_scope``), and torch's ``GroupMember`` / ``group`` handles. Must not know about
+the launcher.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import hashlib
+import threading
+from typing import Any, Iterator, Sequence
+
+from .errors import InternalError, NotInitializedError
+from .group.process_group import ProcessGroup
+from .store.base import Store
+from .transport.mesh import Mesh
+
+
+class World:
+    """The default group of a job, the mesh under it, and every group made from it."""
+
+    def __init__(self, store: Store | None, mesh: Mesh, default_group: Any, backend: str,
+                 owns_store: bool) -> None:
+        self.store = store
+        self.mesh = mesh
+        self.default_group = default_group
+        self.backend = backend
+        self.rank = mesh.rank
+        self.size = mesh.size
+        self.groups: list[ProcessGroup] = []
+        self._owns_store = owns_store
+        self._group_counts: dict[tuple[int, ...], int] = {}
+        self._lock = threading.Lock()
+
+    def next_group_id(self, ranks: Sequence[int]) -> tuple[int, int]:
+        """(id, n): the n-th group with these ranks gets the same id on every member, even
+        when non-members do not call new_group (use_local_synchronization)."""
+        key = tuple(ranks)
+        with self._lock:
+            n = self._group_counts.get(key, 0) + 1
+            self._group_counts[key] = n
+        digest = hashlib.blake2b(f"{key}/{n}".encode(), digest_size=4).digest()
+        group_id = int.from_bytes(digest, "little") or 1  # 0 is the default group
+        if any(g.group_id == group_id for g in self.groups):
+            raise InternalError(f"group id collision for ranks {list(key)}; please report it")
+        return group_id, n
+
+    def destroy(self) -> None:
+        """Stop every group, say GOODBYE to every peer, release the store if we made it."""
+        for group in [*self.groups, self.default_group]:
+            shutdown = getattr(group, "shutdown", None)
+            if shutdown is not None:
+                shutdown()
+        self.mesh.close()
+        if self._owns_store and self.store is not None:
+            self.store.close()
+
+
+_process_world: World | None = None
+_scoped_world: contextvars.ContextVar[World | None] = contextvars.ContextVar("accord_world", default=None)
+
+
+def current_world(required: bool = True) -> World | None:
+    world = _scoped_world.get() or _process_world
+    if world is None and required:
+        raise NotInitializedError(
+            "Default process group has not been initialized, please make sure to call "
+            "init_process_group.")
+    return world
+
+
+def set_process_world(world: World | None) -> None:
+    global _process_world
+    _process_world = world
+
+
+@contextlib.contextmanager
+def world_scope(world: World) -> Iterator[World]:
+    """Make ``world`` current for this thread only (tests run ranks as threads)."""
+    token = _scoped_world.set(world)
+    try:
+        yield world
+    finally:
+        _scoped_world.reset(token)
+
+
+def clear_scoped_world() -> bool:
+    """Forget this thread's scoped world (after destroy_process_group in a scope)."""
+    if _scoped_world.get() is not None:
+        _scoped_world.set(None)
+        return True
+    return False
+
+
+class _NonGroupMember(int):
+    """What new_group returns on ranks outside the group (torch: -100)."""
+
+    def __repr__(self) -> str:
+        return "GroupMember.NON_GROUP_MEMBER"
+
+
+NON_GROUP_MEMBER = _NonGroupMember(-100)
+
+
+class _WorldMeta(type):
+    @property
+    def WORLD(cls) -> Any:  # noqa: N802 — torch's name
+        world = current_world(required=False)
+        return world.default_group if world is not None else None
+
+
+class GroupMember(metaclass=_WorldMeta):
+    """torch's handles: ``GroupMember.WORLD`` (the default group) and ``NON_GROUP_MEMBER``."""
+
+    NON_GROUP_MEMBER = NON_GROUP_MEMBER
+
+
+class group(metaclass=_WorldMeta):  # noqa: N801 — torch's name (dist.group.WORLD)
+    """``accord.group.WORLD``: the default group, as ``torch.distributed.group.WORLD``."""
