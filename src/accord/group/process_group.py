@@ -171,11 +171,15 @@ class ProcessGroup:
             peers = CallPeers(self, op, seq, fp, Deadline.after(self._timeout if timeout is None else timeout))
             if self._broken is not None or self._channel.error is not None:
                 self._raise_broken(str(peers))
+            channel = self._channel
             try:
+                channel.begin(seq, fp, peers)
                 body(peers)
             except BaseException as exc:
                 self._break(str(peers), exc)
                 raise
+            finally:
+                channel.end(seq)
             for out in outputs:
                 out.finish()
             return result
@@ -188,11 +192,10 @@ class ProcessGroup:
         return Work(self.context(op, seq), result, future)
 
     def _raise_broken(self, context: str) -> None:
-        if self._broken is not None:
-            raise PeerError(f"{context}: this group cannot be used since {self._broken}. "
-                            f"Destroy it (destroy_process_group) and create a new one")
-        if self._channel.error is not None:
-            raise PeerError(f"{context}: this group is broken: {self._channel.error}")
+        if self._broken is None:
+            self._broken = str(self._channel.error)
+        raise PeerError(f"{context}: this group cannot be used since {self._broken}. "
+                        f"Destroy it (destroy_process_group) and create a new one")
 
     def _break(self, context: str, exc: BaseException) -> None:
         if self._broken is None:

@@ -87,15 +87,20 @@ class Parked:
         self.claimed_by: RecvRequest | None = None
 
 
+def mismatch_error(context: Any, src: int, theirs: Fingerprint, ours: Fingerprint, seq: int,
+                   describe: Any) -> CollectiveMismatchError:
+    return CollectiveMismatchError(
+        f"{context}: rank {src} called {describe(theirs, seq)}, this rank called "
+        f"{describe(ours, seq)}. Every rank must call the same collectives, in the same order, "
+        f"with matching dtypes, sizes and roots"
+    )
+
+
 def frame_error(req: RecvRequest, src: int, header: Header, describe: Any) -> BaseException | None:
     """The error to raise if this frame must not be delivered into this receive, else None."""
     expected = req.buf.nbytes
     if req.kind == FrameKind.COLL and req.expect is not None and header.fingerprint != req.expect:
-        return CollectiveMismatchError(
-            f"{req.context}: rank {src} called {describe(header.fingerprint, header.seq)}, "
-            f"this rank called {describe(req.expect, header.seq)}. Every rank must call the "
-            f"same collectives, in the same order, with matching dtypes, sizes and roots"
-        )
+        return mismatch_error(req.context, src, header.fingerprint, req.expect, header.seq, describe)
     if (req.kind == FrameKind.P2P and req.expect is not None
             and header.fingerprint.dtype != req.expect.dtype):
         return CollectiveMismatchError(
@@ -167,6 +172,13 @@ class Matcher:
                 del self.posted[req.key]
             return True
         return False
+
+    def parked_collective(self, group: int, upto: int) -> list[Parked]:
+        """Parked frames of collective calls numbered ``upto`` or lower of ``group``."""
+        if not self.parked:
+            return []
+        return [entry for key, queue in self.parked.items()
+                if key[0] == group and key[1] != "p2p" and key[1] <= upto for entry in queue]
 
     def posted_requests(self) -> list[RecvRequest]:
         return [req for queue in self.posted.values() for req in queue]

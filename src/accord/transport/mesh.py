@@ -22,9 +22,10 @@ import threading
 from abc import ABC, abstractmethod
 from typing import Any, Callable, Iterable, Sequence
 
-from ..errors import DistTimeoutError, PeerError, with_context
+from ..errors import CollectiveMismatchError, DistTimeoutError, PeerError, with_context
 from ..timeouts import Deadline, format_seconds
-from .matching import Matcher, Parked, RecvRequest, SendRequest, frame_error, match_key
+from .matching import (Matcher, Parked, RecvRequest, SendRequest, frame_error, match_key,
+                       mismatch_error)
 from .wire import NO_FINGERPRINT, Fingerprint, FrameKind, Header, pack_header
 
 Describe = Callable[[Fingerprint, int], str]
@@ -34,6 +35,8 @@ _TICK = 0.5
 #: Bytes of parking buffers kept for reuse (frames that arrive before their receive is posted
 #: are common: a peer that is a little ahead sends its next call's data early).
 _PARKING_POOL_BYTES = 64 << 20
+#: Finished calls whose fingerprints a channel remembers (to explain a frame that came late).
+_HISTORY = 64
 
 
 class PeerState(enum.Enum):
@@ -55,6 +58,21 @@ class Channel:
         self.members = frozenset(members)
         self.describe = describe
         self.error: BaseException | None = None
+        #: collective calls in progress: seq → (fingerprint, context), so that a frame of the
+        #: same seq with another fingerprint is a mismatch even when no receive matches it
+        self.running: dict[int, tuple[Fingerprint, Any]] = {}
+        #: the fingerprints of recent finished calls, to describe a late mismatch
+        self.history: dict[int, Fingerprint] = {}
+
+    def begin(self, seq: int, fp: Fingerprint, context: Any) -> None:
+        """Collective call ``seq`` starts here; frames for it that came early are checked now."""
+        self.mesh.begin_call(self, seq, fp, context)
+
+    def end(self, seq: int) -> None:
+        done = self.running.pop(seq, None)
+        if done is not None:
+            self.history[seq] = done[0]
+            self.history.pop(seq - _HISTORY, None)
 
     def isend(self, dst: int, kind: int, seq: int, step: int, tag: int, fp: Fingerprint,
               payload: memoryview, context: Any) -> SendRequest:
@@ -139,7 +157,12 @@ class Mesh(ABC):
 
     # -- posting -----------------------------------------------------------------------------
     def post_send(self, req: SendRequest) -> SendRequest:
-        self._check_usable(req.channel, req.dst, sending=True)
+        self._check_usable(req.channel, req.context)
+        if self.peer_state[req.dst] is not PeerState.OPEN:
+            # fail the request, not the call: an earlier request of the same call (a receive
+            # that found a mismatch) may hold the root cause, and wait() reports errors in order
+            self.complete_send(req, self._gone_error(req.dst, req.context))
+            return req
         self._transmit(req)
         return req
 
@@ -147,7 +170,7 @@ class Mesh(ABC):
                   expect: Fingerprint | None, channel: Channel, context: Any) -> RecvRequest:
         with self.lock:
             req = RecvRequest(src, kind, key, buf, expect, channel, context, self.matcher.next_order())
-            self._check_usable(channel, src, sending=False)
+            self._check_usable(channel, context)
             entry = self.matcher.take_parked(req)
             if entry is not None:
                 self._claim(req, entry)
@@ -157,13 +180,11 @@ class Mesh(ABC):
                 self.matcher.post(req)
             return req
 
-    def _check_usable(self, channel: Channel, peer: int | None, sending: bool) -> None:
+    def _check_usable(self, channel: Channel, context: Any) -> None:
         if self.closed:
-            raise PeerError(f"rank {self.rank}: this process group was destroyed; create a new one")
+            raise PeerError(f"{context}: this process group was destroyed; create a new one")
         if channel.error is not None:
-            raise channel.error
-        if sending and peer is not None and self.peer_state[peer] is not PeerState.OPEN:
-            raise self._gone_error(peer, "send")
+            raise with_context(channel.error, context)
 
     def _gone_error(self, peer: int, context: Any) -> PeerError:
         if self.peer_state[peer] is PeerState.DEAD:
@@ -198,26 +219,66 @@ class Mesh(ABC):
             self._pooled_bytes += len(data)
 
     # -- arrivals (called by the concrete transports) -------------------------------------
+    def begin_call(self, channel: Channel, seq: int, fp: Fingerprint, context: Any) -> None:
+        """Register call ``seq`` and check the frames that arrived before it started: one of
+        this call with another fingerprint, or one of a finished call that nothing consumed
+        (a peer sent what this rank never expected), is a mismatch."""
+        with self.lock:
+            channel.running[seq] = (fp, context)
+            early = self.matcher.parked_collective(channel.group_id, seq)
+            wrong = next((e for e in early if (e.header.seq == seq and e.header.fingerprint != fp)
+                          or e.header.seq in channel.history), None)
+        if wrong is None:
+            return
+        theirs, when = wrong.header.fingerprint, wrong.header.seq
+        ours = fp if when == seq else channel.history.get(when)
+        if ours is None or ours == theirs:
+            error: BaseException = CollectiveMismatchError(
+                f"{context}: rank {wrong.src} sent a message for {channel.describe(theirs, when)} "
+                f"that this rank never asked for. Every rank must call the same collectives, in "
+                f"the same order, with matching dtypes, sizes and roots")
+        else:
+            error = mismatch_error(context, wrong.src, theirs, ours, when, channel.describe)
+        self.break_channel(channel, error, notify_peers=True)
+        raise error
+
     def frame_arrived(self, src: int, header: Header) -> tuple[memoryview | None, Any]:
         """Find where this frame's payload goes (lock taken here).
 
         Returns (destination, token): destination None means "read and discard"; pass the
         token to payload_complete once the payload is in.
         """
+        mismatch: tuple[Channel, BaseException] | None = None
         with self.lock:
+            if header.kind == FrameKind.COLL:
+                mismatch = self._check_running(src, header)
             key = match_key(header.kind, header.group, header.seq, header.step, header.tag)
             req = self.matcher.take_posted(src, key)
             if req is None:
                 entry = Parked(src, header, self._parking_buffer(header.nbytes), complete=False)
                 self.matcher.park(entry)
-                return memoryview(entry.data), entry
-            error = frame_error(req, src, header, req.channel.describe)
-            if error is not None:
-                req.error, req.done = error, True
-                self._notify_locked()
-                return None, None
-            req.claimed = True
-            return req.buf, req
+                destination: tuple[memoryview | None, Any] = (memoryview(entry.data), entry)
+            else:
+                error = frame_error(req, src, header, req.channel.describe)
+                if error is not None:
+                    req.error, req.done = error, True
+                    self._notify_locked()
+                    destination = (None, None)
+                else:
+                    req.claimed = True
+                    destination = (req.buf, req)
+        if mismatch is not None:
+            self.break_channel(mismatch[0], mismatch[1], notify_peers=True)
+        return destination
+
+    def _check_running(self, src: int, header: Header) -> tuple[Channel, BaseException] | None:
+        """A frame of a call in progress here whose fingerprint differs: a mismatch (lock held)."""
+        channel = self._channels.get(header.group)
+        running = channel.running.get(header.seq) if channel is not None else None
+        if channel is None or running is None or running[0] == header.fingerprint:
+            return None
+        fp, context = running
+        return channel, mismatch_error(context, src, header.fingerprint, fp, header.seq, channel.describe)
 
     def payload_complete(self, src: int, token: Any) -> None:
         if isinstance(token, RecvRequest):
@@ -250,7 +311,11 @@ class Mesh(ABC):
             self.cond.notify_all()
 
     def poison_arrived(self, src: int, group: int, reason: str) -> None:
-        error = PeerError(f"rank {src} reported a failure in this group: {reason}", peer=src)
+        kind, _, message = reason.partition("\n")
+        if kind == CollectiveMismatchError.__name__:  # the program's fault, on every rank
+            error: BaseException = CollectiveMismatchError(f"rank {src} found that {message}")
+        else:
+            error = PeerError(f"rank {src} reported a failure in this group: {message}", peer=src)
         with self.lock:
             channel = self._channels.get(group)
             if channel is None:
@@ -286,7 +351,7 @@ class Mesh(ABC):
             self.cond.notify_all()
             peers = [p for p in channel.members
                      if p != self.rank and self.peer_state[p] is PeerState.OPEN] if notify_peers else []
-        reason = memoryview(str(error).encode("utf-8", "replace")[:4096])
+        reason = memoryview(f"{type(error).__name__}\n{error}".encode("utf-8", "replace")[:4096])
         for peer in peers:
             header = pack_header(FrameKind.POISON, channel.group_id, 0, 0, 0, NO_FINGERPRINT, reason.nbytes)
             try:
@@ -309,7 +374,9 @@ class Mesh(ABC):
             else:
                 for req in requests:
                     if req.error is not None:
-                        raise with_context(req.error, context)
+                        # a broken group is the root cause of the requests' errors (a peer that
+                        # left because it failed first, say): name it rather than the symptom
+                        raise with_context(channel.error or req.error, context)
                 return
             if channel.error is not None:
                 raise with_context(channel.error, context)

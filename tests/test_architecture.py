@@ -1,0 +1,107 @@
+"""The shape of the package: imports go down the layer table (design.md §2), the public
+surface is what __all__ says, and names and defaults match torch.distributed's."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import pathlib
+
+import pytest
+
+import accord
+
+PACKAGE = pathlib.Path(accord.__file__).parent
+LAYERS = [("errors", "timeouts", "config", "reduce_ops", "arrays"), ("store",), ("rendezvous",),
+          ("transport",), ("collectives",), ("group",), ("api", "world", "backend_names"),
+          ("launcher", "backends", "bench")]
+RANK = {name: i for i, names in enumerate(LAYERS) for name in names}
+# transport and collectives are siblings: neither may import the other
+SIBLINGS = {("collectives", "transport"), ("transport", "collectives")}
+
+
+def _layer(parts: list[str]) -> str | None:
+    return parts[0] if parts and parts[0] in RANK else None
+
+
+def _imports(path: pathlib.Path) -> list[tuple[int, list[str]]]:
+    rel = path.relative_to(PACKAGE).with_suffix("").parts
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = list(rel[: len(rel) - node.level])
+                target = base + (node.module.split(".") if node.module else [])
+            elif node.module and node.module.startswith("accord"):
+                target = node.module.split(".")[1:]
+            else:
+                continue
+            if not target or target == [""]:
+                target = [alias.name for alias in node.names][:1]
+            found.append((node.lineno, target))
+    return found
+
+
+def test_imports_go_down_the_layer_table():
+    upward = []
+    for path in PACKAGE.rglob("*.py"):
+        rel = list(path.relative_to(PACKAGE).with_suffix("").parts)
+        mine = _layer(rel)
+        if mine is None:
+            continue
+        for line, target in _imports(path):
+            theirs = _layer(target)
+            if theirs is None or theirs == mine:
+                continue
+            if RANK[theirs] > RANK[mine] or (mine, theirs) in SIBLINGS:
+                upward.append(f"{'/'.join(rel)}.py:{line} imports {'.'.join(target)}")
+    assert not upward, "imports that go up the layer table:\n" + "\n".join(upward)
+
+
+def test_every_module_says_what_it_owns():
+    missing = [str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
+               if p.name != "__main__.py" and not ast.get_docstring(ast.parse(p.read_text(encoding="utf-8")))]
+    assert not missing, f"modules without a docstring: {missing}"
+
+
+def test_all_names_exist():
+    assert sorted(set(accord.__all__)) == sorted(accord.__all__)
+    for name in accord.__all__:
+        assert hasattr(accord, name), name
+
+
+
+def _torch():
+    try:
+        import torch.distributed as dist
+    except ImportError:
+        pytest.skip("torch is not installed")
+    return dist
+
+
+def _functions() -> list[str]:
+    return [n for n in accord.__all__ if inspect.isfunction(getattr(accord, n)) and not n.startswith("_")]
+
+
+@pytest.mark.parametrize("name", _functions())
+def test_signatures_match_torch(name):
+    tdist = _torch()
+    theirs_fn = getattr(tdist, name, None)
+    if theirs_fn is None or not callable(theirs_fn):
+        pytest.skip(f"torch.distributed has no {name}")
+    try:
+        theirs = inspect.signature(theirs_fn)
+    except (TypeError, ValueError):
+        pytest.skip(f"torch's {name} has no Python signature")
+    ours = inspect.signature(getattr(accord, name))
+    for param in theirs.parameters.values():
+        if param.name.startswith("_") or param.name == "device_id":
+            continue
+        assert param.name in ours.parameters, f"{name} lacks torch's parameter {param.name!r}"
+        mine = ours.parameters[param.name]
+        if param.default is not inspect.Parameter.empty and not callable(param.default):
+            if isinstance(param.default, (int, float, str, bool, type(None))):
+                assert mine.default == param.default, f"{name}({param.name}=) default differs"
+    names = [p for p in theirs.parameters if not p.startswith("_")]
+    mine_order = [p for p in ours.parameters if p in names]
+    assert mine_order == [p for p in names if p in ours.parameters], f"{name}: parameter order differs"
