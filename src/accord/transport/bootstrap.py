@@ -17,7 +17,8 @@ import struct
 from dataclasses import dataclass
 
 from .. import config
-from ..errors import DistNetworkError, DistTimeoutError, ProtocolError, StoreTimeoutError
+from ..errors import (DistNetworkError, DistStoreError, DistTimeoutError, ProtocolError,
+                      StoreTimeoutError)
 from ..store.base import Store
 from ..timeouts import Deadline, format_seconds
 from .addresses import choose_address, host_identity
@@ -59,19 +60,63 @@ def _listen(address: str, backlog: int) -> socket.socket:
 
 
 def gather_records(store: Store, prefix: str, me: PeerRecord, size: int, deadline: Deadline) -> list[PeerRecord]:
-    """Publish this rank's record, then wait for everyone's; a timeout names who is missing."""
+    """Publish this rank's record, then wait for everyone's; a timeout names who is missing.
+
+    A rank that gives up tells the others why (``_abandon``) before it raises, because the
+    store may go down with it (rank 0 hosts the TCPStore, and it is the first to give up: the
+    others cannot start their clocks before its store is up). So every waiting rank fails at
+    once with the same verdict, instead of a lost store connection.
+    """
     store.set(f"{prefix}/peer/{me.rank}", me.encode())
     keys = [f"{prefix}/peer/{r}" for r in range(size)]
     try:
         store.wait(keys, _remaining(deadline))
     except StoreTimeoutError:
         missing = [r for r, key in enumerate(keys) if not store.check([key])]
-        raise DistTimeoutError(
-            f"rank {me.rank}: ranks {missing} of {size} did not join within "
-            f"{format_seconds(deadline.budget)}. Did they start, with the same rendezvous "
-            f"settings (MASTER_ADDR/MASTER_PORT, world size)?"
-        ) from None
-    return [PeerRecord.decode(data) for data in store.multi_get(keys)]
+        if store.check([f"{prefix}/{_ABANDONED}"]):  # after `missing`: see _abandon
+            raise _abandoned_error(store, prefix, me.rank) from None
+        verdict = (f"ranks {missing} of {size} did not join within "
+                   f"{format_seconds(deadline.budget)}. Did they start, with the same rendezvous "
+                   f"settings (MASTER_ADDR/MASTER_PORT, world size)?")
+        _abandon(store, prefix, me.rank, keys, missing, verdict)
+        raise DistTimeoutError(f"rank {me.rank}: {verdict}") from None
+    values = store.multi_get(keys)
+    if not all(values) or store.check([f"{prefix}/{_ABANDONED}"]):
+        raise _abandoned_error(store, prefix, me.rank)
+    return [PeerRecord.decode(data) for data in values]
+
+
+_ABANDONED = "abandoned"
+#: How long a rank that gives up waits for the ranks that did join to read its verdict.
+_ABANDON_GRACE_S = 2.0
+
+
+def _abandon(store: Store, prefix: str, rank: int, keys: list[str], missing: list[int],
+             verdict: str) -> None:
+    """Publish the verdict, release the ranks still waiting (an empty record for each missing
+    rank), and give them a moment to read it. Best effort: the store may already be gone.
+
+    The verdict goes first: a rank whose own wait ends at this moment may count an empty
+    record as joined, but then it finds the verdict and reports that instead."""
+    try:
+        store.set(f"{prefix}/{_ABANDONED}", f"rank {rank} gave up waiting: {verdict}")
+        for r in missing:
+            store.set(keys[r], b"")
+        store.set(f"{prefix}/left/{rank}", b"1")
+        joined = [r for r in range(len(keys)) if r not in missing and r != rank]
+        store.wait([f"{prefix}/left/{r}" for r in joined], _ABANDON_GRACE_S)
+    except DistStoreError:
+        pass
+
+
+def _abandoned_error(store: Store, prefix: str, rank: int) -> DistTimeoutError:
+    """The error of a rank that finds the rendezvous abandoned by another (who said why)."""
+    try:
+        verdict = store.get(f"{prefix}/{_ABANDONED}").decode("utf-8", "replace")
+        store.set(f"{prefix}/left/{rank}", b"1")
+    except DistStoreError:
+        verdict = "another rank gave up waiting for the ranks that did not join"
+    return DistTimeoutError(f"rank {rank}: {verdict}")
 
 
 def _remaining(deadline: Deadline) -> float:
