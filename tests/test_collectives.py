@@ -10,6 +10,7 @@ import pytest
 
 import accord as dist
 from accord.collectives.registry import ALGORITHMS
+from accord.transport.loopback import LoopbackFabric
 from harness import run_ranks
 
 WORLD_SIZES = [1, 2, 3, 4, 5, 8]
@@ -18,6 +19,10 @@ INT_DTYPES = ["int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "u
 FLOAT_DTYPES = ["float16", "float32", "float64"]
 COMPLEX_DTYPES = ["complex64", "complex128"]
 OPS = ["SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR"]
+
+
+def message_algorithms(collective: str) -> list[str]:
+    return sorted(n for n, a in ALGORITHMS[collective].items() if a.kind == "messages")
 
 
 def force(monkeypatch: pytest.MonkeyPatch, collective: str, algorithm: str, segment: int = 24) -> None:
@@ -59,7 +64,7 @@ def _valid(op: str, dtype: str) -> bool:
     return True
 
 
-@pytest.mark.parametrize("algorithm", sorted(ALGORITHMS["all_reduce"]))
+@pytest.mark.parametrize("algorithm", message_algorithms("all_reduce"))
 @pytest.mark.parametrize("world_size", WORLD_SIZES)
 @pytest.mark.parametrize("count", COUNTS)
 def test_all_reduce_sum_every_algorithm(monkeypatch, algorithm, world_size, count):
@@ -79,7 +84,7 @@ VALID_OP_DTYPE = [(op, dtype) for op in OPS for dtype in INT_DTYPES + FLOAT_DTYP
                   if _valid(op, dtype)]  # the invalid ones: test_reduce_op_dtype_errors
 
 
-@pytest.mark.parametrize("algorithm", sorted(ALGORITHMS["all_reduce"]))
+@pytest.mark.parametrize("algorithm", message_algorithms("all_reduce"))
 @pytest.mark.parametrize("op,dtype", VALID_OP_DTYPE)
 def test_all_reduce_every_dtype_and_op(monkeypatch, algorithm, dtype, op):
     force(monkeypatch, "all_reduce", algorithm)
@@ -175,7 +180,7 @@ def test_reduce_op_dtype_errors(op, dtype):
         assert op in message
 
 
-@pytest.mark.parametrize("algorithm", sorted(ALGORITHMS["broadcast"]))
+@pytest.mark.parametrize("algorithm", message_algorithms("broadcast"))
 @pytest.mark.parametrize("world_size", WORLD_SIZES)
 @pytest.mark.parametrize("count", [0, 1, 9, 1000])
 def test_broadcast_every_root(monkeypatch, algorithm, world_size, count):
@@ -252,3 +257,91 @@ def test_read_only_array_is_rejected_before_anything_moves():
         return True
 
     assert run_ranks(1, body) == [True]
+
+
+# -- shared memory: the same checks with ranks sharing slots (threads over one fabric) ------
+
+SHM_COUNTS = [0, 1, 9, 3000]  # 3000 float64 = 24 KB: six 4 KiB slots' worth → many rounds
+
+
+def shm_ranks(world_size, body, monkeypatch, algorithm=None, collective="all_reduce"):
+    monkeypatch.setenv("ACCORD_SHM_SLOT_BYTES", "4096")
+    if algorithm:
+        monkeypatch.setenv("ACCORD_ALGORITHM", f"{collective}={algorithm}")
+    return run_ranks(world_size, body, fabric=LoopbackFabric(world_size, shared_memory=True))
+
+
+SHM_ALL_REDUCE = sorted(n for n, a in ALGORITHMS["all_reduce"].items() if a.kind == "shm")
+
+
+@pytest.mark.parametrize("algorithm", SHM_ALL_REDUCE)
+@pytest.mark.parametrize("world_size", [2, 3, 4, 5])
+@pytest.mark.parametrize("count", SHM_COUNTS)
+def test_shm_all_reduce(monkeypatch, algorithm, world_size, count):
+    def body(rank):
+        assert dist.group.WORLD.shared
+        data = np.arange(count, dtype=np.float64) * world_size + rank
+        dist.all_reduce(data)
+        more = np.full(7, rank + 1, dtype=np.int32)
+        dist.all_reduce(more, op=dist.ReduceOp.PRODUCT)
+        avg = np.full(5, rank, dtype=np.float32)
+        dist.all_reduce(avg, op=dist.ReduceOp.AVG)
+        return data, more, avg
+
+    expected = np.arange(count) * world_size**2 + world_size * (world_size - 1) / 2
+    product = np.prod(np.arange(1, world_size + 1))
+    for rank, (data, more, avg) in enumerate(shm_ranks(world_size, body, monkeypatch, algorithm)):
+        np.testing.assert_array_equal(data, expected, err_msg=f"rank {rank}")
+        assert (more == product).all() and np.allclose(avg, (world_size - 1) / 2)
+
+
+@pytest.mark.parametrize("world_size", [2, 3, 5])
+@pytest.mark.parametrize("count", SHM_COUNTS)
+def test_shm_broadcast_and_barrier(monkeypatch, world_size, count):
+    def body(rank):
+        out = []
+        for root in range(world_size):
+            data = np.arange(count, dtype=np.int64) + (1000 * root if rank == root else -1)
+            dist.broadcast(data, src=root)
+            dist.barrier()
+            out.append(data)
+        return out
+
+    for rank, results in enumerate(shm_ranks(world_size, body, monkeypatch)):
+        for root, data in enumerate(results):
+            np.testing.assert_array_equal(data, np.arange(count) + 1000 * root)
+
+
+def test_shm_results_are_bit_identical_on_every_rank(monkeypatch):
+    def body(rank):
+        rng = np.random.default_rng(rank)
+        data = rng.standard_normal(2000).astype(np.float32)
+        dist.all_reduce(data)
+        return data
+
+    results = shm_ranks(4, body, monkeypatch, "shm_two_shot")
+    for other in results[1:]:
+        assert other.tobytes() == results[0].tobytes()
+
+
+def test_shm_and_tcp_groups_side_by_side(monkeypatch):
+    monkeypatch.setenv("ACCORD_TRANSPORT", "tcp")
+
+    def body(rank):
+        tcp_world = dist.group.WORLD
+        assert not tcp_world.shared
+        x = np.ones(3)
+        dist.all_reduce(x)
+        return float(x[0])
+
+    assert shm_ranks(3, body, monkeypatch) == [3.0] * 3
+
+
+def test_shm_mismatch_is_detected_from_the_fingerprint(monkeypatch):
+    def body(rank):
+        with pytest.raises(dist.CollectiveMismatchError, match="all_reduce #1"):
+            dist.all_reduce(np.ones(4 if rank == 0 else 5))
+        return True
+
+    monkeypatch.setenv("ACCORD_SHM_SLOT_BYTES", "4096")
+    assert run_ranks(2, body, fabric=LoopbackFabric(2, shared_memory=True), expect_failure=True) == [True, True]

@@ -50,6 +50,64 @@ TORCHELASTIC_RUN_ID = _setting(
     "TORCHELASTIC_RUN_ID", None, "Set by torchrun/accordrun; makes is_torchelastic_launched() true."
 )
 
+# -- launchers: torchelastic, SLURM, mpiexec (read by rendezvous/ and launcher/) ---------------
+# The variables accordrun *writes* for its workers are tabled in accord/launcher/env.py.
+TORCHELASTIC_USE_AGENT_STORE = _setting(
+    "TORCHELASTIC_USE_AGENT_STORE", None,
+    "'True' (set by accordrun/torchrun): the launcher hosts the TCPStore at MASTER_ADDR:"
+    "MASTER_PORT, every rank connects as a client, keys live under /worker/attempt_<n>.")
+TORCHELASTIC_RESTART_COUNT = _setting(
+    "TORCHELASTIC_RESTART_COUNT", "0", "Restarts of the worker group so far (set by launchers).")
+TORCHELASTIC_ERROR_FILE = _setting(
+    "TORCHELASTIC_ERROR_FILE", None,
+    "Where a worker's uncaught exception is written as JSON (torchrun's format); accordrun sets "
+    "it per worker and its bootstrap (launcher/worker.py, stdlib only) writes it.")
+LOG_LINE_PREFIX_TEMPLATE = _setting(
+    "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE", None,
+    "accordrun: prefix of each worker output line, with ${rank}, ${local_rank}, ${role_name}; "
+    "default '[rank${rank}]: '.")
+SHUTDOWN_TIMEOUT = _setting(
+    "TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "30",
+    "accordrun: seconds from SIGTERM to SIGKILL when stopping workers (--shutdown-timeout wins).")
+OMP_NUM_THREADS = _setting(
+    "OMP_NUM_THREADS", None, "accordrun sets 1 for its workers when unset (as torchrun).")
+HEARTBEAT_TIMEOUT = _setting(
+    "ACCORD_LAUNCHER_HEARTBEAT_TIMEOUT", "30",
+    "accordrun, several nodes: seconds without a heartbeat before another node's launcher "
+    "counts as lost.")
+PET_OPTIONS = _setting(
+    "PET_<OPTION>", None,
+    "accordrun, as torchrun: PET_NNODES, PET_NPROC_PER_NODE, PET_RDZV_ENDPOINT … give defaults "
+    "for the options of the same name.")
+SLURM_PROCID = _setting("SLURM_PROCID", None, "SLURM: global rank (env:// when RANK is unset).")
+SLURM_NTASKS = _setting("SLURM_NTASKS", None, "SLURM: world size (when WORLD_SIZE is unset).",
+                        aliases=("SLURM_NPROCS",))
+SLURM_LOCALID = _setting("SLURM_LOCALID", None, "SLURM: rank on this node.")
+SLURM_NODEID = _setting("SLURM_NODEID", None, "SLURM: index of this node in the step.")
+SLURM_NTASKS_PER_NODE = _setting("SLURM_NTASKS_PER_NODE", None, "SLURM: ranks per node.")
+SLURM_TASKS_PER_NODE = _setting(
+    "SLURM_STEP_TASKS_PER_NODE", None, "SLURM: ranks per node, e.g. '2(x3),1'.",
+    aliases=("SLURM_TASKS_PER_NODE",))
+SLURM_NODELIST = _setting(
+    "SLURM_STEP_NODELIST", None,
+    "SLURM: hosts, e.g. 'node[01-04,07]'; the first one is MASTER_ADDR when that is unset.",
+    aliases=("SLURM_JOB_NODELIST", "SLURM_NODELIST"))
+SLURM_JOB_ID = _setting(
+    "SLURM_JOB_ID", None,
+    "SLURM: when MASTER_PORT is unset it is 15000 + the job id's last 4 digits (as Lightning).")
+OMPI_RANK = _setting("OMPI_COMM_WORLD_RANK", None, "Open MPI mpiexec: global rank.")
+OMPI_SIZE = _setting("OMPI_COMM_WORLD_SIZE", None, "Open MPI mpiexec: world size.")
+OMPI_LOCAL_RANK = _setting("OMPI_COMM_WORLD_LOCAL_RANK", None, "Open MPI: rank on this node.")
+OMPI_LOCAL_SIZE = _setting("OMPI_COMM_WORLD_LOCAL_SIZE", None, "Open MPI: ranks on this node.")
+PMI_RANK = _setting("PMI_RANK", None, "MPICH / Intel MPI (Hydra) mpiexec: global rank.")
+PMI_SIZE = _setting("PMI_SIZE", None, "MPICH / Intel MPI (Hydra) mpiexec: world size.")
+MPI_LOCAL_RANK = _setting("MPI_LOCALRANKID", None, "MPICH / Intel MPI: rank on this node.")
+MPI_LOCAL_SIZE = _setting("MPI_LOCALNRANKS", None, "MPICH / Intel MPI: ranks on this node.")
+MV2_RANK = _setting("MV2_COMM_WORLD_RANK", None, "MVAPICH mpirun_rsh: global rank.")
+MV2_SIZE = _setting("MV2_COMM_WORLD_SIZE", None, "MVAPICH mpirun_rsh: world size.")
+MV2_LOCAL_RANK = _setting("MV2_COMM_WORLD_LOCAL_RANK", None, "MVAPICH: rank on this node.")
+MV2_LOCAL_SIZE = _setting("MV2_COMM_WORLD_LOCAL_SIZE", None, "MVAPICH: ranks on this node.")
+
 # -- transport ---------------------------------------------------------------------------------
 SOCKET_IFNAME = _setting(
     "ACCORD_SOCKET_IFNAME",
@@ -57,6 +115,18 @@ SOCKET_IFNAME = _setting(
     "Network interface whose IPv4 address the TCP transport binds and publishes "
     "(e.g. eth0). Default: the address this host uses to reach the store.",
     aliases=("GLOO_SOCKET_IFNAME",),
+)
+TRANSPORT = _setting(
+    "ACCORD_TRANSPORT",
+    "auto",
+    "'auto': shared memory between ranks of one host, TCP between hosts; 'tcp': TCP only "
+    "(for comparison and tests).",
+)
+SHM_SLOT_BYTES = _setting(
+    "ACCORD_SHM_SLOT_BYTES",
+    str(4 << 20),
+    "Size of each of the two shared-memory slots per rank and group; larger messages go in "
+    "chunks of this size.",
 )
 TCP_BUFFER_BYTES = _setting(
     "ACCORD_TCP_BUFFER_BYTES", str(4 << 20), "SO_SNDBUF/SO_RCVBUF requested for transport sockets."
@@ -106,6 +176,18 @@ def small_message_bytes() -> int:
     return _as_int(SMALL_MESSAGE_BYTES, minimum=0)
 
 
+def transport() -> str:
+    value = (TRANSPORT.raw() or "auto").lower()
+    if value not in ("auto", "tcp"):
+        raise ValueError(f"ACCORD_TRANSPORT={value!r}: expected 'auto' or 'tcp'")
+    return value
+
+
+def shm_slot_bytes() -> int:
+    value = _as_int(SHM_SLOT_BYTES, minimum=4096)
+    return (value + 4095) // 4096 * 4096
+
+
 def socket_ifname() -> str | None:
     return SOCKET_IFNAME.raw()
 
@@ -135,10 +217,13 @@ class Tunables:
     segment_bytes: int
     small_message_bytes: int
     algorithms: dict[str, str]
+    transport: str = "auto"
+    shm_slot_bytes: int = 4 << 20
 
     @classmethod
     def from_env(cls) -> Tunables:
-        return cls(segment_bytes(), small_message_bytes(), algorithm_overrides())
+        return cls(segment_bytes(), small_message_bytes(), algorithm_overrides(), transport(),
+                   shm_slot_bytes())
 
 
 def env_int(setting: Setting) -> int | None:
@@ -154,6 +239,29 @@ def env_int(setting: Setting) -> int | None:
         return int(raw)
     except ValueError:
         raise ValueError(f"environment variable {setting.name}={raw!r} is not an integer") from None
+
+
+def env_float(setting: Setting, minimum: float = 0.0) -> float:
+    """A number of seconds (or any float) from ``setting``, else its default.
+
+    Raises:
+        ValueError: not a number, or below ``minimum`` (the message names the variable).
+    """
+    text = setting.raw() or setting.default
+    assert text is not None, setting.name
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"environment variable {setting.name}={text!r} is not a number") from None
+    if value < minimum:
+        raise ValueError(f"environment variable {setting.name}={value:g} must be >= {minimum:g}")
+    return value
+
+
+def launcher_option_default(dest: str) -> str | None:
+    """torchrun's ``PET_<OPTION>`` default for a launcher option (``nproc_per_node`` reads
+    PET_NPROC_PER_NODE); None when unset."""
+    return Setting(f"PET_{dest.upper()}", None, PET_OPTIONS.doc).raw()
 
 
 def describe(show: Callable[[str], None] = print) -> None:

@@ -17,11 +17,14 @@ import numpy as np
 from .. import config
 from ..arrays import DTYPE_NAMES, Buffer
 from ..collectives.registry import ALGORITHMS, COLLECTIVE_NAMES, COLLECTIVES, Algorithm
-from ..errors import PeerError
+from ..errors import DistTimeoutError, PeerError
 from ..timeouts import Deadline, to_seconds
 from ..transport.mesh import Channel, Mesh
 from ..transport.wire import Fingerprint, FrameKind
+from ..transport.shm import ShmDomain
+from . import shared_memory
 from .executor import AsyncExecutor
+from .shared_memory import CallSlots
 from .work import Future, Work
 
 _ALGO_NAMES = {(COLLECTIVES[c], a.code): n for c, table in ALGORITHMS.items() for n, a in table.items()}
@@ -93,11 +96,23 @@ class ProcessGroup:
         self._broken: str | None = None
         self._executor = AsyncExecutor(f"accord-{name}-async")
         self._scratch = threading.local()
+        self._finished = 0  # the last call that ended: calls run in sequence order
+        self._turn = threading.Condition()
+        self._turn_waiters = 0
         self.tunables = config.Tunables.from_env()
         self.backend = backend
         self.group_name = name
         self.group_desc = desc or name
         self.group_id = group_id
+        self._shm: ShmDomain | None = None
+        if shared_memory.eligible(mesh, self._ranks, self.tunables):
+            self._shm = shared_memory.setup(mesh, self._channel, self._ranks, group_id, self.tunables,
+                                            Deadline.after(self._timeout), self.context("shared-memory set-up"))
+
+    @property
+    def shared(self) -> bool:
+        """Whether this group's collectives may use shared memory (all members on one host)."""
+        return self._shm is not None
 
     # -- torch's accessors ---------------------------------------------------------------------
     def rank(self) -> int:
@@ -156,30 +171,36 @@ class ProcessGroup:
         return Fingerprint(COLLECTIVES[op], algorithm.code if algorithm else 0,
                            buf.dtype_code if buf else 0, buf.count if buf else 0, root)
 
-    def run_collective(self, op: str, fp: Fingerprint, body: Callable[[CallPeers], None],
+    def run_collective(self, op: str, fp: Fingerprint, body: Callable[[Any], None],
                        outputs: Sequence[Buffer], result: list[Any], async_op: bool,
-                       timeout: float | None = None) -> Work | None:
+                       timeout: float | None = None, shared: bool = False) -> Work | None:
         """Run ``body`` as call #seq of this group: now, or on the async worker.
 
-        The call's deadline starts when it starts running: ``timeout`` seconds, else the group's.
+        ``body`` gets the call's Peers, or its Slots when ``shared`` (a shared-memory
+        algorithm). Calls run one at a time, in sequence order. The call's deadline starts
+        when it is submitted: ``timeout`` seconds, else the group's.
         """
         with self._seq_lock:
             self._seq += 1
             seq = self._seq
+        deadline = Deadline.after(self._timeout if timeout is None else timeout)
 
         def execute() -> list[Any]:
-            peers = CallPeers(self, op, seq, fp, Deadline.after(self._timeout if timeout is None else timeout))
+            peers = CallPeers(self, op, seq, fp, deadline)
             if self._broken is not None or self._channel.error is not None:
                 self._raise_broken(str(peers))
+            if self._finished < seq - 1:
+                self._await_turn(seq, deadline, peers)
             channel = self._channel
             try:
                 channel.begin(seq, fp, peers)
-                body(peers)
+                body(self._slots(peers, seq, fp, deadline) if shared else peers)
             except BaseException as exc:
                 self._break(str(peers), exc)
                 raise
             finally:
                 channel.end(seq)
+                self._end_turn(seq)
             for out in outputs:
                 out.finish()
             return result
@@ -190,6 +211,31 @@ class ProcessGroup:
         future = Future()
         self._executor.submit(execute, future)
         return Work(self.context(op, seq), result, future)
+
+    def _slots(self, peers: CallPeers, seq: int, fp: Fingerprint, deadline: Deadline) -> CallSlots:
+        assert self._shm is not None
+        return CallSlots(self._shm, seq, fp, deadline, self.tunables, describe_call,
+                         peers.__str__, self._scratch_array)
+
+    def _await_turn(self, seq: int, deadline: Deadline, context: object) -> None:
+        """Wait for the calls before this one (queued async calls) to end."""
+        with self._turn:
+            self._turn_waiters += 1
+            try:
+                while self._finished < seq - 1:
+                    remaining = deadline.remaining()
+                    if remaining <= 0:
+                        raise DistTimeoutError(f"{context}: the calls before it on this group did "
+                                               f"not finish in time (the last one ended is #{self._finished})")
+                    self._turn.wait(min(remaining, 0.5))
+            finally:
+                self._turn_waiters -= 1
+
+    def _end_turn(self, seq: int) -> None:
+        self._finished = seq
+        if self._turn_waiters:
+            with self._turn:
+                self._turn.notify_all()
 
     def _raise_broken(self, context: str) -> None:
         if self._broken is None:
@@ -237,6 +283,9 @@ class ProcessGroup:
             self._broken = "it was aborted"
 
     def shutdown(self) -> None:
-        """Stop the async worker and detach from the mesh (the mesh itself stays open)."""
+        """Stop the async worker, unmap shared memory, detach from the mesh (which stays open)."""
         self._executor.shutdown()
         self._mesh.close_channel(self._channel)
+        if self._shm is not None:
+            self._shm.close()
+            self._shm = None

@@ -7,6 +7,7 @@ it. ``LoopbackFabric.kill(rank)`` simulates a peer dying. Must not know about al
 
 from __future__ import annotations
 
+import os
 import threading
 
 from ..errors import PeerError
@@ -18,8 +19,9 @@ from .wire import FrameKind, unpack_header
 class LoopbackFabric:
     """The meshes of one simulated job, indexed by rank."""
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, shared_memory: bool = False) -> None:
         self.size = size
+        self.shared_memory = shared_memory  # let groups use shared memory between the threads
         self.meshes: list[LoopbackMesh | None] = [None] * size
         self._lock = threading.Lock()
 
@@ -54,6 +56,11 @@ class LoopbackMesh(Mesh):
     def __init__(self, fabric: LoopbackFabric, rank: int, size: int) -> None:
         super().__init__(rank, size)
         self.fabric = fabric
+        self.host_ids = [f"loopback-{id(fabric):x}"] * size
+        self.pids = [os.getpid()] * size
+        self.job_token = f"lb{id(fabric):x}"
+        self.threaded = True
+        self.shm_allowed = fabric.shared_memory
 
     def _transmit(self, req: SendRequest) -> None:
         if req.dst == self.rank:

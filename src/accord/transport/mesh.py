@@ -121,6 +121,33 @@ class Mesh(ABC):
         self._pool: dict[int, list[bytearray]] = {}
         self._pooled_bytes = 0
         self.closed = False
+        # What the layers above need to decide on shared memory; transports fill them in.
+        self.host_ids: list[str] = [f"unknown-{r}" for r in range(size)]
+        self.pids: list[int] = [0] * size
+        self.job_token = "job"
+        self.threaded = False  # ranks are threads of one process (loopback tests)
+        self.shm_allowed = False
+
+    def local_ranks(self) -> list[int]:
+        """The ranks on this rank's host (shared memory is possible between them)."""
+        mine = self.host_ids[self.rank]
+        return [r for r, host in enumerate(self.host_ids) if host == mine]
+
+    def poll_nowait(self) -> None:
+        """Do whatever I/O is ready without blocking (peer loss, POISON), unless another
+        thread is driving; used by waits that do not go through the transport (shared memory)."""
+        if not self.needs_driver:
+            return
+        with self.lock:
+            if self._driving or self.closed:
+                return
+            self._driving = True
+        try:
+            self._drive(0)
+        finally:
+            with self.lock:
+                self._driving = False
+                self._notify_locked()
 
     # -- for the concrete transports -------------------------------------------------------
     @abstractmethod
@@ -185,6 +212,13 @@ class Mesh(ABC):
             raise PeerError(f"{context}: this process group was destroyed; create a new one")
         if channel.error is not None:
             raise with_context(channel.error, context)
+
+    def gone_error(self, peers: Sequence[int], context: Any) -> PeerError | None:
+        """The error to raise if any of ``peers`` has left or died, else None."""
+        for peer in peers:
+            if self.peer_state[peer] is not PeerState.OPEN:
+                return self._gone_error(peer, context)
+        return None
 
     def _gone_error(self, peer: int, context: Any) -> PeerError:
         if self.peer_state[peer] is PeerState.DEAD:

@@ -63,6 +63,11 @@ class TcpMesh(Mesh):
                  records: list[Any] | None = None) -> None:
         super().__init__(rank, size)
         self.records = records or []  # what each rank published (address, host identity)
+        if self.records:
+            self.host_ids = [rec.host_id for rec in self.records]
+            self.pids = [rec.pid for rec in self.records]
+            self.job_token = f"{self.records[0].pid:x}{self.records[0].port:x}"
+            self.shm_allowed = True
         self._epoll = select.epoll()
         self._links: list[TcpLink | None] = [None] * size
         self._by_fd: dict[int, TcpLink] = {}

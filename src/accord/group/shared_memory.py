@@ -1,0 +1,164 @@
+"""Shared memory for a group whose members share a host: setting it up, and ``CallSlots``.
+
+Owns: the decision (every member on this host, shared memory supported and allowed), the
+set-up handshake over the group's channel (create own segment → everyone reports → map the
+others → everyone reports → unlink own), and ``CallSlots``, the ``Slots`` of one collective
+call: rounds, ready/done words, and the fingerprint check (a per-round hash next to the data,
+so a mismatch costs nothing when there is none). Must not know about env variables or the CLI.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ..config import Tunables
+from ..errors import CollectiveMismatchError, DistError, with_context
+from ..timeouts import Deadline
+from ..transport.mesh import Channel, Mesh
+from ..transport.shm import (DONE, READY, REDUCED, Segment, ShmDomain, segment_name,
+                             segment_size, shm_supported)
+from ..transport.wire import Fingerprint, FrameKind
+
+log = logging.getLogger("accord")
+_SETUP_OP = 11  # the fingerprint op code of the set-up exchange (collectives.registry: shm_setup)
+
+
+def eligible(mesh: Mesh, ranks: Sequence[int], tunables: Tunables) -> bool:
+    if tunables.transport == "tcp" or len(ranks) < 2 or not mesh.shm_allowed or not shm_supported():
+        return False
+    host = mesh.host_ids[mesh.rank]
+    return all(mesh.host_ids[r] == host for r in ranks)
+
+
+def _exchange(channel: Channel, ranks: Sequence[int], me: int, step: int, status: int,
+              deadline: Deadline, context: str) -> list[int]:
+    """Send ``status`` (one byte) to every member and collect theirs (over the channel)."""
+    fp = Fingerprint(_SETUP_OP, 0, 0, 0, -1)
+    outgoing = np.array([status], dtype=np.uint8)
+    incoming = {r: np.zeros(1, dtype=np.uint8) for r in ranks if r != me}
+    reqs: list[Any] = [channel.irecv(r, FrameKind.COLL, 0, step, 0, fp, memoryview(buf), context)
+                       for r, buf in incoming.items()]
+    reqs += [channel.isend(r, FrameKind.COLL, 0, step, 0, fp, memoryview(outgoing), context)
+             for r in incoming]
+    channel.wait(reqs, deadline, context)
+    return [int(status if r == me else incoming[r][0]) for r in ranks]
+
+
+def setup(mesh: Mesh, channel: Channel, ranks: Sequence[int], group_id: int, tunables: Tunables,
+          deadline: Deadline, context: str) -> ShmDomain | None:
+    """Map every member's segment, or return None (on every member) if any of them cannot."""
+    me = mesh.rank
+    size = segment_size(tunables.shm_slot_bytes)
+    names = [segment_name(mesh.job_token, group_id, r, mesh.pids[r]) for r in ranks]
+    segments: list[Segment | None] = [None] * len(ranks)
+    index = ranks.index(me)
+    try:
+        segments[index] = Segment(names[index], size, create=True)
+    except OSError as exc:
+        log.warning("%s: no shared memory (%s); this group uses TCP", context, exc)
+    mine = segments[index]
+    try:
+        if min(_exchange(channel, ranks, me, 0, int(mine is not None), deadline, context)) == 0:
+            return _give_up(segments)
+        try:
+            for i, name in enumerate(names):
+                if i != index:
+                    segments[i] = Segment(name, size, create=False)
+            attached = 1
+        except OSError as exc:
+            log.warning("%s: cannot map a peer's shared memory (%s); this group uses TCP", context, exc)
+            attached = 0
+        if min(_exchange(channel, ranks, me, 1, attached, deadline, context)) == 0:
+            return _give_up(segments)
+    finally:
+        if mine is not None:
+            mine.unlink()  # everyone has mapped it (or given up): the name is no longer needed
+    local = len(mesh.local_ranks())
+
+    def check(what: object, lagging: list[int]) -> None:
+        mesh.poll_nowait()
+        if channel.error is not None:
+            raise with_context(channel.error, what)
+        gone = mesh.gone_error(lagging, what)
+        if gone is not None:
+            raise gone
+
+    return ShmDomain(index, [s for s in segments if s is not None], tunables.shm_slot_bytes,
+                     local, check, threaded=mesh.threaded, names=ranks)
+
+
+def _give_up(segments: Sequence[Segment | None]) -> None:
+    for segment in segments:
+        if segment is not None:
+            segment.mmap.close()
+    return None
+
+
+class CallSlots:
+    """The ``Slots`` of one collective call on a shared-memory group."""
+
+    __slots__ = ("rank", "size", "slot_bytes", "tunables", "_domain", "_deadline", "_hash",
+                 "_detail", "_others", "_describe", "_context", "_scratch")
+
+    def __init__(self, domain: ShmDomain, seq: int, fp: Fingerprint, deadline: Deadline,
+                 tunables: Tunables, describe: Callable[[Fingerprint, int], str],
+                 context: Callable[[], str], scratch: Callable[[int, np.dtype], np.ndarray]) -> None:
+        self.rank, self.size, self.slot_bytes = domain.rank, domain.size, domain.slot_bytes
+        self.tunables, self._domain, self._deadline = tunables, domain, deadline
+        self._detail = (seq, *fp)
+        self._hash = hash(self._detail)
+        self._others = [r for r in range(domain.size) if r != domain.rank]
+        self._describe, self._context, self._scratch = describe, context, scratch
+
+    def __str__(self) -> str:
+        return self._context()
+
+    def begin(self) -> int:
+        domain = self._domain
+        k = domain.round + 1
+        domain.round = k
+        if k > 2:
+            domain.wait(DONE, k - 2, self._others, self._deadline, self)
+        domain.post_fingerprint(k, self._hash, self._detail)
+        return k
+
+    def slot(self, rank: int, round_: int) -> np.ndarray:
+        return self._domain.slot(rank, round_)
+
+    def ready(self, round_: int) -> None:
+        self._domain.post(READY, round_)
+
+    def wait_ready(self, round_: int, ranks: Sequence[int] | None = None) -> None:
+        ranks = self._others if ranks is None else ranks
+        self._domain.wait(READY, round_, ranks, self._deadline, self)
+        self._check_fingerprints(round_, ranks)
+
+    def reduced(self, round_: int) -> None:
+        self._domain.post(REDUCED, round_)
+
+    def wait_reduced(self, round_: int, ranks: Sequence[int] | None = None) -> None:
+        self._domain.wait(REDUCED, round_, self._others if ranks is None else ranks, self._deadline, self)
+
+    def done(self, round_: int) -> None:
+        self._domain.post(DONE, round_)
+
+    def scratch(self, count: int, dtype: np.dtype) -> np.ndarray:
+        return self._scratch(count, dtype)
+
+    def _check_fingerprints(self, round_: int, ranks: Sequence[int]) -> None:
+        for r in ranks:
+            theirs, detail = self._domain.fingerprint(r, round_)
+            if theirs != self._hash:
+                raise self._mismatch(r, detail)
+
+    def _mismatch(self, rank: int, detail: list[int]) -> DistError:
+        seq, op, algo, dtype, count, root = detail[:6]
+        mine_seq = self._detail[0]
+        theirs = self._describe(Fingerprint(op, algo, dtype, count, root), seq)
+        mine = self._describe(Fingerprint(*self._detail[1:6]), mine_seq)
+        return CollectiveMismatchError(
+            f"{self}: rank {self._domain.names[rank]} called {theirs}, this rank called {mine}. Every rank must "
+            f"call the same collectives, in the same order, with matching dtypes, sizes and roots")

@@ -1,0 +1,194 @@
+"""Shared memory between the ranks of one host: segments, flags, slots, and waiting on them.
+
+Owns: creating, mapping and unlinking the per-rank segments of one group (``ShmDomain``), the
+control words in them (never-reset round counters, per-round fingerprint hashes), the two data
+slots of each rank (double buffering), and the wait policy that never collapses when ranks
+outnumber cores: spin briefly, then ``os.sched_yield()``, then short sleeps — yielding at once
+when oversubscribed — checking the deadline, an abort, and the peers' liveness as it goes.
+Must not know about collectives: algorithms see it through ``collectives.slots.Slots``.
+
+Layout of one rank's segment (little-endian int64 control words, one cache line each)::
+
+    0     READY      last round whose data is in my slot
+    64    REDUCED    last round whose reduced slice is in my slot (two-shot)
+    128   DONE       last round I finished reading the others' slots
+    192   FP[2]      fingerprint hash of the round in slot 0 / slot 1
+    256   DETAIL[2]  the fingerprints themselves (8 words each), for error messages
+    4096  slot 0, slot 1 (slot_bytes each)
+
+Memory ordering: data is written with NumPy stores, then the counter. On x86-64 (TSO) stores
+are not reordered with stores, nor loads with loads, so a reader that sees the counter sees
+the data. Other architectures need fences NumPy cannot emit: shared memory is then disabled
+and the TCP transport is used (``shm_supported``).
+
+Segments are unlinked as soon as every member has mapped them (the mappings outlive the
+name), so nothing is left in /dev/shm even when a rank is killed; names carry the job token,
+the group id and the pid, so jobs never collide.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import platform
+import time
+from typing import Callable, Sequence
+
+import numpy as np
+
+from ..errors import DistTimeoutError, InternalError
+from ..timeouts import Deadline, format_seconds
+
+READY, REDUCED, DONE, FP = 0, 8, 16, 24  # int64 indexes of the control words
+_DETAIL = 32
+_CONTROL_BYTES = 4096
+_SHM_DIR = "/dev/shm"
+#: Seconds between liveness checks (peer sockets polled for EOF) while waiting.
+_LIVENESS_INTERVAL = 0.002
+#: How long a wait spins (no syscalls) before it starts to yield, when not oversubscribed.
+_SPIN_SECONDS = 50e-6
+#: How long a wait yields before it starts to sleep.
+_YIELD_SECONDS = 2e-3
+
+
+def shm_supported() -> bool:
+    """Shared memory needs total store ordering (x86-64) and a /dev/shm to put segments in."""
+    return platform.machine().lower() in ("x86_64", "amd64") and os.path.isdir(_SHM_DIR)
+
+
+def oversubscribed(local_ranks: int) -> bool:
+    """More ranks on this host than cores this process may run on: never spin."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    return local_ranks > cores
+
+
+class Segment:
+    """One rank's shared-memory segment: created by its owner, mapped by the other members."""
+
+    def __init__(self, name: str, size: int, create: bool) -> None:
+        self.name = name
+        self.path = os.path.join(_SHM_DIR, name)
+        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
+        fd = os.open(self.path, flags, 0o600)
+        try:
+            if create:
+                os.posix_fallocate(fd, 0, size)  # ENOSPC now, not SIGBUS on first touch
+            elif os.fstat(fd).st_size != size:
+                raise InternalError(f"shared-memory segment {name} has the wrong size")
+            self.mmap = mmap.mmap(fd, size)
+        except BaseException:
+            os.close(fd)
+            if create:
+                self.unlink()
+            raise
+        os.close(fd)
+        self.size = size
+
+    def unlink(self) -> None:
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+
+class ShmDomain:
+    """The segments of one group's members on this host, and waiting on their counters."""
+
+    def __init__(self, rank: int, segments: Sequence[Segment], slot_bytes: int, local_ranks: int,
+                 check: Callable[[object, list[int]], None], threaded: bool = False,
+                 names: Sequence[int] | None = None) -> None:
+        self.rank = rank
+        self.names = list(names) if names is not None else list(range(len(segments)))  # for messages
+        self.size = len(segments)
+        self.slot_bytes = slot_bytes
+        self._segments = list(segments)
+        self._words = [memoryview(s.mmap)[:_CONTROL_BYTES].cast("q") for s in segments]
+        self._slots = [[np.frombuffer(s.mmap, np.uint8, slot_bytes, _CONTROL_BYTES + i * slot_bytes)
+                        for i in (0, 1)] for s in segments]
+        self._mine = self._words[rank]
+        # check(what, lagging) raises if the group broke (abort, dead peer, POISON) or a rank
+        # waited for (global ranks) has left
+        self._check = check
+        # Ranks that are threads of one process must release the GIL to let the others run.
+        self._spin = 0.0 if threaded or oversubscribed(local_ranks) else _SPIN_SECONDS
+        self._yield: Callable[..., object] = (lambda: time.sleep(0)) if threaded else os.sched_yield
+        self.round = int(self._mine[DONE])  # rounds are numbered from 1; never reset
+
+    def slot(self, rank: int, round_: int) -> np.ndarray:
+        return self._slots[rank][round_ & 1]
+
+    def post(self, word: int, value: int) -> None:
+        self._mine[word] = value
+
+    def post_fingerprint(self, round_: int, fp_hash: int, detail: Sequence[int]) -> None:
+        parity = round_ & 1
+        base = _DETAIL + 8 * parity
+        for i, value in enumerate(detail[:8]):
+            self._mine[base + i] = value
+        self._mine[FP + parity] = fp_hash
+
+    def fingerprint(self, rank: int, round_: int) -> tuple[int, list[int]]:
+        words, parity = self._words[rank], round_ & 1
+        base = _DETAIL + 8 * parity
+        return words[FP + parity], [words[base + i] for i in range(8)]
+
+    def wait(self, word: int, value: int, ranks: Sequence[int], deadline: Deadline, what: object) -> None:
+        """Return once every rank in ``ranks`` has ``word`` ≥ value."""
+        words = self._words
+        for r in ranks:
+            if words[r][word] < value:
+                break
+        else:
+            return
+        self._wait_slow(word, value, ranks, deadline, what)
+
+    def _wait_slow(self, word: int, value: int, ranks: Sequence[int], deadline: Deadline, what: object) -> None:
+        words, clock = self._words, time.monotonic
+        start = clock()
+        next_check = start + _LIVENESS_INTERVAL
+        pause = 0.0
+        while True:
+            lagging = [r for r in ranks if words[r][word] < value]
+            if not lagging:
+                return
+            now = clock()
+            if now >= next_check:
+                self._check(what, [self.names[r] for r in lagging])
+                if now >= deadline.expires_at:
+                    raise DistTimeoutError(
+                        f"{what}: nothing from rank {', '.join(str(self.names[r]) for r in lagging)} in "
+                        f"{format_seconds(deadline.budget)} (shared memory). Is it alive, and did "
+                        f"every rank call the same collectives in the same order?")
+                next_check = now + _LIVENESS_INTERVAL
+            waited = now - start
+            if waited < self._spin:
+                continue
+            if waited < _YIELD_SECONDS:
+                self._yield()
+                continue
+            pause = min(max(pause * 2, 20e-6), 1e-3)
+            time.sleep(pause)
+
+    def close(self) -> None:
+        """Drop the mappings (the names were unlinked once every member had mapped them)."""
+        self._words = []
+        self._slots = []
+        self._mine = memoryview(b"")
+        for segment in self._segments:
+            try:
+                segment.mmap.close()
+            except BufferError:
+                pass  # a NumPy view escaped: the mapping goes when it is collected
+        self._segments = []
+
+
+def segment_size(slot_bytes: int) -> int:
+    return _CONTROL_BYTES + 2 * slot_bytes
+
+
+def segment_name(token: str, group_id: int, rank: int, pid: int) -> str:
+    """The name of ``rank``'s segment: the job, the group, the rank and its process."""
+    return f"accord-{token}-g{group_id:08x}-r{rank}-p{pid}"
