@@ -209,3 +209,17 @@ def test_groups_on_one_mesh_do_not_see_each_others_frames(make):
     b2.wait([b2.irecv(0, COLL, 1, 0, 0, FP, memoryview(out2), "r")], soon(), "r")
     b1.wait([b1.irecv(0, COLL, 1, 0, 0, FP, memoryview(out1), "r")], soon(), "r")
     assert (out1, out2) == (b"1", b"2")
+
+
+def test_a_receive_of_unknown_size_takes_any_message(make):
+    meshes, _ = make(2)
+    a, b = channels(meshes)
+    early = bytes(range(256)) * 256  # parked before the receive is posted: handed over
+    a.wait([a.isend(1, COLL, 1, 0, 0, FP, memoryview(early), "s")], soon(), "s")
+    req = b.irecv(0, COLL, 1, 0, 0, FP, None, "r")
+    b.wait([req], soon(), "r")
+    assert bytes(req.buf) == early
+    late = b.irecv(0, COLL, 1, 1, 0, FP, None, "r")  # posted first: allocated on arrival
+    a.wait([a.isend(1, COLL, 1, 1, 0, FP, memoryview(b"xyz"), "s")], soon(), "s")
+    b.wait([late], soon(), "r")
+    assert bytes(late.buf) == b"xyz"

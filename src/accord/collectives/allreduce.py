@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from ..reduce_ops import Kernel
+from .algorithm import MESSAGES, Algorithm
 from .patterns import chunk_bounds, largest_power_of_two, segments
 from .peers import Peers, exchange, recv, send
 
@@ -90,3 +91,13 @@ def ring(peers: Peers, buf: np.ndarray, kernel: Kernel) -> None:
             peers.wait(gather[s][k])
             sends.append(peers.isend(right, buf[a:b], (n + s) * per + k))
     peers.wait(*gather[n - 2], *sends)
+
+
+ALGORITHMS = [
+    Algorithm("all_reduce", "recursive_doubling", 1, recursive_doubling,
+              "(⌈log2 p⌉+2)·(α + Sβ): latency-optimal, for small S"),
+    Algorithm("all_reduce", "ring", 2, ring,
+              "2(p-1)·α + 2(p-1)/p·Sβ: bandwidth-optimal, segmented, for large S"),
+]
+RULES = {("all_reduce", MESSAGES):
+         lambda nbytes, size, t: "recursive_doubling" if nbytes <= t.small_message_bytes else "ring"}

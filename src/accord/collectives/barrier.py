@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .algorithm import MESSAGES, Algorithm
 from .peers import Peers, exchange
 
 _EMPTY = np.empty(0, dtype=np.uint8)
@@ -20,3 +21,7 @@ def dissemination(peers: Peers) -> None:
     while distance < n:
         exchange(peers, (r + distance) % n, _EMPTY, (r - distance) % n, np.empty(0, dtype=np.uint8), step)
         distance, step = distance << 1, step + 1
+
+
+ALGORITHMS = [Algorithm("barrier", "dissemination", 1, dissemination, "⌈log2 p⌉·α")]
+RULES = {("barrier", MESSAGES): lambda nbytes, size, t: "dissemination"}

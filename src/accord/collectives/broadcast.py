@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .algorithm import MESSAGES, Algorithm
 from .patterns import binomial_children, binomial_parent, real_rank, segments, virtual_rank
 from .peers import Peers, recv
 
@@ -48,3 +49,11 @@ def pipeline(peers: Peers, buf: np.ndarray, root: int) -> None:
         if nxt is not None:
             forwards.append(peers.isend(nxt, buf[a:b], k))
     peers.wait(*forwards)
+
+
+ALGORITHMS = [
+    Algorithm("broadcast", "binomial", 1, binomial, "⌈log2 p⌉·(α + Sβ): for small S"),
+    Algorithm("broadcast", "pipeline", 2, pipeline, "(p-2+k)·(α + Sβ/k) with k segments ≈ Sβ: for large S"),
+]
+RULES = {("broadcast", MESSAGES):
+         lambda nbytes, size, t: "binomial" if nbytes <= t.small_message_bytes else "pipeline"}

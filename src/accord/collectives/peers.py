@@ -35,6 +35,11 @@ class Peers(Protocol):
         """Start receiving message ``step`` from ``peer`` into ``buf``."""
         ...
 
+    def irecv_any(self, peer: int, step: int) -> Handle:
+        """Start receiving message ``step`` from ``peer``, whatever its size; after ``wait``
+        the handle's ``buf`` is a memoryview of the bytes."""
+        ...
+
     def wait(self, *handles: Any) -> None:
         """Block until every handle completes (raises on failure or at the call's deadline)."""
         ...

@@ -1,73 +1,32 @@
-"""Named algorithms with their cost, collective codes, and the rule that picks one by size.
+"""Every algorithm by collective, and ``choose``: the one a call uses.
 
-Owns: ``Algorithm`` entries (name, run, one-line cost), ``COLLECTIVES`` (the codes carried in
-message fingerprints), and ``choose``: ACCORD_ALGORITHM overrides first, then the size rule.
-Every registered algorithm is exercised by the test matrix, not only the defaults. Must not
-know about transports or groups.
+Owns: gathering the ``ALGORITHMS`` and ``RULES`` of the algorithm modules listed in
+``_MODULES`` into one table, and the choice: ACCORD_ALGORITHM's override first, else the
+size rule of the group's kind (shared memory when every member is on one host and the
+collective has a shared-memory algorithm, else messages). Every registered algorithm is run
+by the test matrix, not only the defaults. Must not know about transports or groups.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable
+import importlib
 
 from ..config import Tunables
-from . import allreduce, barrier, broadcast, shm
+from .algorithm import COLLECTIVE_NAMES, COLLECTIVES, MESSAGES, SHARED_MEMORY, Algorithm, Rule
 
-MESSAGES, SHARED_MEMORY = "messages", "shm"
+# Algorithm modules (each ends with ALGORITHMS and RULES). Add new ones here.
+_MODULES = ("allreduce", "broadcast", "barrier", "shm")
 
-
-@dataclass(frozen=True)
-class Algorithm:
-    collective: str
-    name: str
-    code: int  # carried in the fingerprint, so ranks that chose differently get an error
-    run: Callable[..., None]
-    cost: str
-    kind: str = MESSAGES  # runs over Peers (messages) or over Slots (shared memory)
-
-
-#: Collective names and their fingerprint codes (never renumber: peers compare them).
-COLLECTIVES: dict[str, int] = {
-    "barrier": 1, "broadcast": 2, "all_reduce": 3, "reduce": 4, "all_gather": 5, "gather": 6,
-    "scatter": 7, "reduce_scatter": 8, "all_to_all": 9, "monitored_barrier": 10, "shm_setup": 11,
-}
-COLLECTIVE_NAMES: dict[int, str] = {code: name for name, code in COLLECTIVES.items()}
-
-_ENTRIES = [
-    Algorithm("all_reduce", "recursive_doubling", 1, allreduce.recursive_doubling,
-              "(⌈log2 p⌉+2)·(α + Sβ): latency-optimal, for small S"),
-    Algorithm("all_reduce", "ring", 2, allreduce.ring,
-              "2(p-1)·α + 2(p-1)/p·Sβ: bandwidth-optimal, segmented, for large S"),
-    Algorithm("broadcast", "binomial", 1, broadcast.binomial,
-              "⌈log2 p⌉·(α + Sβ): for small S"),
-    Algorithm("broadcast", "pipeline", 2, broadcast.pipeline,
-              "(p-2+k)·(α + Sβ/k) with k segments ≈ Sβ: for large S"),
-    Algorithm("barrier", "dissemination", 1, barrier.dissemination, "⌈log2 p⌉·α"),
-    Algorithm("all_reduce", "shm_one_shot", 11, shm.one_shot,
-              "1 sync per chunk; (n+3)·S through memory: small S, or two ranks", SHARED_MEMORY),
-    Algorithm("all_reduce", "shm_two_shot", 12, shm.two_shot,
-              "2 syncs per chunk; ≈5·S through memory: large S on 3+ ranks", SHARED_MEMORY),
-    Algorithm("broadcast", "shm", 11, shm.broadcast, "1 sync per chunk; 2·S", SHARED_MEMORY),
-    Algorithm("barrier", "shm", 11, shm.barrier, "one round of flags", SHARED_MEMORY),
-]
 ALGORITHMS: dict[str, dict[str, Algorithm]] = {}
-for _entry in _ENTRIES:
-    ALGORITHMS.setdefault(_entry.collective, {})[_entry.name] = _entry
+RULES: dict[tuple[str, str], Rule] = {}
+for _name in _MODULES:
+    _module = importlib.import_module(f"{__package__}.{_name}")
+    for _entry in _module.ALGORITHMS:
+        ALGORITHMS.setdefault(_entry.collective, {})[_entry.name] = _entry
+    RULES.update(_module.RULES)
 
-
-def _by_size(collective: str, nbytes: int, size: int, tunables: Tunables, shared: bool) -> str:
-    if shared:
-        if collective == "all_reduce":
-            one_shot_limit = 1 << 62 if size <= 2 else (256 << 10 if size <= 4 else 64 << 10)
-            return "shm_one_shot" if nbytes <= one_shot_limit else "shm_two_shot"
-        return "shm"
-    small = nbytes <= tunables.small_message_bytes
-    if collective == "all_reduce":
-        return "recursive_doubling" if small else "ring"
-    if collective == "broadcast":
-        return "binomial" if small else "pipeline"
-    return next(name for name, a in ALGORITHMS[collective].items() if a.kind == MESSAGES)
+__all__ = ["ALGORITHMS", "COLLECTIVES", "COLLECTIVE_NAMES", "MESSAGES", "RULES", "SHARED_MEMORY",
+           "Algorithm", "choose"]
 
 
 def choose(collective: str, nbytes: int, size: int, tunables: Tunables, shared: bool = False) -> Algorithm:
@@ -91,4 +50,5 @@ def choose(collective: str, nbytes: int, size: int, tunables: Tunables, shared: 
                              f"shared memory, but this group's ranks are not all on one host "
                              f"(or ACCORD_TRANSPORT=tcp)")
         return table[forced]
-    return table[_by_size(collective, nbytes, size, tunables, shared)]
+    kind = SHARED_MEMORY if shared and (collective, SHARED_MEMORY) in RULES else MESSAGES
+    return table[RULES[(collective, kind)](nbytes, size, tunables)]

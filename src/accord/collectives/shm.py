@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..reduce_ops import Kernel
+from .algorithm import SHARED_MEMORY, Algorithm
 from .patterns import chunk_bounds
 from .slots import Slots, typed
 
@@ -90,3 +91,24 @@ def barrier(slots: Slots) -> None:
     slots.ready(k)
     slots.wait_ready(k)
     slots.done(k)
+
+
+def _all_reduce_rule(nbytes: int, size: int, tunables: object) -> str:
+    # one-shot moves (n+3)·S but syncs once; two-shot ≈5·S with two syncs (research §9.2)
+    limit = 1 << 62 if size <= 2 else (256 << 10 if size <= 4 else 64 << 10)
+    return "shm_one_shot" if nbytes <= limit else "shm_two_shot"
+
+
+ALGORITHMS = [
+    Algorithm("all_reduce", "shm_one_shot", 11, one_shot,
+              "1 sync per chunk; (n+3)·S through memory: small S, or two ranks", SHARED_MEMORY),
+    Algorithm("all_reduce", "shm_two_shot", 12, two_shot,
+              "2 syncs per chunk; ≈5·S through memory: large S on 3+ ranks", SHARED_MEMORY),
+    Algorithm("broadcast", "shm", 11, broadcast, "1 sync per chunk; 2·S", SHARED_MEMORY),
+    Algorithm("barrier", "shm", 11, barrier, "one round of flags", SHARED_MEMORY),
+]
+RULES = {
+    ("all_reduce", SHARED_MEMORY): _all_reduce_rule,
+    ("broadcast", SHARED_MEMORY): lambda nbytes, size, t: "shm",
+    ("barrier", SHARED_MEMORY): lambda nbytes, size, t: "shm",
+}

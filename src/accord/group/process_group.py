@@ -73,6 +73,10 @@ class CallPeers:
         return self._channel.irecv(self._ranks[peer], FrameKind.COLL, self._seq, step, 0, self._fp,
                                    byte_view(buf), self)
 
+    def irecv_any(self, peer: int, step: int) -> Any:
+        return self._channel.irecv(self._ranks[peer], FrameKind.COLL, self._seq, step, 0, self._fp,
+                                   None, self)
+
     def wait(self, *handles: Any) -> None:
         self._channel.wait(handles, self._deadline, self)
 

@@ -53,12 +53,16 @@ class SendRequest:
 
 
 class RecvRequest:
-    """A posted receive: where a matching frame's payload goes, and what it must look like."""
+    """A posted receive: where a matching frame's payload goes, and what it must look like.
+
+    ``buf`` None receives a message of any size: a buffer of the announced size is made (or
+    the parked one handed over) and left in ``buf`` once done.
+    """
 
     __slots__ = ("src", "kind", "key", "buf", "expect", "channel", "context", "done", "error",
                  "source", "order", "claimed")
 
-    def __init__(self, src: int | None, kind: int, key: Hashable, buf: memoryview,
+    def __init__(self, src: int | None, kind: int, key: Hashable, buf: memoryview | None,
                  expect: Fingerprint | None, channel: Any, context: Any, order: int) -> None:
         self.src = src
         self.kind = kind
@@ -98,7 +102,7 @@ def mismatch_error(context: Any, src: int, theirs: Fingerprint, ours: Fingerprin
 
 def frame_error(req: RecvRequest, src: int, header: Header, describe: Any) -> BaseException | None:
     """The error to raise if this frame must not be delivered into this receive, else None."""
-    expected = req.buf.nbytes
+    expected = header.nbytes if req.buf is None else req.buf.nbytes
     if req.kind == FrameKind.COLL and req.expect is not None and header.fingerprint != req.expect:
         return mismatch_error(req.context, src, header.fingerprint, req.expect, header.seq, describe)
     if (req.kind == FrameKind.P2P and req.expect is not None

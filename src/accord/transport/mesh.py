@@ -80,7 +80,8 @@ class Channel:
         return self.mesh.post_send(SendRequest(dst, header, payload, self, context))
 
     def irecv(self, src: int | None, kind: int, seq: int, step: int, tag: int,
-              expect: Fingerprint | None, buf: memoryview, context: Any) -> RecvRequest:
+              expect: Fingerprint | None, buf: memoryview | None, context: Any) -> RecvRequest:
+        """Post a receive; ``buf`` None takes a message of any size (see RecvRequest)."""
         key = match_key(kind, self.group_id, seq, step, tag)
         return self.mesh.post_recv(src, kind, key, buf, expect, self, context)
 
@@ -193,7 +194,7 @@ class Mesh(ABC):
         self._transmit(req)
         return req
 
-    def post_recv(self, src: int | None, kind: int, key: Any, buf: memoryview,
+    def post_recv(self, src: int | None, kind: int, key: Any, buf: memoryview | None,
                   expect: Fingerprint | None, channel: Channel, context: Any) -> RecvRequest:
         with self.lock:
             req = RecvRequest(src, kind, key, buf, expect, channel, context, self.matcher.next_order())
@@ -233,9 +234,12 @@ class Mesh(ABC):
         if error is not None:
             req.error, req.done = error, True
         elif entry.complete:
-            req.buf[:] = entry.data
+            if req.buf is None:
+                req.buf = memoryview(entry.data)  # any size: the parked buffer is handed over
+            else:
+                req.buf[:] = entry.data
+                self._recycle(entry.data)
             req.source, req.done = entry.src, True
-            self._recycle(entry.data)
         else:
             entry.claimed_by, req.claimed = req, True
 
@@ -300,6 +304,8 @@ class Mesh(ABC):
                     destination = (None, None)
                 else:
                     req.claimed = True
+                    if req.buf is None:
+                        req.buf = memoryview(bytearray(header.nbytes))
                     destination = (req.buf, req)
         if mismatch is not None:
             self.break_channel(mismatch[0], mismatch[1], notify_peers=True)
@@ -324,9 +330,12 @@ class Mesh(ABC):
             token.complete = True
             req = token.claimed_by
             if req is not None:
-                req.buf[:] = token.data
+                if req.buf is None:
+                    req.buf = memoryview(token.data)
+                else:
+                    req.buf[:] = token.data
+                    self._recycle(token.data)
                 req.source, req.done = src, True
-                self._recycle(token.data)
                 self._notify_locked()
 
     def complete_send(self, req: SendRequest, error: BaseException | None = None) -> None:
