@@ -15,7 +15,7 @@ from ..config import Tunables
 from .algorithm import COLLECTIVE_NAMES, COLLECTIVES, MESSAGES, SHARED_MEMORY, Algorithm, Rule
 
 # Algorithm modules (each ends with ALGORITHMS and RULES). Add new ones here.
-_MODULES = ("allreduce", "broadcast", "barrier", "shm")
+_MODULES = ("allreduce", "broadcast", "barrier", "shm", "shm_rooted", "shm_exchange")
 
 ALGORITHMS: dict[str, dict[str, Algorithm]] = {}
 RULES: dict[tuple[str, str], Rule] = {}

@@ -1,0 +1,132 @@
+"""Shared-memory all_gather, reduce_scatter and all_to_all: every rank reads every slot.
+
+Owns: the three schedules over ``Slots``. Sizes may differ per rank. A rank's contribution
+goes through its slot a slot's worth per round: all_gather sends its input; reduce_scatter
+and all_to_all send the concatenation of their per-destination blocks, and each reader picks
+out the part meant for it. all_to_all first exchanges block sizes (one extra round), because
+no rank knows what the others send each other; a disagreement with what a receiver expects is
+a CollectiveMismatchError. Must not know about segments or sockets.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+
+from ..errors import CollectiveMismatchError
+from ..reduce_ops import Kernel
+from .algorithm import SHARED_MEMORY, Algorithm
+from .slots import Slots, typed
+
+
+def _offsets(sizes: list[int]) -> list[int]:
+    return [0, *itertools.accumulate(sizes)]
+
+
+def _write_range(raw: np.ndarray, blocks: list[np.ndarray], offsets: list[int], start: int, stop: int) -> None:
+    """Copy elements [start, stop) of the concatenation of ``blocks`` into the slot ``raw``."""
+    for block, first in zip(blocks, offsets):
+        a, b = max(first, start), min(first + block.size, stop)
+        if a < b:
+            item = block.itemsize
+            raw[(a - start) * item:(b - start) * item].view(block.dtype)[...] = block[a - first:b - first]
+
+
+def all_gather(slots: Slots, inp: np.ndarray, outs: list[np.ndarray]) -> None:
+    """Each round every rank puts the next slot's worth of its input in its slot; everyone
+    copies every other slot out. One sync per round; 2·S through memory per rank."""
+    me, dtype, item = slots.rank, inp.dtype, inp.itemsize
+    outs[me][...] = inp
+    per = max(slots.slot_bytes // max(item, 1), 1)
+    longest = max(out.size for out in outs)
+    for start in range(0, longest, per):
+        k = slots.begin()
+        mine = inp[start:start + per]
+        if mine.size:
+            typed(slots.slot(me, k), mine.nbytes, dtype)[...] = mine
+        slots.ready(k)
+        slots.wait_ready(k)
+        for r, out in enumerate(outs):
+            piece = out[start:start + per]
+            if r != me and piece.size:
+                piece[...] = typed(slots.slot(r, k), piece.nbytes, dtype)
+        slots.done(k)
+
+
+def reduce_scatter(slots: Slots, out: np.ndarray, ins: list[np.ndarray], kernel: Kernel) -> None:
+    """Every rank puts its blocks (concatenated) through its slot; rank j reduces block j of
+    every slot, in rank order. One sync per round; ≈3·S through memory — never a full
+    all_reduce."""
+    n, me, dtype, item = slots.size, slots.rank, out.dtype, out.itemsize
+    offsets = _offsets([block.size for block in ins])
+    lo, hi = offsets[me], offsets[me + 1]
+    per = max(slots.slot_bytes // max(item, 1), 1)
+    for start in range(0, offsets[-1], per):
+        stop = min(start + per, offsets[-1])
+        k = slots.begin()
+        _write_range(slots.slot(me, k), ins, offsets, start, stop)
+        slots.ready(k)
+        slots.wait_ready(k)
+        a, b = max(lo, start), min(hi, stop)
+        if a < b:
+            dst = out[a - lo:b - lo]
+            dst[...] = slots.slot(0, k)[(a - start) * item:(b - start) * item].view(dtype)
+            for r in range(1, n):
+                kernel.combine(dst, slots.slot(r, k)[(a - start) * item:(b - start) * item].view(dtype))
+        slots.done(k)
+    kernel.finalize(out, n)
+
+
+def _size_matrix(slots: Slots, outs: list[np.ndarray], ins: list[np.ndarray]) -> list[list[int]]:
+    """One round in which every rank publishes how much it sends to each rank."""
+    n, me = slots.size, slots.rank
+    k = slots.begin()
+    slots.slot(me, k)[:8 * n].view(np.int64)[...] = [block.size for block in ins]
+    slots.ready(k)
+    slots.wait_ready(k)
+    matrix = [slots.slot(r, k)[:8 * n].view(np.int64).tolist() for r in range(n)]
+    slots.done(k)
+    for r, out in enumerate(outs):
+        if matrix[r][me] != out.size:
+            raise CollectiveMismatchError(
+                f"{slots}: rank {r} sends {matrix[r][me]} elements to this rank, whose output "
+                f"tensor for rank {r} holds {out.size}. Do input and output split sizes agree "
+                f"across ranks?")
+    return matrix
+
+
+def all_to_all(slots: Slots, outs: list[np.ndarray], ins: list[np.ndarray]) -> None:
+    """Sizes first (one round), then every rank puts its blocks (concatenated) through its
+    slot and every rank copies its block out of every slot. 2·S through memory per rank."""
+    n, me = slots.size, slots.rank
+    matrix = _size_matrix(slots, outs, ins)
+    outs[me][...] = ins[me]
+    offsets = [_offsets(row) for row in matrix]
+    item = max(outs[0].itemsize if outs else 1, 1)
+    dtype = ins[0].dtype if ins else np.dtype(np.uint8)
+    per = max(slots.slot_bytes // item, 1)
+    for start in range(0, max(row[-1] for row in offsets), per):
+        stop = start + per
+        k = slots.begin()
+        _write_range(slots.slot(me, k), ins, offsets[me], start, min(stop, offsets[me][-1]))
+        slots.ready(k)
+        slots.wait_ready(k)
+        for r in range(n):
+            first = offsets[r][me]
+            a, b = max(first, start), min(first + matrix[r][me], stop)
+            if r != me and a < b:
+                outs[r][a - first:b - first] = slots.slot(r, k)[(a - start) * item:(b - start) * item].view(dtype)
+        slots.done(k)
+
+
+ALGORITHMS = [
+    Algorithm("all_gather", "shm", 11, all_gather, "1 sync per slot's worth; 2·S", SHARED_MEMORY),
+    Algorithm("reduce_scatter", "shm", 11, reduce_scatter, "1 sync per slot's worth; ≈3·S", SHARED_MEMORY),
+    Algorithm("all_to_all", "shm", 11, all_to_all, "1 + 1 sync per slot's worth; 2·S", SHARED_MEMORY),
+]
+RULES = {
+    ("all_gather", SHARED_MEMORY): lambda nbytes, size, t: "shm",
+    ("reduce_scatter", SHARED_MEMORY): lambda nbytes, size, t: "shm",
+    ("all_to_all", SHARED_MEMORY): lambda nbytes, size, t: "shm",
+}

@@ -1,0 +1,91 @@
+"""Shared-memory reduce, gather and scatter: one rank reads (or writes) for everyone.
+
+Owns: the three rooted schedules over ``Slots``, chunked one round per slot's worth. The root
+reads the others' slots (reduce, gather) or the others read the root's (scatter). Every rank
+runs the same rounds; they depend only on sizes all ranks agree on (checked by the
+fingerprint). Must not know about segments or sockets.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..reduce_ops import Kernel
+from .algorithm import SHARED_MEMORY, Algorithm
+from .shm import _chunks
+from .slots import Slots, typed
+
+
+def reduce(slots: Slots, buf: np.ndarray, kernel: Kernel, root: int) -> None:
+    """Everyone copies a chunk in; the root reduces every slot in rank order into its buffer.
+    One sync per chunk; the others' buffers are left as they were. Traffic: root (n+2)·S."""
+    n, me, dtype = slots.size, slots.rank, buf.dtype
+    for start, stop in _chunks(slots, buf):
+        nbytes = (stop - start) * buf.itemsize
+        k = slots.begin()
+        typed(slots.slot(me, k), nbytes, dtype)[...] = buf[start:stop]
+        slots.ready(k)
+        if me == root:
+            slots.wait_ready(k)
+            out = buf[start:stop]
+            out[...] = typed(slots.slot(0, k), nbytes, dtype)
+            for r in range(1, n):
+                kernel.combine(out, typed(slots.slot(r, k), nbytes, dtype))
+        slots.done(k)
+    if me == root:
+        kernel.finalize(buf, n)
+
+
+def gather(slots: Slots, inp: np.ndarray, outs: list[np.ndarray] | None, root: int) -> None:
+    """Everyone copies a chunk of its input in; the root copies every slot out. 2·S per rank."""
+    me, dtype = slots.rank, inp.dtype
+    if outs is not None:
+        outs[me][...] = inp
+    for start, stop in _chunks(slots, inp):
+        nbytes = (stop - start) * inp.itemsize
+        k = slots.begin()
+        if me != root:
+            typed(slots.slot(me, k), nbytes, dtype)[...] = inp[start:stop]
+        slots.ready(k)
+        if me == root:
+            assert outs is not None
+            slots.wait_ready(k)
+            for r, out in enumerate(outs):
+                if r != me:
+                    out[start:stop] = typed(slots.slot(r, k), nbytes, dtype)
+        slots.done(k)
+
+
+def scatter(slots: Slots, out: np.ndarray, ins: list[np.ndarray] | None, root: int) -> None:
+    """The root fills its slot with one piece per rank; each rank copies its piece out."""
+    n, me, dtype = slots.size, slots.rank, out.dtype
+    region = max((slots.slot_bytes // n) // max(out.itemsize, 1), 1)  # elements per rank per round
+    if ins is not None:
+        out[...] = ins[me]
+    for start in range(0, out.size, region):
+        stop = min(start + region, out.size)
+        k = slots.begin()
+        raw = slots.slot(root, k)
+        width = region * out.itemsize
+        if me == root:
+            assert ins is not None
+            for r in range(n):
+                raw[r * width:r * width + (stop - start) * out.itemsize].view(dtype)[...] = ins[r][start:stop]
+            slots.ready(k)
+        else:
+            slots.ready(k)
+            slots.wait_ready(k, (root,))
+            out[start:stop] = raw[me * width:me * width + (stop - start) * out.itemsize].view(dtype)
+        slots.done(k)
+
+
+ALGORITHMS = [
+    Algorithm("reduce", "shm", 11, reduce, "1 sync per chunk; root reads n·S", SHARED_MEMORY),
+    Algorithm("gather", "shm", 11, gather, "1 sync per chunk; 2·S per rank", SHARED_MEMORY),
+    Algorithm("scatter", "shm", 11, scatter, "1 sync per piece; 2·S per rank", SHARED_MEMORY),
+]
+RULES = {
+    ("reduce", SHARED_MEMORY): lambda nbytes, size, t: "shm",
+    ("gather", SHARED_MEMORY): lambda nbytes, size, t: "shm",
+    ("scatter", SHARED_MEMORY): lambda nbytes, size, t: "shm",
+}

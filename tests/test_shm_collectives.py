@@ -1,0 +1,142 @@
+"""The shared-memory algorithms of reduce, gather, scatter, all_gather, reduce_scatter and
+all_to_all, driven through the group's generic ``launch`` (ranks are threads sharing slots of
+4 KiB, so large cases take many rounds)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import accord as dist
+from accord.arrays import as_buffer
+from accord.group.collective_ops import launch
+from accord.reduce_ops import ReduceOp, make_kernel
+from accord.transport.loopback import LoopbackFabric
+from harness import run_ranks
+
+WORLD_SIZES = [2, 3, 5]
+COUNTS = [0, 1, 7, 1500]  # 1500 int64 = 12 KB: three slots' worth
+
+
+@pytest.fixture(autouse=True)
+def small_slots(monkeypatch):
+    monkeypatch.setenv("ACCORD_SHM_SLOT_BYTES", "4096")
+
+
+def shm_run(world_size, body):
+    return run_ranks(world_size, body, fabric=LoopbackFabric(world_size, shared_memory=True))
+
+
+def run(collective, fp_array, *args, root=-1):
+    group = dist.group.WORLD
+    assert group.shared
+    fp = as_buffer(fp_array, writable=False) if fp_array is not None else None
+    launch(group, collective, fp.nbytes if fp else 0, fp, args, [], [], False, root=root)
+
+
+def kernel(op, dtype):
+    return make_kernel(ReduceOp(op), np.dtype(dtype), np.dtype(dtype).name)
+
+
+@pytest.mark.parametrize("world_size", WORLD_SIZES)
+@pytest.mark.parametrize("count", COUNTS)
+def test_reduce_to_every_root(world_size, count):
+    def body(rank):
+        results = []
+        for root in range(world_size):
+            data = np.arange(count, dtype=np.int64) + rank
+            before = data.copy()
+            run("reduce", data, data, kernel(ReduceOp.SUM, np.int64), root, root=root)
+            results.append(data if rank == root else (data == before).all())
+        return results
+
+    for rank, results in enumerate(shm_run(world_size, body)):
+        for root, result in enumerate(results):
+            if rank == root:
+                np.testing.assert_array_equal(result, np.arange(count) * world_size + sum(range(world_size)))
+            else:
+                assert result  # non-roots keep their input
+
+
+@pytest.mark.parametrize("world_size", WORLD_SIZES)
+@pytest.mark.parametrize("count", COUNTS)
+def test_gather_and_scatter(world_size, count):
+    def body(rank):
+        root = world_size - 1
+        inp = np.arange(count, dtype=np.int64) + 100 * rank
+        outs = [np.full(count, -1, dtype=np.int64) for _ in range(world_size)] if rank == root else None
+        run("gather", inp, inp, outs, root, root=root)
+        out = np.full(count, -1, dtype=np.int64)
+        ins = [np.arange(count, dtype=np.int64) * (r + 1) for r in range(world_size)] if rank == 0 else None
+        run("scatter", out, out, ins, 0, root=0)
+        return outs, out
+
+    for rank, (outs, out) in enumerate(shm_run(world_size, body)):
+        np.testing.assert_array_equal(out, np.arange(count) * (rank + 1))
+        if outs is not None:
+            for r, o in enumerate(outs):
+                np.testing.assert_array_equal(o, np.arange(count) + 100 * r)
+
+
+@pytest.mark.parametrize("world_size", WORLD_SIZES)
+@pytest.mark.parametrize("count", COUNTS)
+def test_all_gather_uneven(world_size, count):
+    sizes = [count + 3 * r for r in range(world_size)]
+
+    def body(rank):
+        inp = np.full(sizes[rank], rank, dtype=np.float32)
+        outs = [np.zeros(s, dtype=np.float32) for s in sizes]
+        run("all_gather", None, inp, outs)
+        return outs
+
+    for outs in shm_run(world_size, body):
+        for r, o in enumerate(outs):
+            np.testing.assert_array_equal(o, np.full(sizes[r], r, dtype=np.float32))
+
+
+@pytest.mark.parametrize("world_size", WORLD_SIZES)
+@pytest.mark.parametrize("count", COUNTS)
+@pytest.mark.parametrize("op", [ReduceOp.SUM, ReduceOp.MAX, ReduceOp.AVG])
+def test_reduce_scatter_uneven(world_size, count, op):
+    sizes = [count + r for r in range(world_size)]
+
+    def body(rank):
+        ins = [np.arange(s, dtype=np.float64) + rank for s in sizes]
+        out = np.zeros(sizes[rank], dtype=np.float64)
+        run("reduce_scatter", None, out, ins, kernel(op, np.float64))
+        return out
+
+    for rank, out in enumerate(shm_run(world_size, body)):
+        base = np.arange(sizes[rank], dtype=np.float64)
+        expected = {ReduceOp.SUM: base * world_size + sum(range(world_size)),
+                    ReduceOp.MAX: base + world_size - 1,
+                    ReduceOp.AVG: (base * world_size + sum(range(world_size))) / world_size}[op]
+        np.testing.assert_allclose(out, expected)
+
+
+@pytest.mark.parametrize("world_size", WORLD_SIZES)
+@pytest.mark.parametrize("count", COUNTS)
+def test_all_to_all_uneven(world_size, count):
+    def size(src, dst):
+        return count + src + 2 * dst
+
+    def body(rank):
+        ins = [np.full(size(rank, j), rank * 10 + j, dtype=np.int32) for j in range(world_size)]
+        outs = [np.zeros(size(r, rank), dtype=np.int32) for r in range(world_size)]
+        run("all_to_all", None, outs, ins)
+        return outs
+
+    for rank, outs in enumerate(shm_run(world_size, body)):
+        for r, o in enumerate(outs):
+            np.testing.assert_array_equal(o, np.full(size(r, rank), r * 10 + rank))
+
+
+def test_all_to_all_size_disagreement_is_a_mismatch():
+    def body(rank):
+        ins = [np.zeros(3, dtype=np.int32) for _ in range(2)]
+        outs = [np.zeros(3 if rank == 0 else 4, dtype=np.int32) for _ in range(2)]
+        with pytest.raises(dist.CollectiveMismatchError, match="sends 3 elements"):
+            run("all_to_all", None, outs, ins)
+        return True
+
+    assert run_ranks(2, body, fabric=LoopbackFabric(2, shared_memory=True), expect_failure=True)[1] is True
