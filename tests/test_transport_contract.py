@@ -14,6 +14,7 @@ from accord.errors import CollectiveMismatchError, DistTimeoutError, PeerError
 from accord.timeouts import Deadline
 from accord.transport.loopback import LoopbackFabric
 from accord.transport.mesh import Mesh
+from accord.transport.shm_ring import RingReader, RingWriter
 from accord.transport.tcp import TcpMesh
 from accord.transport.wire import Fingerprint, FrameKind
 
@@ -41,9 +42,30 @@ def tcp_meshes(n: int) -> tuple[list[Mesh], Callable[[int], None]]:
     return meshes, kill
 
 
-@pytest.fixture(params=["loopback", "tcp"])
+def ring_meshes(n: int) -> tuple[list[Mesh], Callable[[int], None]]:
+    """TCP meshes whose frames go through rings (in this process's memory: ranks are threads);
+    the sockets stay for end-of-stream, as between the processes of one host."""
+    capacity = 256 << 10  # small: large messages wrap around many times
+    buffers = {(a, b): memoryview(bytearray(128 + capacity)) for a in range(n) for b in range(n) if a != b}
+    rings = [{b: (RingWriter(buffers[a, b], capacity), RingReader(buffers[b, a], capacity))
+              for b in range(n) if b != a} for a in range(n)]
+    socks: list[dict[int, socket.socket]] = [{} for _ in range(n)]
+    for a in range(n):
+        for b in range(a + 1, n):
+            socks[a][b], socks[b][a] = socket.socketpair()
+    meshes = [TcpMesh(r, n, socks[r], rings=rings[r]) for r in range(n)]
+
+    def kill(rank: int) -> None:
+        meshes[rank].begin_close()
+        for sock in socks[rank].values():
+            sock.close()
+
+    return meshes, kill
+
+
+@pytest.fixture(params=["loopback", "tcp", "tcp+rings"])
 def make(request):
-    factory = {"loopback": loopback_meshes, "tcp": tcp_meshes}[request.param]
+    factory = {"loopback": loopback_meshes, "tcp": tcp_meshes, "tcp+rings": ring_meshes}[request.param]
     made: list[Mesh] = []
 
     def build(n: int):

@@ -128,6 +128,12 @@ SHM_SLOT_BYTES = _setting(
     "Size of each of the two shared-memory slots per rank and group; larger messages go in "
     "chunks of this size.",
 )
+SHM_RING_BYTES = _setting(
+    "ACCORD_SHM_RING_BYTES",
+    str(1 << 20),
+    "Capacity of each shared-memory ring carrying point-to-point messages between two ranks "
+    "of one host (one ring per direction).",
+)
 TCP_BUFFER_BYTES = _setting(
     "ACCORD_TCP_BUFFER_BYTES", str(4 << 20), "SO_SNDBUF/SO_RCVBUF requested for transport sockets."
 )
@@ -186,6 +192,10 @@ def transport() -> str:
 def shm_slot_bytes() -> int:
     value = _as_int(SHM_SLOT_BYTES, minimum=4096)
     return (value + 4095) // 4096 * 4096
+
+
+def shm_ring_bytes() -> int:
+    return _as_int(SHM_RING_BYTES, minimum=4096)
 
 
 def socket_ifname() -> str | None:

@@ -22,6 +22,7 @@ from ..errors import (DistNetworkError, DistStoreError, DistTimeoutError, Protoc
 from ..store.base import Store
 from ..timeouts import Deadline, format_seconds
 from .addresses import choose_address, host_identity
+from .shm_ring import RingReader, RingWriter, map_rings
 from .tcp import TcpMesh
 from .wire import HEADER_SIZE, NO_FINGERPRINT, FrameKind, pack_header, unpack_header
 
@@ -173,6 +174,17 @@ def _connect(record: PeerRecord, me: int, deadline: Deadline) -> socket.socket:
     return sock
 
 
+def _rings(store: Store, prefix: str, rank: int, records: list[PeerRecord],
+           deadline: Deadline) -> dict[int, tuple[RingWriter, RingReader]]:
+    """Shared-memory rings to the ranks on this host, unless ACCORD_TRANSPORT=tcp."""
+    if config.transport() == "tcp":
+        return {}
+    local = [r.rank for r in records if r.host_id == records[rank].host_id]
+    token = f"{records[0].pid:x}{records[0].port:x}"
+    return map_rings(store, prefix, rank, local, [r.pid for r in records], token,
+                     config.shm_ring_bytes(), deadline)
+
+
 def connect_mesh(store: Store, prefix: str, rank: int, size: int, deadline: Deadline) -> TcpMesh:
     """Build the TCP full mesh for ``size`` ranks whose records go under ``prefix``."""
     address = choose_address(store.local_address())
@@ -202,7 +214,7 @@ def connect_mesh(store: Store, prefix: str, rank: int, size: int, deadline: Dead
             sockets[peer] = sock
         for sock in sockets.values():
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return TcpMesh(rank, size, sockets, records)
+        return TcpMesh(rank, size, sockets, records, _rings(store, prefix, rank, records, deadline))
     except BaseException:
         for sock in sockets.values():
             sock.close()
