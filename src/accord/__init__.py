@@ -15,6 +15,8 @@ from .errors import (CollectiveMismatchError, DistBackendError, DistError, DistN
                      DistStoreError, DistTimeoutError, InternalError, NotInitializedError,
                      PeerError, QueueEmptyError, StoreTimeoutError)
 from .group import Future, ProcessGroup, Work
+from .launcher.spawn import (ProcessException, ProcessExitedException, ProcessRaisedException,
+                             spawn)
 from .reduce_ops import ReduceOp, _make_nccl_premul_sum, reduce_op, supports_complex
 from .rendezvous import register_rendezvous_handler, rendezvous
 from .store import FileStore, HashStore, PrefixStore, Store, TCPStore
@@ -62,4 +64,5 @@ __all__ = [
     "is_ucc_available", "is_xccl_available", "isend", "new_group", "recv", "reduce_op",
     "register_rendezvous_handler", "rendezvous", "send", "supports_complex",
     "_make_nccl_premul_sum",
+    "ProcessException", "ProcessExitedException", "ProcessRaisedException", "spawn",
 ]

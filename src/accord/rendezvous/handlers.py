@@ -1,8 +1,13 @@
 """The built-in rendezvous handlers: env://, tcp://host:port and file:///path.
 
 Owns: reading the env:// contract (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE) through
-``config``, parsing URLs, and creating the store (rank 0 hosts the TCPStore). Errors name the
-missing or malformed variable or parameter. Must not know about transports or collectives.
+``config``, with SLURM's and mpiexec's variables (``cluster``) filling what is unset; parsing
+URLs; and creating the store: rank 0 hosts the TCPStore, except under a launcher that hosts it
+itself (TORCHELASTIC_USE_AGENT_STORE=True, as accordrun and torchrun do): then every rank is a
+client and the keys live under ``/worker/attempt_<TORCHELASTIC_RESTART_COUNT>``, so a restarted
+attempt never sees a failed one's keys (init_process_group counts ``accord/init_count``).
+Errors name the missing or malformed variable or parameter, or every variable looked at.
+Must not know about transports or collectives.
 """
 
 from __future__ import annotations
@@ -14,8 +19,10 @@ from urllib.parse import parse_qs, urlparse
 from .. import config
 from ..store.base import Store
 from ..store.file_store import FileStore
+from ..store.prefix_store import PrefixStore
 from ..store.tcp_store import TCPStore
 from ..timeouts import DEFAULT_STORE_TIMEOUT
+from . import cluster
 from .registry import register_rendezvous_handler
 
 _ENV_HINT = ("Set MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE (accordrun and torchrun set "
@@ -35,21 +42,16 @@ def _int_param(query: dict[str, str], name: str, url: str) -> int | None:
         raise ValueError(f"rendezvous URL {url!r}: {name}={query[name]!r} is not an integer") from None
 
 
-def _rank_and_size(query: dict[str, str], url: str, from_env: bool) -> tuple[int, int]:
+def _rank_and_size(query: dict[str, str], url: str) -> tuple[int, int]:
+    """rank and world_size from a tcp:// or file:// URL's query."""
     rank = _int_param(query, "rank", url)
     size = _int_param(query, "world_size", url)
-    if from_env:
-        rank = config.env_int(config.RANK) if rank is None else rank
-        size = config.env_int(config.WORLD_SIZE) if size is None else size
     scheme = urlparse(url).scheme
     if rank is None:
-        raise ValueError(f"{scheme}:// rendezvous: the rank is not known: environment variable "
-                         f"RANK is not set. {_ENV_HINT}" if from_env else
-                         f"{scheme}:// rendezvous needs the rank: pass rank= or add ?rank=")
+        raise ValueError(f"{scheme}:// rendezvous needs the rank: pass rank= or add ?rank=")
     if size is None:
-        raise ValueError(f"{scheme}:// rendezvous: the world size is not known: environment "
-                         f"variable WORLD_SIZE is not set. {_ENV_HINT}" if from_env else
-                         f"{scheme}:// rendezvous needs the world size: pass world_size= or add ?world_size=")
+        raise ValueError(f"{scheme}:// rendezvous needs the world size: pass world_size= or add "
+                         f"?world_size=")
     if size < 1 or not 0 <= rank < size:
         raise ValueError(f"{scheme}:// rendezvous: rank {rank} is not in [0, world_size={size})")
     return rank, size
@@ -65,17 +67,68 @@ def _tcp_store(host: str, port: int, rank: int, size: int, timeout: timedelta) -
                     wait_for_workers=False, multi_tenant=True)
 
 
-def env_handler(url: str, **kwargs: Any) -> Iterator[tuple[Store, int, int]]:
-    rank, size = _rank_and_size(_query(url), url, from_env=True)
-    addr = config.MASTER_ADDR.raw()
+class AgentAttemptStore(PrefixStore):
+    """The view of a launcher's store that one attempt's workers use; closing it closes the
+    client connection it wraps (the launcher's server stays up)."""
+
+    def close(self) -> None:
+        self.underlying_store.close()
+
+
+def _env_rank_and_size(query: dict[str, str], url: str) -> tuple[int, int, cluster.ClusterEnv | None]:
+    rank = _int_param(query, "rank", url)
+    size = _int_param(query, "world_size", url)
+    rank = config.env_int(config.RANK) if rank is None else rank
+    size = config.env_int(config.WORLD_SIZE) if size is None else size
+    found = cluster.detect() if rank is None or size is None else None
+    if found is not None:
+        rank = found.rank if rank is None else rank
+        size = found.world_size if size is None else size
+    if rank is None:
+        raise ValueError(f"env:// rendezvous: the rank is not known: environment variable RANK is "
+                         f"not set, nor any of {', '.join(cluster.RANK_VARIABLES[1:])}. {_ENV_HINT}")
+    if size is None:
+        raise ValueError(f"env:// rendezvous: the world size is not known: environment variable "
+                         f"WORLD_SIZE is not set, nor any of {', '.join(cluster.SIZE_VARIABLES[1:])}"
+                         f". {_ENV_HINT}")
+    if size < 1 or not 0 <= rank < size:
+        source = f" (from {found.source})" if found is not None else ""
+        raise ValueError(f"env:// rendezvous: rank {rank} is not in [0, world_size={size}){source}")
+    return rank, size, found
+
+
+def _env_master(found: cluster.ClusterEnv | None) -> tuple[str, int]:
+    addr = config.MASTER_ADDR.raw() or (found.master_addr if found is not None else None)
     if addr is None:
-        raise ValueError(f"env:// rendezvous: environment variable MASTER_ADDR is not set. {_ENV_HINT}")
+        raise ValueError(f"env:// rendezvous: environment variable MASTER_ADDR is not set, nor "
+                         f"any of {', '.join(cluster.ADDR_VARIABLES[1:])}. {_ENV_HINT}")
     port = config.env_int(config.MASTER_PORT)
+    port = port if port is not None else (found.master_port if found is not None else None)
     if port is None:
-        raise ValueError(f"env:// rendezvous: environment variable MASTER_PORT is not set. {_ENV_HINT}")
+        raise ValueError(f"env:// rendezvous: environment variable MASTER_PORT is not set (nor "
+                         f"SLURM_JOB_ID, under SLURM). {_ENV_HINT}")
     if not 0 <= port < 65536:
         raise ValueError(f"env:// rendezvous: MASTER_PORT={port} is not a valid port")
-    yield _tcp_store(addr, port, rank, size, _timeout(kwargs)), rank, size
+    return addr, port
+
+
+def _agent_attempt() -> int | None:
+    """The launcher's restart count when its agent hosts the store, else None."""
+    flag = config.TORCHELASTIC_USE_AGENT_STORE.raw()
+    if flag is None or flag.lower() not in ("true", "1"):
+        return None
+    return config.env_int(config.TORCHELASTIC_RESTART_COUNT) or 0
+
+
+def env_handler(url: str, **kwargs: Any) -> Iterator[tuple[Store, int, int]]:
+    rank, size, found = _env_rank_and_size(_query(url), url)
+    addr, port = _env_master(found)
+    attempt, timeout = _agent_attempt(), _timeout(kwargs)
+    if attempt is None:
+        yield _tcp_store(addr, port, rank, size, timeout), rank, size
+        return
+    client = TCPStore(addr, port, world_size=size, is_master=False, timeout=timeout)
+    yield AgentAttemptStore(f"/worker/attempt_{attempt}", client), rank, size
 
 
 def tcp_handler(url: str, **kwargs: Any) -> Iterator[tuple[Store, int, int]]:
@@ -86,7 +139,7 @@ def tcp_handler(url: str, **kwargs: Any) -> Iterator[tuple[Store, int, int]]:
         port = None
     if not parsed.hostname or port is None:
         raise ValueError(f"tcp:// rendezvous needs a host and a port, e.g. tcp://10.0.0.1:23456; got {url!r}")
-    rank, size = _rank_and_size(_query(url), url, from_env=False)
+    rank, size = _rank_and_size(_query(url), url)
     yield _tcp_store(parsed.hostname, port, rank, size, _timeout(kwargs)), rank, size
 
 
@@ -97,7 +150,7 @@ def file_handler(url: str, **kwargs: Any) -> Iterator[tuple[Store, int, int]]:
         path = f"//{parsed.netloc}{path}"
     if not path:
         raise ValueError(f"file:// rendezvous needs a path, e.g. file:///tmp/job-rendezvous; got {url!r}")
-    rank, size = _rank_and_size(_query(url), url, from_env=False)
+    rank, size = _rank_and_size(_query(url), url)
     yield FileStore(path, size, timeout=_timeout(kwargs)), rank, size
 
 

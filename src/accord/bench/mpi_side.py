@@ -1,0 +1,89 @@
+"""The benchmark's MPI comparison: the same plan run on MPICH through mpi4py, under mpiexec.
+
+Owns: launching ``mpiexec -n N python -m accord.bench.mpi_side`` with the plan, the MPI calls
+that match each collective of ``workloads`` (same sizes, float32, in place where MPI allows),
+and reading the timings back (one JSON line per row on the worker's stdout). Needs the
+``bench`` extra (mpi4py, mpich). Must not know about reporting.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict
+from typing import Any, Callable
+
+import numpy as np
+
+from .runner import Plan
+from .workloads import COLLECTIVES, per_rank_count
+
+
+def mpiexec() -> str:
+    found = shutil.which("mpiexec") or os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    if not os.path.exists(found):
+        raise RuntimeError("--compare mpi needs mpiexec: pip install 'accord[bench]' (mpi4py and mpich)")
+    return found
+
+
+def run(plan: Plan, on_row: Callable[..., None], timeout: float = 600.0) -> None:
+    """Run ``plan`` on MPI; call ``on_row("mpi", op, nbytes, per_rank_times)`` per row."""
+    cmd = [mpiexec(), "-n", str(plan.world), sys.executable, "-m", "accord.bench.mpi_side",
+           json.dumps(asdict(plan))]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"the MPI benchmark failed ({done.returncode}):\n{done.stderr[-2000:]}")
+    for line in done.stdout.splitlines():
+        if line.startswith("{"):
+            row = json.loads(line)
+            on_row("mpi", row["op"], row["nbytes"], row["times"])
+
+
+def _call(comm: Any, mpi: Any, op: str, count: int, world: int) -> Callable[[], None]:
+    data = np.zeros(count, dtype=np.float32)
+    big = np.zeros(count * world, dtype=np.float32)
+    calls: dict[str, Callable[[], Any]] = {
+        "all_reduce": lambda: comm.Allreduce(mpi.IN_PLACE, data),
+        "broadcast": lambda: comm.Bcast(data, root=0),
+        "barrier": comm.Barrier,
+        "reduce": lambda: comm.Reduce(data, big[:count], root=0),
+        "all_gather": lambda: comm.Allgather(data, big),
+        "gather": lambda: comm.Gather(data, big, root=0),
+        "scatter": lambda: comm.Scatter(big, data, root=0),
+        "reduce_scatter": lambda: comm.Reduce_scatter_block(big, data),
+        "all_to_all": lambda: comm.Alltoall(big, np.zeros_like(big)),
+    }
+    if op not in calls:
+        raise ValueError(f"no MPI equivalent for {op!r}")
+    return calls[op]
+
+
+def _rows(plan: Plan) -> None:
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    for op in plan.ops:
+        sizes = plan.sizes if COLLECTIVES[op].sized else [0]
+        for nbytes in sizes:
+            count = per_rank_count(op, nbytes, plan.world, 4) if nbytes else 1
+            call = _call(comm, MPI, op, count, plan.world)
+            iters = plan.iters if nbytes < (4 << 20) else max(plan.iters // 4, 5)
+            for _ in range(plan.warmup):
+                call()
+            comm.Barrier()
+            times = []
+            for _ in range(iters):
+                start = time.perf_counter()
+                call()
+                times.append(time.perf_counter() - start)
+            everyone = comm.gather(times, root=0)
+            if comm.rank == 0:
+                print(json.dumps({"op": op, "nbytes": nbytes, "times": everyone}), flush=True)
+
+
+if __name__ == "__main__":
+    _rows(Plan(**json.loads(sys.argv[1])))

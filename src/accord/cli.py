@@ -1,0 +1,38 @@
+"""The ``accord`` command: ``accord bench …`` (the benchmark) and ``accord config`` (settings).
+
+Owns: dispatching subcommands; each lives in its own module. Must not know what they do.
+"""
+
+from __future__ import annotations
+
+import sys
+
+USAGE = """usage: accord <command> [options]
+
+commands:
+  bench    nccl-tests-style benchmark, torch's gloo (and MPI) side by side; accord bench -h
+  config   every environment variable accord reads, with its current value
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(USAGE)
+        return 0 if args else 2
+    command, rest = args[0], args[1:]
+    if command == "bench":
+        from .bench.cli import main as bench
+
+        return bench(rest)
+    if command == "config":
+        from .config import describe
+
+        describe()
+        return 0
+    print(f"accord: unknown command {command!r}\n\n{USAGE}", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,96 @@
+"""The environment accordrun gives each worker: torchrun's contract, in one table.
+
+Owns: the names and values of the variables written for a worker, and nothing else. Must not
+know how the values were agreed (rendezvous) or how the worker is started.
+
+==============================  ===============================================================
+variable                        value
+==============================  ===============================================================
+RANK                            global rank: the ranks of lower nodes come first
+LOCAL_RANK                      rank on this node, 0 … LOCAL_WORLD_SIZE-1
+WORLD_SIZE                      workers in the job, all nodes
+LOCAL_WORLD_SIZE                workers on this node (--nproc-per-node)
+GROUP_RANK                      this node's rank (static: --node-rank; c10d: arrival order)
+GROUP_WORLD_SIZE                nodes in the job
+ROLE_NAME                       --role (default "default")
+ROLE_RANK                       rank among the workers of this role (all nodes)
+ROLE_WORLD_SIZE                 workers of this role (all nodes)
+MASTER_ADDR, MASTER_PORT        the store the launchers share (node 0's or --rdzv-endpoint's);
+                                workers connect to it as clients. With ACCORD_LAUNCHER_WORKER_
+                                STORE=rank0: node 0's address and a free port there, for rank 0
+TORCHELASTIC_USE_AGENT_STORE    "True": env:// connects to the launcher's store, keys under
+                                /worker/attempt_<TORCHELASTIC_RESTART_COUNT> ("False" with
+                                ACCORD_LAUNCHER_WORKER_STORE=rank0: rank 0 hosts a store)
+TORCHELASTIC_RUN_ID             --rdzv-id (a fresh uuid with --standalone / one node)
+TORCHELASTIC_RESTART_COUNT      restarts so far: 0 on the first attempt
+TORCHELASTIC_MAX_RESTARTS       --max-restarts
+TORCHELASTIC_ERROR_FILE         where the worker's uncaught exception is written as JSON
+TORCHELASTIC_SIGNALS_TO_HANDLE  --signals-to-handle
+TORCH_NCCL_ASYNC_ERROR_HANDLING "1" unless set (as torchrun; accord does not read it)
+OMP_NUM_THREADS                 "1" unless set, when a node runs several workers (as torchrun)
+==============================  ===============================================================
+
+Everything else is inherited from the launcher's environment.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+
+@dataclass(frozen=True)
+class WorkerPlace:
+    """Where one worker sits in the job for one attempt."""
+
+    rank: int
+    local_rank: int
+    world_size: int
+    local_world_size: int
+    group_rank: int
+    group_world_size: int
+    role_rank: int
+    role_world_size: int
+
+
+@dataclass(frozen=True)
+class JobFacts:
+    """What every worker of one attempt on one node shares."""
+
+    role: str
+    master_addr: str
+    master_port: int
+    run_id: str
+    restart_count: int
+    max_restarts: int
+    signals: str
+    use_agent_store: bool = True
+
+
+def worker_env(base: Mapping[str, str], place: WorkerPlace, job: JobFacts,
+               error_file: str) -> dict[str, str]:
+    """``base`` (the launcher's environment) with the contract above written over it."""
+    env = dict(base)
+    env.update({
+        "RANK": str(place.rank),
+        "LOCAL_RANK": str(place.local_rank),
+        "WORLD_SIZE": str(place.world_size),
+        "LOCAL_WORLD_SIZE": str(place.local_world_size),
+        "GROUP_RANK": str(place.group_rank),
+        "GROUP_WORLD_SIZE": str(place.group_world_size),
+        "ROLE_NAME": job.role,
+        "ROLE_RANK": str(place.role_rank),
+        "ROLE_WORLD_SIZE": str(place.role_world_size),
+        "MASTER_ADDR": job.master_addr,
+        "MASTER_PORT": str(job.master_port),
+        "TORCHELASTIC_USE_AGENT_STORE": str(job.use_agent_store),
+        "TORCHELASTIC_RUN_ID": job.run_id,
+        "TORCHELASTIC_RESTART_COUNT": str(job.restart_count),
+        "TORCHELASTIC_MAX_RESTARTS": str(job.max_restarts),
+        "TORCHELASTIC_ERROR_FILE": error_file,
+        "TORCHELASTIC_SIGNALS_TO_HANDLE": job.signals,
+    })
+    env.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")
+    if place.local_world_size > 1 and not env.get("OMP_NUM_THREADS"):
+        env["OMP_NUM_THREADS"] = "1"
+    return env

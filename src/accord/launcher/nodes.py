@@ -1,0 +1,242 @@
+"""How the launchers of one job meet: the shared store, node ranks, and each attempt's layout.
+
+Owns: opening the agent store (static: node 0 hosts it at --master-addr:--master-port; c10d: the
+launcher that can bind the --rdzv-endpoint host hosts it, the others connect), the join
+protocol of each attempt (static: every node claims its --node-rank; c10d: nodes take ranks in
+order of arrival, the first one waits for MAX nodes, or for MIN plus ``last_call_timeout``),
+and ``RoundInfo``: every worker's ranks follow from it, and where the workers' store is (this
+agent store; with ACCORD_LAUNCHER_WORKER_STORE=rank0 a free port on node 0). Keys live under
+``accordrun/<run_id>/r<attempt>/``; workers' keys under ``/worker/attempt_<n>`` never meet them.
+Must not know how workers are started or watched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from dataclasses import asdict, dataclass
+from datetime import timedelta
+from typing import Callable
+
+from .. import config
+from ..errors import DistStoreError, StoreTimeoutError
+from ..store.prefix_store import PrefixStore
+from ..store.tcp_store import TCPStore
+from ..timeouts import format_seconds
+from .env import WorkerPlace
+from .options import LaunchConfig
+
+Tick = Callable[[], None]
+_POLL_S = 0.05
+
+
+class LaunchError(RuntimeError):
+    """The job cannot start or go on; the message says what failed, where, and what to do."""
+
+
+@dataclass(frozen=True)
+class NodeRecord:
+    """What each launcher publishes about itself for one attempt."""
+
+    node_rank: int
+    host: str
+    pid: int
+    nproc: int
+    role: str
+    addr: str = ""  # the address this node reaches the store from
+
+    def encode(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def decode(cls, data: bytes) -> NodeRecord:
+        return cls(**json.loads(data))
+
+
+@dataclass(frozen=True)
+class RoundInfo:
+    """One attempt as every node sees it: who is in, and where the workers' store is."""
+
+    restart: int
+    node_rank: int
+    nodes: tuple[NodeRecord, ...]
+    master_addr: str
+    master_port: int
+    use_agent_store: bool = True
+
+    @property
+    def nnodes(self) -> int:
+        return len(self.nodes)
+
+    @property
+    def world_size(self) -> int:
+        return sum(node.nproc for node in self.nodes)
+
+    def places(self) -> list[WorkerPlace]:
+        """Every local worker's ranks: lower nodes' workers come first, in global and in role
+        order."""
+        me = self.nodes[self.node_rank]
+        offset = sum(node.nproc for node in self.nodes[: self.node_rank])
+        peers = [node for node in self.nodes if node.role == me.role]
+        role_offset = sum(node.nproc for node in peers if node.node_rank < me.node_rank)
+        role_size = sum(node.nproc for node in peers)
+        return [WorkerPlace(offset + i, i, self.world_size, me.nproc, self.node_rank,
+                            self.nnodes, role_offset + i, role_size) for i in range(me.nproc)]
+
+
+def is_local_address(host: str) -> bool:
+    """Whether ``host`` names an address of this machine (we can bind to it)."""
+    try:
+        infos = socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP)
+    except (socket.gaierror, UnicodeError):
+        return False
+    for family, _, _, _, address in infos:
+        try:
+            with socket.socket(family, socket.SOCK_DGRAM) as probe:
+                probe.bind((address[0], 0))
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _host_store(cfg: LaunchConfig, timeout: timedelta) -> TCPStore | None:
+    """The store, hosted here; None if a c10d endpoint's port is already served on this host."""
+    try:
+        return TCPStore(cfg.rdzv_host, cfg.rdzv_port, is_master=True, wait_for_workers=False,
+                        timeout=timeout)
+    except DistStoreError as exc:
+        if cfg.rdzv_backend == "c10d" and cfg.rdzv_port:
+            return None  # another launcher on this host got there first: join it
+        raise LaunchError(f"cannot host the job's store on port {cfg.rdzv_port} of this node "
+                          f"({exc}). Pick a free --master-port (or --rdzv-endpoint port).") from exc
+
+
+def open_store(cfg: LaunchConfig) -> tuple[TCPStore, bool]:
+    """(the store all launchers and workers share, whether this launcher hosts it)."""
+    timeout = timedelta(seconds=cfg.join_timeout)
+    hosts = cfg.node_rank == 0 if cfg.rdzv_backend == "static" else is_local_address(cfg.rdzv_host)
+    store = _host_store(cfg, timeout) if hosts else None
+    if store is not None:
+        return store, True
+    try:
+        return TCPStore(cfg.rdzv_host, cfg.rdzv_port, is_master=False, timeout=timeout), False
+    except DistStoreError as exc:
+        raise LaunchError(
+            f"cannot reach the job's store at {cfg.rdzv_host}:{cfg.rdzv_port} within "
+            f"{format_seconds(cfg.join_timeout)} ({exc}). Is node 0's accordrun running, with "
+            f"the same --master-addr/--master-port (or --rdzv-endpoint)?") from exc
+
+
+class Rendezvous:
+    """The join protocol of every attempt, over the agent store."""
+
+    def __init__(self, store: TCPStore, cfg: LaunchConfig, tick: Tick) -> None:
+        self.store = PrefixStore(f"accordrun/{cfg.run_id}", store)
+        self.port = store.port
+        self.addr = store.local_address() or "127.0.0.1"
+        self.worker_store = config.launcher_worker_store()
+        self.cfg = cfg
+        self.tick = tick
+        self.host = socket.gethostname()
+
+    def join(self, restart: int, expected: int | None = None) -> RoundInfo:
+        """Meet the other nodes for attempt ``restart``; ``expected`` is the previous attempt's
+        node count (a restart does not wait ``last_call_timeout`` for nodes that never came)."""
+        if self.cfg.rdzv_backend == "static":
+            node_rank, nnodes = self.cfg.node_rank, self.cfg.max_nodes
+        else:
+            node_rank, nnodes = self._arrive(restart, expected)
+        me = NodeRecord(node_rank, self.host, os.getpid(), self.cfg.nproc_per_node, self.cfg.role,
+                        self.addr)
+        key = f"r{restart}/node/{node_rank}"
+        held = self.store.compare_set(key, "", me.encode())
+        if held.decode() != me.encode():
+            other = NodeRecord.decode(held)
+            raise LaunchError(f"node rank {node_rank} is taken by accordrun pid {other.pid} on "
+                              f"{other.host}: give every node its own --node-rank (0 … "
+                              f"{nnodes - 1}).")
+        nodes = self._gather(restart, nnodes)
+        if self.worker_store == "agent":
+            return RoundInfo(restart, node_rank, nodes, self.cfg.rdzv_host, self.port)
+        return RoundInfo(restart, node_rank, nodes, nodes[0].addr,
+                         self._rank0_port(restart, node_rank == 0, nodes[0].addr), False)
+
+    def _rank0_port(self, restart: int, mine: bool, addr: str) -> int:
+        """A port that was free on node 0 a moment ago, for rank 0's own store."""
+        key = f"r{restart}/worker_port"
+        if mine:
+            with socket.socket() as probe:
+                probe.bind((addr, 0))
+                self.store.set(key, str(probe.getsockname()[1]))
+        if self.wait_keys([key], self.cfg.join_timeout):
+            raise LaunchError(f"node 0 never published the port for rank 0's store (attempt "
+                              f"{restart}); is its accordrun alive?")
+        return int(self.store.get(key))
+
+    def _gather(self, restart: int, nnodes: int) -> tuple[NodeRecord, ...]:
+        keys = [f"r{restart}/node/{i}" for i in range(nnodes)]
+        missing = self.wait_keys(keys, self.cfg.join_timeout)
+        if missing:
+            ranks = [int(key.rsplit("/", 1)[1]) for key in missing]
+            raise LaunchError(
+                f"rendezvous of attempt {restart} timed out after "
+                f"{format_seconds(self.cfg.join_timeout)}: node ranks {ranks} of {nnodes} never "
+                f"joined at {self.cfg.rdzv_host}:{self.port}. Did their accordrun start, with the "
+                f"same --nnodes, --master-addr/--master-port and --rdzv-id?")
+        return tuple(NodeRecord.decode(value) for value in self.store.multi_get(keys))
+
+    def wait_keys(self, keys: list[str], seconds: float) -> list[str]:
+        """Wait up to ``seconds`` for ``keys`` (ticking meanwhile); return those still missing."""
+        deadline = time.monotonic() + seconds
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                self.store.wait(keys, timedelta(seconds=max(0.0, min(0.25, remaining))))
+                return []
+            except StoreTimeoutError:
+                if remaining <= 0:
+                    return [key for key in keys if not self.store.check([key])]
+            self.tick()
+
+    def _arrive(self, restart: int, expected: int | None) -> tuple[int, int]:
+        """c10d: (node rank by arrival, number of nodes in this attempt)."""
+        index = self.store.add(f"r{restart}/joined", 1) - 1
+        if index == 0:
+            count = self._lead(restart, expected)
+        else:
+            limit = self.cfg.join_timeout + self.cfg.last_call_timeout + 30.0
+            if self.wait_keys([f"r{restart}/closed"], limit):
+                raise LaunchError(f"rendezvous at {self.cfg.rdzv_host}:{self.port}: the first node "
+                                  f"never closed attempt {restart}; is its accordrun alive?")
+            count = int(self.store.get(f"r{restart}/closed"))
+        if count == 0:
+            raise LaunchError(f"rendezvous at {self.cfg.rdzv_host}:{self.port}: fewer than "
+                              f"{self.cfg.min_nodes} nodes (--nnodes {self.cfg.nnodes}) joined within "
+                              f"{format_seconds(self.cfg.join_timeout)}.")
+        if index >= count:
+            raise LaunchError(f"this node arrived after attempt {restart} started with {count} "
+                              f"nodes (--nnodes {self.cfg.nnodes}); accordrun cannot add nodes "
+                              f"to a running job. Start all nodes together.")
+        return index, count
+
+    def _lead(self, restart: int, expected: int | None) -> int:
+        """The first node decides when the attempt is closed; returns its node count (0: fail)."""
+        key, start, since_min = f"r{restart}/joined", time.monotonic(), None
+        while True:
+            joined, now = self.store.add(key, 0), time.monotonic()
+            if joined >= self.cfg.min_nodes:
+                since_min = since_min if since_min is not None else now
+                if joined >= self.cfg.max_nodes or (expected and joined >= expected) or \
+                        now - since_min >= self.cfg.last_call_timeout:
+                    break
+            elif now - start >= self.cfg.join_timeout:
+                self.store.set(f"r{restart}/closed", "0")
+                return 0
+            self.tick()
+            time.sleep(_POLL_S)
+        count = min(self.store.add(key, 0), self.cfg.max_nodes)
+        self.store.set(f"r{restart}/closed", str(count))
+        return count

@@ -1,0 +1,140 @@
+"""The launcher's pieces in process: the env contract, rank layout, verdicts, reports, layering."""
+
+from __future__ import annotations
+
+import ast
+import json
+import pathlib
+import time
+
+import pytest
+
+import accord
+from accord.launcher.env import JobFacts, WorkerPlace, worker_env
+from accord.launcher.nodes import NodeRecord, RoundInfo, is_local_address
+from accord.launcher.report import Failure, format_report, make_failure, read_error_file
+from accord.launcher.rounds import FAILED, INTERRUPTED, RESTART, STOPPED, SUCCEEDED, NodeStatus, \
+    Verdict, decide
+
+LAUNCHER = pathlib.Path(accord.__file__).parent / "launcher"
+FORBIDDEN = {"group", "collectives", "transport", "api", "world", "backends"}
+
+
+def _info(restart: int = 0, me: int = 1) -> RoundInfo:
+    nodes = (NodeRecord(0, "a", 10, 2, "trainer"), NodeRecord(1, "b", 11, 3, "reader"),
+             NodeRecord(2, "c", 12, 1, "trainer"))
+    return RoundInfo(restart, me, nodes, "10.0.0.1", 29500)
+
+
+def test_ranks_follow_node_order_and_roles():
+    places = _info(me=2).places()
+    assert [(p.rank, p.local_rank, p.world_size, p.local_world_size) for p in places] == \
+        [(5, 0, 6, 1)]
+    assert (places[0].group_rank, places[0].group_world_size) == (2, 3)
+    assert (places[0].role_rank, places[0].role_world_size) == (2, 3)  # after node 0's two
+    reader = _info(me=1).places()
+    assert [p.rank for p in reader] == [2, 3, 4] and [p.role_rank for p in reader] == [0, 1, 2]
+
+
+def test_worker_env_writes_the_contract_over_the_launchers_environment():
+    place = WorkerPlace(5, 1, 8, 2, 2, 4, 3, 6)
+    job = JobFacts("trainer", "10.0.0.1", 29500, "run9", 1, 3, "SIGTERM")
+    env = worker_env({"RANK": "stale", "PATH": "/bin"}, place, job, "/tmp/e.json")
+    assert env["PATH"] == "/bin" and env["RANK"] == "5" and env["LOCAL_RANK"] == "1"
+    assert (env["WORLD_SIZE"], env["LOCAL_WORLD_SIZE"]) == ("8", "2")
+    assert (env["GROUP_RANK"], env["GROUP_WORLD_SIZE"]) == ("2", "4")
+    assert (env["ROLE_NAME"], env["ROLE_RANK"], env["ROLE_WORLD_SIZE"]) == ("trainer", "3", "6")
+    assert (env["MASTER_ADDR"], env["MASTER_PORT"]) == ("10.0.0.1", "29500")
+    assert env["TORCHELASTIC_RUN_ID"] == "run9" and env["TORCHELASTIC_RESTART_COUNT"] == "1"
+    assert env["TORCHELASTIC_MAX_RESTARTS"] == "3" and env["TORCHELASTIC_ERROR_FILE"] == "/tmp/e.json"
+    assert env["TORCHELASTIC_USE_AGENT_STORE"] == "True" and env["OMP_NUM_THREADS"] == "1"
+    assert worker_env({"OMP_NUM_THREADS": "4"}, place, job, "e")["OMP_NUM_THREADS"] == "4"
+
+
+def _failure(rank: int, when: float, exitcode: int = 1, node: int = 0) -> Failure:
+    return Failure(rank, rank % 2, node, "h", 100 + rank, exitcode, when, f"boom {rank}", "tb")
+
+
+def test_verdict_picks_the_earliest_failure_and_restarts_while_allowed():
+    info = _info(restart=0)
+    statuses = {0: NodeStatus(0, "a", STOPPED, [_failure(1, 20.0)]),
+                1: NodeStatus(1, "b", FAILED, [_failure(3, 10.0, -9, node=1)]),
+                2: NodeStatus(2, "c", SUCCEEDED)}
+    verdict = decide(info, statuses, max_restarts=1, lost_after=30)
+    assert verdict.outcome == RESTART and verdict.root.rank == 3
+    assert [f.rank for f in verdict.others] == [1]
+    assert decide(_info(restart=1), statuses, 1, 30).outcome == FAILED
+    assert Verdict.decode(verdict.encode()) == verdict
+
+
+def test_verdict_for_success_interruption_and_a_lost_node():
+    info = _info()
+    ok = {n: NodeStatus(n, "x", SUCCEEDED) for n in range(3)}
+    assert decide(info, ok, 0, 30).outcome == SUCCEEDED
+    interrupted = {**ok, 2: NodeStatus(2, "c", INTERRUPTED, detail="SIGINT")}
+    verdict = decide(info, interrupted, 5, 30)
+    assert verdict.outcome == INTERRUPTED and "SIGINT on node 2 (c)" in verdict.detail
+    lost = decide(info, {**ok, 1: None}, 5, 30)
+    assert lost.outcome == FAILED and lost.root.rank == -1  # no restart without every node
+    assert "stopped answering for 30 s" in lost.root.message and lost.root.host == "b"
+
+
+def test_error_file_formats_and_failure_messages(tmp_path):
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps({"message": {"message": "ValueError: x", "extraInfo": {
+        "py_callstack": "Traceback …\nValueError: x\n", "timestamp": "1"}}}))
+    new = tmp_path / "new.json"
+    new.write_text(json.dumps({"message": "RuntimeError: y", "timestamp": "2"}))
+    assert read_error_file(str(old)) == ("ValueError: x", "Traceback …\nValueError: x\n")
+    assert read_error_file(str(new)) == ("RuntimeError: y", "RuntimeError: y")
+    assert read_error_file(str(tmp_path / "none.json")) == (None, None)
+    killed = make_failure(2, 0, 1, "h", 77, -15, time.time(), str(tmp_path / "none.json"))
+    assert killed.message == "Signal 15 (SIGTERM) received by PID 77"
+    assert killed.error_file is None and killed.signal_name() == "SIGTERM"
+    raised = make_failure(2, 0, 1, "h", 77, 1, time.time(), str(old))
+    assert raised.traceback.startswith("Traceback") and raised.error_file == str(old)
+    assert "was killed by SIGTERM" in killed.summary()
+
+
+def test_report_layout():
+    root, other = _failure(3, time.time(), -9, node=1), _failure(0, time.time() + 1)
+    text = format_report("train.py", root, [other], "footer line")
+    assert "train.py FAILED" in text and "footer line" in text
+    head, tail = text.split("Root Cause (first observed failure):")
+    assert "error     : boom 0" in head and "rank      : 3 (local_rank: 1)" in tail
+    assert "exitcode  : -9 (pid: 103) (SIGKILL)" in tail and "traceback : tb" in tail
+
+
+def test_local_addresses():
+    assert is_local_address("127.0.0.1") and is_local_address("localhost")
+    assert not is_local_address("192.0.2.1")  # TEST-NET-1: never ours
+
+
+def _imports(path: pathlib.Path) -> list[tuple[int, str]]:
+    """(line, first package name under accord) of every accord import in ``path``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level >= 2 and node.module:
+            found.append((node.lineno, node.module.split(".")[0]))
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("accord."):
+            found.append((node.lineno, node.module.split(".")[1]))
+        elif isinstance(node, ast.Import):
+            found += [(node.lineno, a.name.split(".")[1]) for a in node.names
+                      if a.name.startswith("accord.")]
+    return found
+
+
+def test_the_launcher_never_imports_groups_collectives_transports_or_the_api():
+    bad = [f"{path.name}:{line} imports accord.{name}" for path in LAUNCHER.glob("*.py")
+           for line, name in _imports(path) if name in FORBIDDEN]
+    assert not bad, "the launcher may use rendezvous, store and the foundation only:\n" + \
+        "\n".join(bad)
+
+
+@pytest.mark.parametrize("name", ["worker.py", "reaper.py"])
+def test_the_bootstraps_use_the_standard_library_only(name):
+    tree = ast.parse((LAUNCHER / name).read_text(encoding="utf-8"))
+    relative = [n.lineno for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level]
+    named = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
+             if a.name.split(".")[0] in ("accord", "numpy")]
+    assert not relative and not named, f"{name} runs by path before accord is importable"
