@@ -36,7 +36,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..errors import DistTimeoutError, InternalError
+from ..errors import DistTimeoutError, InternalError, PeerError
 from ..timeouts import Deadline, format_seconds
 
 READY, REDUCED, DONE, FP = 0, 8, 16, 24  # int64 indexes of the control words
@@ -156,7 +156,13 @@ class ShmDomain:
                 return
             now = clock()
             if now >= next_check:
-                self._check(what, [self.names[r] for r in lagging])
+                try:
+                    self._check(what, [self.names[r] for r in lagging])
+                except PeerError:
+                    # ``lagging`` is stale: a peer may have posted, finished and left since.
+                    if any(words[r][word] < value for r in lagging):
+                        raise
+                    return
                 if now >= deadline.expires_at:
                     raise DistTimeoutError(
                         f"{what}: nothing from rank {', '.join(str(self.names[r]) for r in lagging)} in "

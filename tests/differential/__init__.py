@@ -1,0 +1,1 @@
+"""Differential tests: the same SPMD scripts on torch.distributed (gloo) and on accord."""

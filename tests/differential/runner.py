@@ -1,0 +1,323 @@
+"""Run the differential scripts in real processes, one process group per job.
+
+``run_job(impl, world_size)`` starts ``world_size`` processes (multiprocessing "spawn"), which
+join one process group through env:// (MASTER_ADDR=127.0.0.1, a free port) and run every
+script of that implementation in sequence, sending each result back over a pipe. It returns a
+``JobResult``: ``results[name]`` is the list of per-rank results, ``failures[name]`` the
+children's tracebacks for a script that raised (or hung, or whose process died).
+
+A failing script aborts its job (its peers may be stuck in a collective): the children are
+killed and a fresh job runs the scripts that had not completed, so one failure does not hide
+the others. Every wait has a deadline and every child is killed at the end.
+
+Implementations (the accord ones differ in transport and algorithm choice too, so that
+together they run every algorithm family on every script):
+    torch-gloo        torch.distributed, backend="gloo", torch tensors
+    accord-numpy      accord, backend=None, NumPy arrays (torch is never imported); the default
+                      transport (shared memory, all ranks being on one host), 64 KiB slots
+    accord-numpy-tcp  as accord-numpy over TCP, with the default size rule (latency
+                      algorithms for small messages, bandwidth ones for large)
+    accord-torch      accord, backend="gloo" (accord answers to that name), torch tensors, over
+                      TCP with the bandwidth algorithms (ring all_reduce, pipelined broadcast)
+                      at every size, in 4 KiB segments
+"""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing as mp
+import os
+import socket
+import sys
+import time
+import traceback
+import warnings
+from dataclasses import dataclass, field
+from datetime import timedelta
+from multiprocessing.connection import Connection, wait
+from typing import Any
+
+from . import scripts
+
+
+@dataclass(frozen=True)
+class Implementation:
+    module: str
+    backend: str | None
+    torch_tensors: bool
+    env: tuple[tuple[str, str], ...] = ()  # set in the children before the import
+
+    @property
+    def is_torch_gloo(self) -> bool:
+        return self.module == "torch.distributed"
+
+
+IMPLEMENTATIONS: dict[str, Implementation] = {
+    "torch-gloo": Implementation("torch.distributed", "gloo", torch_tensors=True),
+    "accord-numpy": Implementation("accord", None, torch_tensors=False,
+                                   env=(("ACCORD_SHM_SLOT_BYTES", str(64 << 10)),)),
+    "accord-numpy-tcp": Implementation("accord", None, torch_tensors=False,
+                                       env=(("ACCORD_TRANSPORT", "tcp"),
+                                            ("ACCORD_SEGMENT_BYTES", "4096"))),
+    "accord-torch": Implementation("accord", "gloo", torch_tensors=True,
+                                   env=(("ACCORD_TRANSPORT", "tcp"),
+                                        ("ACCORD_SMALL_MESSAGE_BYTES", "0"),
+                                        ("ACCORD_SEGMENT_BYTES", "4096"))),
+}
+
+INIT = "<init_process_group>"
+FINISH = "<barrier+destroy_process_group>"
+PG_TIMEOUT_S = 15.0     # the process group's timeout in the children: a stuck collective raises
+STALL_TIMEOUT_S = 25.0  # the parent gives up on a job when no message came for this long
+JOB_TIMEOUT_S = 90.0    # and on any job after this long
+GRACE_S = 1.0           # after a failure, how long to collect the other ranks' reports
+START_ATTEMPTS = 3      # init_process_group failures (a port taken meanwhile) are retried
+
+
+class RunnerError(RuntimeError):
+    """The job could not run at all (start-up failed on some rank)."""
+
+
+@dataclass
+class JobResult:
+    impl: str
+    world_size: int
+    results: dict[str, list[Any]] = field(default_factory=dict)
+    failures: dict[str, str] = field(default_factory=dict)
+    torch_imported: list[bool] = field(default_factory=list)
+    seconds: dict[str, float] = field(default_factory=dict)  # slowest rank, per script
+    jobs: int = 0
+
+
+def names_for(impl: str) -> list[str]:
+    spec = IMPLEMENTATIONS[impl]
+    return scripts.names_for(on_torch_gloo=spec.is_torch_gloo, torch_tensors=spec.torch_tensors)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_job(impl: str, world_size: int, names: list[str] | None = None) -> JobResult:
+    """Run ``names`` (default: every script of ``impl``) on ``world_size`` processes."""
+    if impl not in IMPLEMENTATIONS:
+        raise ValueError(f"unknown implementation {impl!r}; one of {sorted(IMPLEMENTATIONS)}")
+    todo = list(names if names is not None else names_for(impl))
+    job = JobResult(impl, world_size)
+    start_failures = 0
+    while todo:
+        job.jobs += 1
+        done, failed, torch_flags, seconds = _run_once(impl, world_size, todo)
+        if INIT in failed:
+            # Most likely the free port was taken before rank 0 bound it: try another.
+            start_failures += 1
+            if start_failures < START_ATTEMPTS:
+                continue
+            raise RunnerError(f"{impl}, world size {world_size}: could not start "
+                              f"({start_failures} attempts):\n{failed[INIT]}")
+        job.results.update(done)
+        job.seconds.update(seconds)
+        job.failures.update(failed)
+        if torch_flags:
+            job.torch_imported = torch_flags
+        remaining = [n for n in todo if n not in done and n not in failed]
+        if len(remaining) == len(todo):  # no progress at all: do not loop forever
+            for name in remaining:
+                job.failures[name] = f"not run: the job made no progress\n{failed}"
+            break
+        todo = remaining
+    return job
+
+
+def _run_once(impl: str, world_size: int, names: list[str]) -> tuple[dict, dict, list[bool], dict]:
+    """One process group running ``names``: (completed results, failures, torch flags,
+    seconds per script)."""
+    ctx = mp.get_context("spawn")
+    port = free_port()
+    readers: dict[Connection, int] = {}
+    procs = []
+    patience = 0.0  # how long children may take to exit by themselves before they are killed
+    try:
+        for rank in range(world_size):
+            reader, writer = ctx.Pipe(duplex=False)
+            proc = ctx.Process(target=_child, name=f"{impl}-rank{rank}", daemon=True,
+                               args=(IMPLEMENTATIONS[impl], rank, world_size, port, names, writer))
+            proc.start()
+            writer.close()
+            readers[reader] = rank
+            procs.append(proc)
+        outcome = _collect(impl, world_size, names, readers, procs)
+        if not outcome[1]:
+            patience = 5.0
+        return outcome
+    finally:
+        _kill(procs, patience)
+        for reader in readers:
+            reader.close()
+
+
+def _collect(impl: str, world_size: int, names: list[str], readers: dict[Connection, int],
+             procs: list) -> tuple[dict, dict, list[bool], dict]:
+    per_rank: dict[str, dict[int, Any]] = {}
+    errors: dict[str, dict[int, str]] = {}
+    finished: dict[int, bool] = {}
+    seconds: dict[str, float] = {}
+    open_readers = dict(readers)
+    start = last_message = time.monotonic()
+    give_up_at: float | None = None
+    why = ""
+    while open_readers:
+        now = time.monotonic()
+        if give_up_at is not None and now >= give_up_at:
+            break
+        if now - last_message > STALL_TIMEOUT_S or now - start > JOB_TIMEOUT_S:
+            why = (f"timed out: no message for {now - last_message:.0f} s, "
+                   f"the job ran {now - start:.0f} s")
+            break
+        timeout = 0.5 if give_up_at is None else max(0.01, give_up_at - now)
+        for reader in wait(list(open_readers), timeout=timeout):
+            rank = open_readers[reader]
+            try:
+                kind, name, value, elapsed = reader.recv()
+            except (EOFError, OSError):
+                del open_readers[reader]
+                if rank not in finished and not any(rank in e for e in errors.values()):
+                    procs[rank].join(2)
+                    index = _progress(names, per_rank, rank)
+                    where = names[index] if index < len(names) else FINISH
+                    errors.setdefault(where, {})[rank] = (
+                        f"rank {rank} died without reporting (exit code {procs[rank].exitcode})")
+                    give_up_at = give_up_at or time.monotonic() + GRACE_S
+                continue
+            last_message = time.monotonic()
+            seconds[name] = max(seconds.get(name, 0.0), elapsed)
+            if kind == "result":
+                per_rank.setdefault(name, {})[rank] = value
+            elif kind == "error":
+                errors.setdefault(name, {})[rank] = value
+                give_up_at = give_up_at or time.monotonic() + GRACE_S
+            elif kind == "done":
+                finished[rank] = value
+    _blame_unfinished(names, per_rank, errors, finished, world_size, why)
+    if FINISH in errors:
+        # Leaving failed: collateral damage if a script failed, else report it on the last
+        # script, so that a test shows it.
+        finish = errors.pop(FINISH)
+        if not errors:
+            errors[names[-1]] = finish
+    done = {name: [got[r] for r in range(world_size)] for name, got in per_rank.items()
+            if len(got) == world_size and name not in errors}
+    failed = {name: _describe(impl, world_size, name, by_rank) for name, by_rank in errors.items()}
+    flags = [finished[r] for r in range(world_size)] if len(finished) == world_size else []
+    return done, failed, flags, seconds
+
+
+def _blame_unfinished(names: list[str], per_rank: dict[str, dict[int, Any]],
+                      errors: dict[str, dict[int, str]], finished: dict[int, bool],
+                      world_size: int, why: str) -> None:
+    """Name the script each still-running rank was in when the job was given up.
+
+    After a timeout, every such rank is blamed. After a failure, only ranks that had not got
+    past the failing script are (a rank already further on is innocent: its script reruns).
+    """
+    position = {name: i for i, name in enumerate(names)} | {INIT: -1, FINISH: len(names)}
+    first_failure = min((position[name] for name in errors), default=len(names))
+    if not errors and not why:
+        return
+    if errors and not why:
+        culprit = names[first_failure] if first_failure < len(names) else FINISH
+        why = f"aborted after script {culprit!r} failed"
+    for rank in range(world_size):
+        if rank in finished or any(rank in e for e in errors.values()):
+            continue
+        index = _progress(names, per_rank, rank)
+        if errors and index > first_failure:
+            continue
+        where = names[index] if index < len(names) else FINISH
+        errors.setdefault(where, {})[rank] = f"rank {rank} was still running {where!r}: {why}"
+
+
+def _progress(names: list[str], per_rank: dict[str, dict[int, Any]], rank: int) -> int:
+    """Index of the first script ``rank`` has not reported a result for."""
+    for index, name in enumerate(names):
+        if rank not in per_rank.get(name, {}):
+            return index
+    return len(names)
+
+
+def _describe(impl: str, world_size: int, name: str, by_rank: dict[int, str]) -> str:
+    parts = [f"{impl}, world size {world_size}, script {name!r} failed on rank(s) "
+             f"{sorted(by_rank)}:"]
+    for rank in sorted(by_rank):
+        parts.append(f"--- rank {rank} ---\n{by_rank[rank].rstrip()}")
+    return "\n".join(parts)
+
+
+def _kill(procs: list, patience: float) -> None:
+    deadline = time.monotonic() + patience
+    for proc in procs:
+        proc.join(timeout=max(0.0, deadline - time.monotonic()))
+    for proc in procs:
+        if proc.is_alive():
+            proc.terminate()
+    for proc in procs:
+        proc.join(timeout=3)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(timeout=3)
+
+
+# -- in the child ------------------------------------------------------------------------------
+
+def _child(spec: Implementation, rank: int, world_size: int, port: int, names: list[str],
+           conn: Connection) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+                      WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
+                      LOCAL_WORLD_SIZE=str(world_size), OMP_NUM_THREADS="1",
+                      TORCH_CPP_LOG_LEVEL="ERROR")
+    os.environ.update(dict(spec.env))
+    started = time.perf_counter()
+    try:
+        dist = importlib.import_module(spec.module)
+        make = scripts.torch_factory() if spec.torch_tensors else scripts.numpy_factory()
+        if spec.torch_tensors:
+            import torch
+
+            torch.set_num_threads(1)
+        dist.init_process_group(backend=spec.backend, init_method="env://",
+                                timeout=timedelta(seconds=PG_TIMEOUT_S))
+    except BaseException:  # noqa: BLE001 — reported to the parent
+        _abort(conn, INIT)
+    conn.send(("started", INIT, None, time.perf_counter() - started))
+    for name in names:
+        started = time.perf_counter()
+        try:
+            script = scripts.BY_NAME[name]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                value = script.fn(dist, rank, world_size, make)
+            scripts.check_plain(value)
+        except BaseException:  # noqa: BLE001 — reported to the parent
+            _abort(conn, name)
+        conn.send(("result", name, value, time.perf_counter() - started))
+    started = time.perf_counter()
+    try:
+        dist.barrier()
+        dist.destroy_process_group()
+    except BaseException:  # noqa: BLE001 — reported to the parent
+        _abort(conn, FINISH)
+    conn.send(("done", FINISH, "torch" in sys.modules, time.perf_counter() - started))
+    conn.close()
+
+
+def _abort(conn: Connection, name: str) -> None:
+    """Report the current exception and leave at once: peers may be stuck with us."""
+    try:
+        conn.send(("error", name, traceback.format_exc(), 0.0))
+        conn.close()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
