@@ -5,16 +5,22 @@ tensors as its buffers: processes on one host and across hosts talk over TCP (sh
 is coming), started by any launcher that sets the env:// contract.
 """
 
-from .api import (all_reduce, barrier, broadcast, destroy_process_group, get_backend,
-                  get_backend_config, get_global_rank, get_group_rank, get_node_local_rank,
-                  get_pg_count, get_process_group_ranks, get_rank, get_world_size,
-                  init_process_group, irecv, is_initialized, is_torchelastic_launched, isend,
-                  new_group, recv, send)
+from .api import (P2POp, all_gather, all_gather_into_tensor, all_gather_object, all_gather_single,
+                  all_reduce, all_to_all, all_to_all_single, barrier, batch_isend_irecv,
+                  broadcast, broadcast_object_list, destroy_process_group, gather, gather_object,
+                  get_backend, get_backend_config, get_global_rank, get_group_rank,
+                  get_node_local_rank, get_pg_count, get_process_group_ranks, get_rank,
+                  get_world_size, init_process_group, irecv, is_initialized,
+                  is_torchelastic_launched, isend, monitored_barrier, new_group, new_subgroups,
+                  new_subgroups_by_enumeration, recv, recv_object_list, reduce, reduce_scatter,
+                  reduce_scatter_single, reduce_scatter_tensor, scatter, scatter_object_list,
+                  send, send_object_list, set_object_policy, split_group)
 from .backend_names import Backend, is_backend_available
 from .errors import (CollectiveMismatchError, DistBackendError, DistError, DistNetworkError,
                      DistStoreError, DistTimeoutError, InternalError, NotInitializedError,
                      PeerError, QueueEmptyError, StoreTimeoutError)
 from .group import Future, ProcessGroup, Work
+from .group.pickling import ObjectPolicy
 from .launcher.spawn import (ProcessException, ProcessExitedException, ProcessRaisedException,
                              spawn)
 from .reduce_ops import ReduceOp, _make_nccl_premul_sum, reduce_op, supports_complex
@@ -64,5 +70,11 @@ __all__ = [
     "is_ucc_available", "is_xccl_available", "isend", "new_group", "recv", "reduce_op",
     "register_rendezvous_handler", "rendezvous", "send", "supports_complex",
     "_make_nccl_premul_sum",
+    "ObjectPolicy", "P2POp", "all_gather", "all_gather_into_tensor", "all_gather_object",
+    "all_gather_single", "all_to_all", "all_to_all_single", "batch_isend_irecv",
+    "broadcast_object_list", "gather", "gather_object", "monitored_barrier", "new_subgroups",
+    "new_subgroups_by_enumeration", "recv_object_list", "reduce", "reduce_scatter",
+    "reduce_scatter_single", "reduce_scatter_tensor", "scatter", "scatter_object_list",
+    "send_object_list", "set_object_policy", "split_group",
     "ProcessException", "ProcessExitedException", "ProcessRaisedException", "spawn",
 ]

@@ -125,7 +125,7 @@ def _from_numpy(array: np.ndarray, writable: bool, what: str) -> Buffer:
             f"into it; pass a writable array, e.g. array.copy()"
         )
     if array.flags.c_contiguous:
-        return Buffer(array, array.reshape(-1), name, array.shape)
+        return Buffer(array, array if array.ndim == 1 else array.reshape(-1), name, array.shape)
     scratch = np.ascontiguousarray(array)
     return Buffer(array, scratch.reshape(-1), name, array.shape, target=array if writable else None)
 

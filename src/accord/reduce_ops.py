@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import enum
 import warnings
-from dataclasses import dataclass
 from typing import Any, Callable
 
 import numpy as np
@@ -92,6 +91,9 @@ def _make_nccl_premul_sum(factor: Any) -> ReduceOp:
     return ReduceOp(RedOpType.PREMUL_SUM, value)
 
 
+_PLAIN = {member: ReduceOp(member) for member in RedOpType if member != RedOpType.PREMUL_SUM}
+
+
 class _DeprecatedReduceOp:
     """``torch.distributed.reduce_op``: the old name; warns and forwards to ReduceOp."""
 
@@ -122,6 +124,9 @@ def as_reduce_op(op: Any) -> ReduceOp:
         TypeError: not a ReduceOp, RedOpType or int.
         ValueError: PREMUL_SUM without a factor.
     """
+    cached = _PLAIN.get(op) if op.__class__ is RedOpType else None
+    if cached is not None:
+        return cached
     if isinstance(op, ReduceOp):
         reduce = op
     elif isinstance(op, (RedOpType, int)) and not isinstance(op, bool):
@@ -193,28 +198,44 @@ def _f32_to_bf16(values: np.ndarray, out: np.ndarray) -> None:
     out[...] = result
 
 
-@dataclass(frozen=True)
 class Kernel:
-    """The element-wise work of one ReduceOp on one element type."""
+    """The element-wise work of one ReduceOp on one element type.
 
-    op: ReduceOp
-    combine: Combine
-    bfloat16: bool = False
+    ``combine(acc, incoming)`` folds ``incoming`` into ``acc`` in place; ``finalize(acc, n)``
+    applies what happens once after all n inputs are combined (AVG's division, PREMUL_SUM's
+    factor) and is a no-op function for the other ops (cheap on the hot path).
+    """
 
-    def finalize(self, acc: np.ndarray, world_size: int) -> None:
-        """Apply what must happen once after all inputs are combined (AVG, PREMUL_SUM)."""
-        if self.op.op == RedOpType.AVG:
-            self._scale(acc, lambda x: _divide(x, world_size))
-        elif self.op.op == RedOpType.PREMUL_SUM:
-            factor = self.op.factor
-            assert factor is not None
-            self._scale(acc, lambda x: _multiply(x, factor))
+    __slots__ = ("op", "combine", "bfloat16", "finalize")
+
+    def __init__(self, op: ReduceOp, combine: Combine, bfloat16: bool = False) -> None:
+        self.op = op
+        self.combine = combine
+        self.bfloat16 = bfloat16
+        if op.op == RedOpType.AVG:
+            self.finalize = self._average
+        elif op.op == RedOpType.PREMUL_SUM:
+            self.finalize = self._premultiply
+        else:
+            self.finalize = _nothing
+
+    def _average(self, acc: np.ndarray, world_size: int) -> None:
+        self._scale(acc, lambda x: _divide(x, world_size))
+
+    def _premultiply(self, acc: np.ndarray, world_size: int) -> None:
+        factor = self.op.factor
+        assert factor is not None
+        self._scale(acc, lambda x: _multiply(x, factor))
 
     def _scale(self, acc: np.ndarray, fn: Callable[[np.ndarray], np.ndarray]) -> None:
         if self.bfloat16:
             _f32_to_bf16(fn(_bf16_to_f32(acc)).astype(np.float32), acc)
         else:
             acc[...] = fn(acc)
+
+
+def _nothing(acc: np.ndarray, world_size: int) -> None:
+    """SUM, PRODUCT, MIN, MAX and the bitwise ops need nothing after combining."""
 
 
 def _divide(x: np.ndarray, n: int) -> np.ndarray:
@@ -233,7 +254,7 @@ def _multiply(x: np.ndarray, factor: float) -> np.ndarray:
     return (x * factor).astype(x.dtype, copy=False)
 
 
-_KERNELS: dict[tuple[int, float | None, np.dtype, str], Kernel] = {}
+_KERNELS: dict[tuple[int, float | None, str], Kernel] = {}
 
 
 def make_kernel(op: ReduceOp, dtype: np.dtype, dtype_name: str) -> Kernel:
@@ -242,7 +263,7 @@ def make_kernel(op: ReduceOp, dtype: np.dtype, dtype_name: str) -> Kernel:
     Raises:
         TypeError: the op is not defined for this element type.
     """
-    key = (op.op, op.factor, dtype, dtype_name)
+    key = (op.op, op.factor, dtype_name)  # the name says the dtype (bfloat16: uint16 bits)
     kernel = _KERNELS.get(key)
     if kernel is None:
         kernel = _KERNELS.setdefault(key, _build_kernel(op, dtype, dtype_name))

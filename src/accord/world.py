@@ -32,6 +32,7 @@ class World:
         self.rank = mesh.rank
         self.size = mesh.size
         self.groups: list[ProcessGroup] = []
+        self.groups_created = 0  # every new_group() call on this rank, member or not (torch's count)
         self._owns_store = owns_store
         self._group_counts: dict[tuple[int, ...], int] = {}
         self._lock = threading.Lock()
@@ -43,6 +44,7 @@ class World:
         with self._lock:
             n = self._group_counts.get(key, 0) + 1
             self._group_counts[key] = n
+            self.groups_created += 1
         digest = hashlib.blake2b(f"{key}/{n}".encode(), digest_size=4).digest()
         group_id = int.from_bytes(digest, "little") or 1  # 0 is the default group
         if any(g.group_id == group_id for g in self.groups):

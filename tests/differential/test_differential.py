@@ -89,13 +89,7 @@ def assert_same(expected: list[Any], got: list[Any], what: str) -> None:
 # -- accord == torch.distributed (gloo), script by script --------------------------------------
 
 # Where accord is known to differ from torch: strict, so that a fix shows up as XPASS.
-KNOWN_DIFFERENCES = {
-    "pg_count": (
-        "get_pg_count(): torch counts every new_group() call on every rank, members or not, and "
-        "never decrements until the world is destroyed; accord returns 1 + the number of live "
-        "groups this rank is a member of (tests/test_groups.py asserts that count after a "
-        "subgroup is destroyed, so it is not changed here)"),
-}
+KNOWN_DIFFERENCES: dict[str, str] = {}
 
 
 def case(world_size: int, impl: str, name: str, known: dict[str, str] | None = None) -> Any:

@@ -10,6 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 from ..group import collective_ops
+from ..group import monitored_barrier as monitored
 from ..group.work import Work
 from ..reduce_ops import ReduceOp
 from ..timeouts import to_seconds
@@ -42,3 +43,117 @@ def barrier(group: Any = None, async_op: bool = False, device_ids: Any = None,
         return None
     seconds = None if timeout is None else to_seconds(timeout)
     return collective_ops.barrier(pg, async_op, seconds)
+
+
+def reduce(tensor: Any, dst: int | None = None, op: Any = ReduceOp.SUM, group: Any = None,
+           async_op: bool = False, group_dst: int | None = None) -> Work | None:
+    """Reduce ``tensor`` of every rank into ``tensor`` on ``dst`` (global) or ``group_dst``.
+
+    The other ranks' tensors are left unchanged (gloo may scribble on them; accord does not).
+    """
+    pg = resolve_group(group, "reduce")
+    if pg is None:
+        return None
+    return collective_ops.reduce(pg, tensor, group_rank(pg, dst, group_dst, "dst"), op, async_op)
+
+
+def all_gather(tensor_list: Any, tensor: Any, group: Any = None, async_op: bool = False) -> Work | None:
+    """``tensor_list[i]`` gets rank i's ``tensor``. Sizes may differ from rank to rank (gloo
+    requires equal sizes): every rank passes the same list of sizes."""
+    pg = resolve_group(group, "all_gather")
+    if pg is None:
+        return None
+    return collective_ops.all_gather(pg, tensor_list, tensor, async_op)
+
+
+def all_gather_into_tensor(output_tensor: Any, input_tensor: Any, group: Any = None,
+                           async_op: bool = False) -> Work | None:
+    """Gather every rank's ``input_tensor`` into ``output_tensor``, in rank order: its size is
+    group size × the input's (flat, or stacked along a new or the first dimension)."""
+    pg = resolve_group(group, "all_gather_into_tensor")
+    if pg is None:
+        return None
+    return collective_ops.all_gather_into_tensor(pg, output_tensor, input_tensor, async_op)
+
+
+all_gather_single = all_gather_into_tensor  # torch 2.13's newer name of the same function
+
+
+def gather(tensor: Any, gather_list: Any = None, dst: int | None = None, group: Any = None,
+           async_op: bool = False, group_dst: int | None = None) -> Work | None:
+    """On ``dst`` (default: global rank 0), ``gather_list[i]`` gets rank i's ``tensor``; every
+    rank's tensor has the same size. ``gather_list`` only on ``dst`` (ValueError elsewhere)."""
+    pg = resolve_group(group, "gather")
+    if pg is None:
+        return None
+    root = group_rank(pg, 0 if dst is None and group_dst is None else dst, group_dst, "dst")
+    return collective_ops.gather(pg, tensor, gather_list, root, async_op)
+
+
+def scatter(tensor: Any, scatter_list: Any = None, src: int | None = None, group: Any = None,
+            async_op: bool = False, group_src: int | None = None) -> Work | None:
+    """Rank i's ``tensor`` gets ``scatter_list[i]`` from ``src`` (default: global rank 0);
+    ``scatter_list`` only on ``src`` (ValueError elsewhere)."""
+    pg = resolve_group(group, "scatter")
+    if pg is None:
+        return None
+    root = group_rank(pg, 0 if src is None and group_src is None else src, group_src, "src")
+    return collective_ops.scatter(pg, tensor, scatter_list, root, async_op)
+
+
+def reduce_scatter(output: Any, input_list: Any, op: Any = ReduceOp.SUM, group: Any = None,
+                   async_op: bool = False) -> Work | None:
+    """``output`` on rank j gets the reduction of every rank's ``input_list[j]`` (never
+    computed as a full all_reduce)."""
+    pg = resolve_group(group, "reduce_scatter")
+    if pg is None:
+        return None
+    return collective_ops.reduce_scatter(pg, output, input_list, op, async_op)
+
+
+def reduce_scatter_tensor(output: Any, input: Any, op: Any = ReduceOp.SUM, group: Any = None,  # noqa: A002
+                          async_op: bool = False) -> Work | None:
+    """``input`` holds group size × output's elements; rank j's ``output`` gets the reduction
+    of every rank's chunk j."""
+    pg = resolve_group(group, "reduce_scatter_tensor")
+    if pg is None:
+        return None
+    return collective_ops.reduce_scatter_tensor(pg, output, input, op, async_op)
+
+
+reduce_scatter_single = reduce_scatter_tensor  # torch 2.13's newer name of the same function
+
+
+def all_to_all(output_tensor_list: Any, input_tensor_list: Any, group: Any = None,
+               async_op: bool = False) -> Work | None:
+    """``input_tensor_list[j]`` goes to rank j; ``output_tensor_list[j]`` comes from rank j.
+    Sizes may differ for every pair (gloo rejects uneven lists)."""
+    pg = resolve_group(group, "all_to_all")
+    if pg is None:
+        return None
+    return collective_ops.all_to_all(pg, output_tensor_list, input_tensor_list, async_op)
+
+
+def all_to_all_single(output: Any, input: Any, output_split_sizes: Any = None,  # noqa: A002
+                      input_split_sizes: Any = None, group: Any = None,
+                      async_op: bool = False) -> Work | None:
+    """Split ``input`` along dim 0 (evenly, or by ``input_split_sizes`` rows) and send piece j
+    to rank j; ``output`` is filled along dim 0 from every rank (by ``output_split_sizes``)."""
+    pg = resolve_group(group, "all_to_all_single")
+    if pg is None:
+        return None
+    return collective_ops.all_to_all_single(pg, output, input, output_split_sizes,
+                                            input_split_sizes, async_op)
+
+
+def monitored_barrier(group: Any = None, timeout: timedelta | float | None = None,
+                      wait_all_ranks: bool = False) -> None:
+    """A barrier whose rank 0 reports who did not arrive within ``timeout`` (default: the
+    group's timeout): DistTimeoutError naming the first missing rank, or all of them with
+    ``wait_all_ranks=True``; the other ranks then fail at once too."""
+    pg = resolve_group(group, "monitored_barrier")
+    if pg is None:
+        return None
+    seconds = None if timeout is None else to_seconds(timeout)
+    monitored.monitored_barrier(pg, seconds, wait_all_ranks)
+    return None

@@ -131,6 +131,7 @@ def new_group(ranks: Any = None, timeout: timedelta | None = None, backend: str 
     if world.rank not in members:
         return NON_GROUP_MEMBER
     pg = ProcessGroup(world.mesh, group_id, members, seconds, name, f"pg{n}:{group_id:08x}", group_desc)
+    pg.object_policy = getattr(world.default_group, "object_policy", None)  # set_object_policy
     world.groups.append(pg)
     return pg
 
@@ -199,8 +200,10 @@ def get_global_rank(group: Any, group_rank: int) -> int:
 
 
 def get_pg_count() -> int:
+    """Process groups made so far on this rank, as torch counts them: the default group plus
+    every new_group() call (member or not), destroyed ones included, until the world ends."""
     world = current_world(required=False)
-    return 0 if world is None else 1 + len(world.groups)
+    return 0 if world is None else 1 + world.groups_created
 
 
 def get_node_local_rank(fallback_rank: int | None = None) -> int:

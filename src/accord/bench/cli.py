@@ -10,7 +10,7 @@ import argparse
 import json
 import sys
 
-from . import report, runner
+from . import mpi_side, plot, report, runner
 from .workloads import COLLECTIVES
 
 
@@ -39,7 +39,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--factor", type=int, default=4, help="size multiplier of the sweep")
     p.add_argument("--iters", type=int, default=200, help="timed iterations per size")
     p.add_argument("--warmup", type=int, default=10, help="untimed iterations per size")
-    p.add_argument("--compare", default="", help="also run these, e.g. 'gloo'")
+    p.add_argument("--compare", default="", help="also run these, comma-separated: gloo, mpi")
+    p.add_argument("--transport", choices=["auto", "tcp"], default="auto",
+                   help="accord's transport: auto (shared memory on one host) or tcp")
+    p.add_argument("--plot", help="draw busbw vs size to this PNG (needs matplotlib)")
     p.add_argument("--json", help="write the rows to this JSON file")
     p.add_argument("--quiet", action="store_true", help="no progress display")
     return p
@@ -55,11 +58,17 @@ def main(argv: list[str] | None = None) -> int:
     sizes = ([parse_size(s) for s in args.sizes.split(",")] if args.sizes
              else sweep(parse_size(args.min), parse_size(args.max), args.factor))
     impls = ["accord"] + [c.strip() for c in args.compare.split(",") if c.strip()]
-    plan = runner.Plan(ops, sizes, args.iters, args.warmup, args.world)
+    unknown_impls = [i for i in impls[1:] if i not in ("gloo", "mpi")]
+    if unknown_impls:
+        print(f"cannot compare with {unknown_impls}; known: gloo, mpi", file=sys.stderr)
+        return 2
+    env = {"ACCORD_TRANSPORT": args.transport}
+    plan = runner.Plan(ops, sizes, args.iters, args.warmup, args.world, env)
     total = len(impls) * sum(len(sizes) if COLLECTIVES[op].sized else 1 for op in ops)
     rows: list[report.Row] = []
 
     def on_row(impl: str, op: str, nbytes: int, per_rank: list[list[float]]) -> None:
+        """Add one finished row and redraw the progress bar."""
         rows.append(report.summarize(impl, op, nbytes, args.world, per_rank))
         if not args.quiet:
             done = len(rows)
@@ -68,14 +77,20 @@ def main(argv: list[str] | None = None) -> int:
                   end="", file=sys.stderr, flush=True)
 
     for impl in impls:
-        runner.run(impl, plan, on_row)
+        if impl == "mpi":
+            mpi_side.run(plan, on_row)
+        else:
+            runner.run(impl, plan, on_row)
     if not args.quiet:
         print(file=sys.stderr)
-    print(f"# world {args.world}, accord over TCP, median of {args.iters} iterations (slowest rank); "
-          f"busbw as nccl-tests; ×impl = impl's time / accord's time")
+    title = (f"world {args.world}, accord transport {args.transport}, median of {args.iters} "
+             f"iterations (slowest rank)")
+    print(f"# {title}; busbw as nccl-tests; ×impl = impl's time / accord's time")
     print(report.table(rows, impls))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump({"world": args.world, "rows": report.as_json(rows)},
+            json.dump({"world": args.world, "transport": args.transport, "rows": report.as_json(rows)},
                       handle, indent=1)
+    if args.plot:
+        plot.plot(rows, args.plot, title)
     return 0

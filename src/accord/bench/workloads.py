@@ -1,7 +1,7 @@
 """What one benchmark iteration does, for each collective, on accord or on torch (gloo/mpi).
 
 Owns: buffer creation per implementation and size, the call itself, and the busbw factor of
-each collective (nccl-tests' conventions: see ``BUS_FACTOR``). Runs inside the worker
+each collective (nccl-tests' conventions: ``Collective.factor``). Runs inside the worker
 processes. Must not know about reporting.
 """
 
@@ -23,15 +23,26 @@ class Collective:
     sized: bool = True
 
 
+def _part(n: int) -> float:
+    return (n - 1) / n
+
+
 COLLECTIVES: dict[str, Collective] = {c.name: c for c in [
     Collective("all_reduce", lambda n: 2 * (n - 1) / n),
     Collective("broadcast", lambda n: 1.0),
+    Collective("reduce", lambda n: 1.0),
+    Collective("all_gather", _part, total_size=True),      # size = the whole output
+    Collective("reduce_scatter", _part, total_size=True),  # size = the whole input
+    Collective("all_to_all", _part, total_size=True),      # size = what one rank sends in all
+    Collective("gather", _part, total_size=True),          # size = everything the root gets
+    Collective("scatter", _part, total_size=True),         # size = everything the root sends
     Collective("barrier", lambda n: 0.0, sized=False),
 ]}
 
 
 def per_rank_count(op: str, nbytes: int, world: int, itemsize: int) -> int:
-    """Elements in each rank's buffer for a benchmark row of ``nbytes``."""
+    """Elements in each rank's buffer (one rank's block, for the total-size collectives)
+    for a benchmark row of ``nbytes``."""
     count = max(nbytes // itemsize, 1)
     if COLLECTIVES[op].total_size:
         count = max(count // world, 1)
@@ -39,15 +50,27 @@ def per_rank_count(op: str, nbytes: int, world: int, itemsize: int) -> int:
 
 
 def make_call(api: Any, op: str, count: int, rank: int, world: int, torch: Any = None) -> Callable[[], None]:
-    """A zero-argument function doing one ``op`` with ``api`` (accord, or torch.distributed)."""
-    if torch is not None:
-        data = torch.zeros(count, dtype=torch.float32)
-    else:
-        data = np.zeros(count, dtype=np.float32)
-    if op == "all_reduce":
-        return lambda: api.all_reduce(data)
-    if op == "broadcast":
-        return lambda: api.broadcast(data, src=0)
-    if op == "barrier":
-        return lambda: api.barrier()
+    """A zero-argument function doing one ``op`` with ``api`` (accord, or torch.distributed):
+    the same calls on both (the tensor forms: all_gather_into_tensor, reduce_scatter_tensor,
+    all_to_all_single), ``count`` float32 elements per rank and block, root 0."""
+    def zeros(n: int) -> Any:
+        return torch.zeros(n, dtype=torch.float32) if torch is not None else np.zeros(n, dtype=np.float32)
+
+    data = zeros(count)
+    if op in ("all_reduce", "broadcast", "barrier", "reduce"):
+        return {"all_reduce": lambda: api.all_reduce(data),
+                "broadcast": lambda: api.broadcast(data, src=0),
+                "barrier": lambda: api.barrier(),
+                "reduce": lambda: api.reduce(data, dst=0)}[op]
+    if op in ("all_gather", "reduce_scatter", "all_to_all"):
+        big, other = zeros(count * world), zeros(count * world if op == "all_to_all" else 0)
+        reduce_scatter = getattr(api, "reduce_scatter_single", None) or api.reduce_scatter_tensor
+        return {"all_gather": lambda: api.all_gather_into_tensor(big, data),
+                "reduce_scatter": lambda: reduce_scatter(data, big),
+                "all_to_all": lambda: api.all_to_all_single(other, big)}[op]
+    if op in ("gather", "scatter"):
+        blocks = [zeros(count) for _ in range(world)] if rank == 0 else None
+        if op == "gather":
+            return lambda: api.gather(data, blocks, dst=0)
+        return lambda: api.scatter(data, blocks, src=0)
     raise ValueError(f"unknown collective {op!r}; known: {sorted(COLLECTIVES)}")

@@ -60,3 +60,11 @@ def binomial_children(vrank: int, size: int) -> list[int]:
 def largest_power_of_two(n: int) -> int:
     """The largest power of two <= n (n >= 1)."""
     return 1 << (n.bit_length() - 1)
+
+
+def binomial_extent(vrank: int, size: int) -> int:
+    """How many virtual ranks the binomial subtree of ``vrank`` covers, itself included
+    (the subtree is the contiguous range vrank … vrank + extent - 1)."""
+    if vrank == 0:
+        return size
+    return min(vrank & -vrank, size - vrank)

@@ -15,7 +15,8 @@ from ..config import Tunables
 from .algorithm import COLLECTIVE_NAMES, COLLECTIVES, MESSAGES, SHARED_MEMORY, Algorithm, Rule
 
 # Algorithm modules (each ends with ALGORITHMS and RULES). Add new ones here.
-_MODULES = ("allreduce", "broadcast", "barrier", "shm", "shm_rooted", "shm_exchange")
+_MODULES = ("allreduce", "broadcast", "barrier", "shm", "shm_rooted", "shm_exchange",
+            "reduce", "allgather", "gather", "scatter", "reduce_scatter", "alltoall")
 
 ALGORITHMS: dict[str, dict[str, Algorithm]] = {}
 RULES: dict[tuple[str, str], Rule] = {}

@@ -18,7 +18,9 @@ from .patterns import chunk_bounds
 from .slots import Slots, typed
 
 
-def _chunks(slots: Slots, buf: np.ndarray) -> list[tuple[int, int]]:
+def _chunks(slots: Slots, buf: np.ndarray) -> list[tuple[int, int]] | tuple[tuple[int, int]]:
+    if buf.nbytes <= slots.slot_bytes:
+        return ((0, buf.size),) if buf.size else ()
     per = max(slots.slot_bytes // max(buf.itemsize, 1), 1)
     return [(start, min(start + per, buf.size)) for start in range(0, buf.size, per)]
 
@@ -26,18 +28,18 @@ def _chunks(slots: Slots, buf: np.ndarray) -> list[tuple[int, int]]:
 def one_shot(slots: Slots, buf: np.ndarray, kernel: Kernel) -> None:
     """all_reduce: copy in, then every rank reduces every slot. One sync per chunk;
     traffic ≈ (n+3)·S — the choice for small S (and for two ranks)."""
-    n, me, dtype = slots.size, slots.rank, buf.dtype
+    n, me, dtype, combine = slots.size, slots.rank, buf.dtype, kernel.combine
     for start, stop in _chunks(slots, buf):
-        nbytes = (stop - start) * buf.itemsize
         k = slots.begin()
-        out = buf[start:stop]
-        typed(slots.slot(me, k), nbytes, dtype)[...] = out
+        views = slots.views(k, (stop - start) * buf.itemsize, dtype)
+        out = buf[start:stop] if stop - start != buf.size else buf
+        views[me][...] = out
         slots.ready(k)
         slots.wait_ready(k)
         if me != 0:
-            out[...] = typed(slots.slot(0, k), nbytes, dtype)
+            out[...] = views[0]
         for r in range(1, n):
-            kernel.combine(out, typed(slots.slot(r, k), nbytes, dtype))
+            combine(out, views[r])
         slots.done(k)
     kernel.finalize(buf, n)
 

@@ -33,6 +33,10 @@ class Slots(Protocol):
         """``rank``'s slot for ``round_`` as bytes (``slot_bytes`` long)."""
         ...
 
+    def views(self, round_: int, nbytes: int, dtype: np.dtype) -> list[np.ndarray]:
+        """Every rank's slot for ``round_``: its first ``nbytes`` as ``dtype`` (cached views)."""
+        ...
+
     def ready(self, round_: int) -> None:
         """This rank's data for ``round_`` is in its slot."""
         ...

@@ -1,7 +1,10 @@
 """The collectives on a ProcessGroup: argument checks, fingerprint, algorithm choice, run.
 
-Owns: what each collective checks before any byte moves and how it maps onto an algorithm
-(``launch``: choose by size and kind, fingerprint, run on the group). Ranks given here are
+Owns: what each collective checks before any byte moves (helpers in ``arguments``) and how
+it maps onto an algorithm (``launch``: choose by size and kind, fingerprint, run on the
+group). The size that chooses the algorithm and the count in the fingerprint are numbers
+every rank agrees on: the per-rank count where all ranks pass the same size, the total over
+ranks for all_gather / reduce_scatter, 0 for an uneven all_to_all. Ranks given here are
 group ranks. Must not know about the default world or env variables.
 """
 
@@ -11,7 +14,8 @@ from typing import Any, Sequence
 
 from ..arrays import Buffer, as_buffer
 from ..collectives import registry
-from ..reduce_ops import as_reduce_op, make_kernel
+from ..reduce_ops import Kernel, as_reduce_op, make_kernel
+from .arguments import buffer_list, equal_chunks, row_splits, same_count, same_dtype
 from .process_group import ProcessGroup
 from .work import Work
 
@@ -26,14 +30,17 @@ def check_group_rank(group: ProcessGroup, rank: int, what: str) -> int:
 
 def launch(group: ProcessGroup, collective: str, nbytes: int, fp_buf: Buffer | None, args: Sequence[Any],
            outputs: Sequence[Buffer], result: list[Any], async_op: bool, root: int = -1,
-           timeout: float | None = None) -> Work | None:
+           timeout: float | None = None, count: int | None = None) -> Work | None:
     """Choose the algorithm for ``nbytes`` on this group, then run ``algorithm(call, *args)``.
 
-    ``fp_buf`` gives the dtype and count every rank must agree on; ``outputs`` are written back
-    (non-contiguous views) once the call succeeded; ``result`` is what Work.result() returns.
+    ``fp_buf`` gives the dtype and count every rank must agree on (``count`` replaces the
+    count); ``outputs`` are written back (non-contiguous views) once the call succeeded;
+    ``result`` is what Work.result() returns.
     """
     algorithm = registry.choose(collective, nbytes, group.size(), group.tunables, group.shared)
     fp = group.fingerprint(collective, algorithm, fp_buf, root)
+    if count is not None:
+        fp = fp._replace(count=count)
 
     def body(call: Any) -> None:
         algorithm.run(call, *args)
@@ -59,3 +66,147 @@ def broadcast(group: ProcessGroup, tensor: Any, src: int, async_op: bool) -> Wor
 
 def barrier(group: ProcessGroup, async_op: bool, timeout: float | None = None) -> Work | None:
     return launch(group, "barrier", 0, None, (), [], [], async_op, timeout=timeout)
+
+
+def _kernel(op: Any, buf: Buffer) -> Kernel:
+    return make_kernel(as_reduce_op(op), buf.flat.dtype, buf.dtype_name)
+
+
+def reduce(group: ProcessGroup, tensor: Any, dst: int, op: Any, async_op: bool) -> Work | None:
+    """Reduce into ``tensor`` on ``dst``; the other ranks' tensors are left unchanged."""
+    check_group_rank(group, dst, "dst")
+    is_root = group.rank() == dst
+    buf = as_buffer(tensor, writable=is_root)
+    kernel = _kernel(op, buf)
+    return launch(group, "reduce", buf.nbytes, buf, (buf.flat, kernel, dst), [buf] if is_root else [],
+                  [tensor], async_op, root=dst)
+
+
+def all_gather(group: ProcessGroup, tensor_list: Any, tensor: Any, async_op: bool) -> Work | None:
+    """tensor_list[i] gets rank i's ``tensor``; sizes may differ from rank to rank."""
+    inp = as_buffer(tensor, writable=False)
+    outs = buffer_list(tensor_list, group.size(), "tensor_list", writable=True)
+    same_dtype([("tensor", inp), *((f"tensor_list[{i}]", o) for i, o in enumerate(outs))])
+    same_count(outs[group.rank()], inp.count, f"tensor_list[{group.rank()}]",
+               "it receives this rank's own tensor")
+    total = sum(o.count for o in outs)
+    return launch(group, "all_gather", total * inp.itemsize, inp, (inp.flat, [o.flat for o in outs]),
+                  outs, [list(tensor_list)], async_op, count=total)
+
+
+def all_gather_into_tensor(group: ProcessGroup, output_tensor: Any, input_tensor: Any,
+                           async_op: bool) -> Work | None:
+    """``output_tensor`` (size × input elements, flat or stacked) gets every rank's input in
+    rank order."""
+    inp = as_buffer(input_tensor, writable=False, what="input_tensor")
+    out = as_buffer(output_tensor, writable=True, what="output_tensor")
+    same_dtype([("input_tensor", inp), ("output_tensor", out)])
+    n = group.size()
+    same_count(out, n * inp.count, "output_tensor",
+               f"group size × input_tensor's {inp.count} elements ({n} × {inp.describe()})")
+    outs = equal_chunks(out.flat, n)
+    return launch(group, "all_gather", out.nbytes, inp, (inp.flat, outs), [out], [output_tensor],
+                  async_op, count=out.count)
+
+
+def gather(group: ProcessGroup, tensor: Any, gather_list: Any, dst: int, async_op: bool) -> Work | None:
+    """``gather_list`` on ``dst`` gets every rank's ``tensor`` (all of the same size)."""
+    check_group_rank(group, dst, "dst")
+    inp = as_buffer(tensor, writable=False)
+    outs = _root_list(group, gather_list, dst, "gather_list", "dst", inp, writable=True)
+    flats = None if outs is None else [o.flat for o in outs]
+    return launch(group, "gather", inp.nbytes, inp, (inp.flat, flats, dst), outs or [],
+                  [gather_list] if outs is not None else [], async_op, root=dst)
+
+
+def scatter(group: ProcessGroup, tensor: Any, scatter_list: Any, src: int,
+            async_op: bool) -> Work | None:
+    """``tensor`` on rank i gets ``scatter_list[i]`` of ``src`` (all of the same size)."""
+    check_group_rank(group, src, "src")
+    out = as_buffer(tensor, writable=True)
+    ins = _root_list(group, scatter_list, src, "scatter_list", "src", out, writable=False)
+    flats = None if ins is None else [b.flat for b in ins]
+    return launch(group, "scatter", out.nbytes, out, (out.flat, flats, src), [out], [tensor],
+                  async_op, root=src)
+
+
+def _root_list(group: ProcessGroup, tensors: Any, root: int, what: str, role: str, mine: Buffer,
+               writable: bool) -> list[Buffer] | None:
+    """The root's list (one tensor per rank, each like ``mine``); None elsewhere, where only
+    None or an empty list is allowed (torch's rule, and torch's ValueError)."""
+    given = tensors is not None and not (isinstance(tensors, (list, tuple)) and len(tensors) == 0)
+    title = "destination" if role == "dst" else "source"
+    if group.rank() != root:
+        if given:
+            raise ValueError(f"Argument {what} must NOT be specified on non-{title} ranks: this "
+                             f"is group rank {group.rank()} and {role} is {root}; pass None here")
+        return None
+    if not given:
+        raise ValueError(f"Argument {what} must be specified on the {title} rank ({role} "
+                         f"{root}): pass a list of {group.size()} tensors")
+    bufs = buffer_list(tensors, group.size(), what, writable=writable)
+    same_dtype([("tensor", mine), *((f"{what}[{i}]", b) for i, b in enumerate(bufs))])
+    for i, b in enumerate(bufs):
+        same_count(b, mine.count, f"{what}[{i}]",
+                   f"every rank's block has the size of tensor ({mine.describe()})")
+    return bufs
+
+
+def reduce_scatter(group: ProcessGroup, output: Any, input_list: Any, op: Any,
+                   async_op: bool) -> Work | None:
+    """``output`` on rank j gets the reduction over ranks of their ``input_list[j]``."""
+    out = as_buffer(output, writable=True, what="output")
+    ins = buffer_list(input_list, group.size(), "input_list", writable=False)
+    same_dtype([("output", out), *((f"input_list[{i}]", b) for i, b in enumerate(ins))])
+    same_count(ins[group.rank()], out.count, f"input_list[{group.rank()}]",
+               "it is reduced into this rank's output")
+    total = sum(b.count for b in ins)
+    return launch(group, "reduce_scatter", total * out.itemsize, out,
+                  (out.flat, [b.flat for b in ins], _kernel(op, out)), [out], [output], async_op,
+                  count=total)
+
+
+def reduce_scatter_tensor(group: ProcessGroup, output: Any, input: Any, op: Any,  # noqa: A002
+                          async_op: bool) -> Work | None:
+    """``input`` (size × output elements, flat or stacked) is reduced; rank j gets chunk j."""
+    out = as_buffer(output, writable=True, what="output")
+    inp = as_buffer(input, writable=False, what="input")
+    same_dtype([("output", out), ("input", inp)])
+    n = group.size()
+    same_count(inp, n * out.count, "input", f"group size × output's {out.count} elements "
+               f"({n} × {out.describe()})")
+    return launch(group, "reduce_scatter", inp.nbytes, out,
+                  (out.flat, equal_chunks(inp.flat, n), _kernel(op, out)), [out], [output], async_op,
+                  count=inp.count)
+
+
+def all_to_all(group: ProcessGroup, output_tensor_list: Any, input_tensor_list: Any,
+               async_op: bool) -> Work | None:
+    """``output_tensor_list[j]`` gets rank j's ``input_tensor_list[me]``; sizes may differ."""
+    n, me = group.size(), group.rank()
+    outs = buffer_list(output_tensor_list, n, "output_tensor_list", writable=True)
+    ins = buffer_list(input_tensor_list, n, "input_tensor_list", writable=False)
+    same_dtype([*((f"input_tensor_list[{i}]", b) for i, b in enumerate(ins)),
+                *((f"output_tensor_list[{i}]", b) for i, b in enumerate(outs))])
+    same_count(outs[me], ins[me].count, f"output_tensor_list[{me}]",
+               f"it receives this rank's own input_tensor_list[{me}]")
+    return launch(group, "all_to_all", 0, ins[0], ([o.flat for o in outs], [b.flat for b in ins]),
+                  outs, [list(output_tensor_list)], async_op, count=0)
+
+
+def all_to_all_single(group: ProcessGroup, output: Any, input: Any,  # noqa: A002
+                      output_split_sizes: Any, input_split_sizes: Any, async_op: bool) -> Work | None:
+    """``input`` cut along dim 0 (evenly, or by ``input_split_sizes``) goes piece j to rank j;
+    ``output`` is filled the same way from every rank."""
+    n, me = group.size(), group.rank()
+    out = as_buffer(output, writable=True, what="output")
+    inp = as_buffer(input, writable=False, what="input")
+    same_dtype([("input", inp), ("output", out)])
+    outs, even_out = row_splits(out, output_split_sizes, n, "output")
+    ins, even_in = row_splits(inp, input_split_sizes, n, "input")
+    if outs[me].size != ins[me].size:
+        raise ValueError(f"this rank keeps input piece {me} ({ins[me].size} elements) in output piece "
+                         f"{me}, which holds {outs[me].size}: check the split sizes")
+    even = even_in and even_out
+    return launch(group, "all_to_all", inp.nbytes if even else 0, inp, (outs, ins), [out], [output],
+                  async_op, count=inp.count if even else 0)

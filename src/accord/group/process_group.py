@@ -24,14 +24,23 @@ from ..transport.wire import Fingerprint, FrameKind
 from ..transport.shm import ShmDomain
 from . import shared_memory
 from .executor import AsyncExecutor
+from .pickling import ObjectPolicy
 from .shared_memory import CallSlots
 from .work import Future, Work
 
 _ALGO_NAMES = {(COLLECTIVES[c], a.code): n for c, table in ALGORITHMS.items() for n, a in table.items()}
 
 
+#: The object collectives share the "object" code; the fingerprint's algo field tells them apart.
+OBJECT_CALLS = {1: "broadcast_object_list", 2: "all_gather_object", 3: "gather_object",
+                4: "scatter_object_list"}
+
+
 def describe_call(fp: Fingerprint, seq: int) -> str:
     """'all_reduce #12 (float32, 1024 elements, ring)', for mismatch messages."""
+    if fp.op == COLLECTIVES["object"]:
+        root = f", root {fp.root}" if fp.root >= 0 else ""
+        return f"{OBJECT_CALLS.get(fp.algo, 'object collective')} #{seq} ({fp.count} objects{root})"
     name = COLLECTIVE_NAMES.get(fp.op, f"collective {fp.op}")
     parts = [DTYPE_NAMES.get(fp.dtype, "?"), f"{fp.count} elements"]
     if fp.root >= 0:
@@ -108,6 +117,7 @@ class ProcessGroup:
         self.group_name = name
         self.group_desc = desc or name
         self.group_id = group_id
+        self._object_policy: ObjectPolicy | None = None
         self._shm: ShmDomain | None = None
         if shared_memory.eligible(mesh, self._ranks, self.tunables):
             self._shm = shared_memory.setup(mesh, self._channel, self._ranks, group_id, self.tunables,
@@ -117,6 +127,24 @@ class ProcessGroup:
     def shared(self) -> bool:
         """Whether this group's collectives may use shared memory (all members on one host)."""
         return self._shm is not None
+
+    @property
+    def object_policy(self) -> ObjectPolicy | None:
+        """What the object collectives of this group may unpickle (None: anything, as torch).
+
+        It lives on the group, not in a global: it is about whom this rank receives from,
+        it ends with the group (destroy_process_group), and the threads that stand for ranks
+        in tests each have their own. New groups start with the default group's policy
+        (``accord.set_object_policy`` sets it).
+        """
+        return self._object_policy
+
+    @object_policy.setter
+    def object_policy(self, policy: ObjectPolicy | None) -> None:
+        if policy is not None and not isinstance(policy, ObjectPolicy):
+            raise TypeError(f"object_policy must be an accord.ObjectPolicy or None, got "
+                            f"{type(policy).__name__}")
+        self._object_policy = policy
 
     # -- torch's accessors ---------------------------------------------------------------------
     def rank(self) -> int:

@@ -10,6 +10,7 @@ so a mismatch costs nothing when there is none). Must not know about env variabl
 from __future__ import annotations
 
 import logging
+import struct
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -100,7 +101,7 @@ def _give_up(segments: Sequence[Segment | None]) -> None:
 class CallSlots:
     """The ``Slots`` of one collective call on a shared-memory group."""
 
-    __slots__ = ("rank", "size", "slot_bytes", "tunables", "_domain", "_deadline", "_hash",
+    __slots__ = ("rank", "size", "slot_bytes", "tunables", "_domain", "_deadline", "_hash", "_detail_bytes",
                  "_detail", "_others", "_describe", "_context", "_scratch")
 
     def __init__(self, domain: ShmDomain, seq: int, fp: Fingerprint, deadline: Deadline,
@@ -110,6 +111,7 @@ class CallSlots:
         self.tunables, self._domain, self._deadline = tunables, domain, deadline
         self._detail = (seq, *fp)
         self._hash = hash(self._detail)
+        self._detail_bytes = struct.pack("<8q", *self._detail, 0, 0)
         self._others = [r for r in range(domain.size) if r != domain.rank]
         self._describe, self._context, self._scratch = describe, context, scratch
 
@@ -122,11 +124,14 @@ class CallSlots:
         domain.round = k
         if k > 2:
             domain.wait(DONE, k - 2, self._others, self._deadline, self)
-        domain.post_fingerprint(k, self._hash, self._detail)
+        domain.post_fingerprint(k, self._hash, self._detail_bytes)
         return k
 
     def slot(self, rank: int, round_: int) -> np.ndarray:
         return self._domain.slot(rank, round_)
+
+    def views(self, round_: int, nbytes: int, dtype: np.dtype) -> list[np.ndarray]:
+        return self._domain.views(round_, nbytes, dtype)
 
     def ready(self, round_: int) -> None:
         self._domain.post(READY, round_)
@@ -149,10 +154,10 @@ class CallSlots:
         return self._scratch(count, dtype)
 
     def _check_fingerprints(self, round_: int, ranks: Sequence[int]) -> None:
+        domain, mine = self._domain, self._hash
         for r in ranks:
-            theirs, detail = self._domain.fingerprint(r, round_)
-            if theirs != self._hash:
-                raise self._mismatch(r, detail)
+            if domain.fingerprint_hash(r, round_) != mine:
+                raise self._mismatch(r, domain.fingerprint(r, round_))
 
     def _mismatch(self, rank: int, detail: list[int]) -> DistError:
         seq, op, algo, dtype, count, root = detail[:6]

@@ -109,6 +109,8 @@ class ShmDomain:
         self._slots = [[np.frombuffer(s.mmap, np.uint8, slot_bytes, _CONTROL_BYTES + i * slot_bytes)
                         for i in (0, 1)] for s in segments]
         self._mine = self._words[rank]
+        self._mine_bytes = memoryview(segments[rank].mmap)[:_CONTROL_BYTES]
+        self._views: dict[tuple[int, int, str], list[np.ndarray]] = {}
         # check(what, lagging) raises if the group broke (abort, dead peer, POISON) or a rank
         # waited for (global ranks) has left
         self._check = check
@@ -120,20 +122,35 @@ class ShmDomain:
     def slot(self, rank: int, round_: int) -> np.ndarray:
         return self._slots[rank][round_ & 1]
 
+    def views(self, round_: int, nbytes: int, dtype: np.dtype) -> list[np.ndarray]:
+        """Every rank's slot for ``round_``, its first ``nbytes`` viewed as ``dtype`` (cached:
+        making NumPy views costs more than the copies of a small collective)."""
+        key = (round_ & 1, nbytes, dtype.str)
+        found = self._views.get(key)
+        if found is None:
+            if len(self._views) > 64:
+                self._views.clear()
+            found = self._views[key] = [slots[round_ & 1][:nbytes].view(dtype) for slots in self._slots]
+        return found
+
     def post(self, word: int, value: int) -> None:
         self._mine[word] = value
 
-    def post_fingerprint(self, round_: int, fp_hash: int, detail: Sequence[int]) -> None:
+    def post_fingerprint(self, round_: int, fp_hash: int, detail: bytes) -> None:
+        """Publish this rank's fingerprint for ``round_``: 8 int64 of detail (for messages),
+        then the hash the others compare."""
         parity = round_ & 1
-        base = _DETAIL + 8 * parity
-        for i, value in enumerate(detail[:8]):
-            self._mine[base + i] = value
+        base = (_DETAIL + 8 * parity) * 8
+        self._mine_bytes[base:base + 64] = detail
         self._mine[FP + parity] = fp_hash
 
-    def fingerprint(self, rank: int, round_: int) -> tuple[int, list[int]]:
-        words, parity = self._words[rank], round_ & 1
-        base = _DETAIL + 8 * parity
-        return words[FP + parity], [words[base + i] for i in range(8)]
+    def fingerprint_hash(self, rank: int, round_: int) -> int:
+        return self._words[rank][FP + (round_ & 1)]
+
+    def fingerprint(self, rank: int, round_: int) -> list[int]:
+        """The detail words ``rank`` published for ``round_``."""
+        words, base = self._words[rank], _DETAIL + 8 * (round_ & 1)
+        return [words[base + i] for i in range(8)]
 
     def wait(self, word: int, value: int, ranks: Sequence[int], deadline: Deadline, what: object) -> None:
         """Return once every rank in ``ranks`` has ``word`` ≥ value."""
@@ -182,7 +199,9 @@ class ShmDomain:
         """Drop the mappings (the names were unlinked once every member had mapped them)."""
         self._words = []
         self._slots = []
+        self._views = {}
         self._mine = memoryview(b"")
+        self._mine_bytes = memoryview(b"")
         for segment in self._segments:
             try:
                 segment.mmap.close()

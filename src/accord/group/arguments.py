@@ -1,0 +1,92 @@
+"""What the collectives check before any byte moves: tensor lists, dtypes, sizes, splits.
+
+Owns: turning what a caller passed (a list of tensors, a flat or stacked output, split
+sizes along dim 0) into Buffers and flat views, with errors that say what to fix
+(TypeError for the wrong kind of argument, ValueError for a wrong length, size or dtype).
+Must not know about algorithms, transports or the default world.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from ..arrays import Buffer, as_buffer
+
+
+def buffer_list(tensors: Any, size: int, what: str, writable: bool) -> list[Buffer]:
+    """One Buffer per rank from a list (or tuple) of ``size`` tensors."""
+    if not isinstance(tensors, (list, tuple)):
+        raise TypeError(f"{what} must be a list of tensors (one per rank), got "
+                        f"{type(tensors).__name__}")
+    if len(tensors) != size:
+        raise ValueError(f"{what} has {len(tensors)} tensors, but the group has {size} ranks: "
+                         f"pass exactly one per rank")
+    return [as_buffer(t, writable=writable, what=f"{what}[{i}]") for i, t in enumerate(tensors)]
+
+
+def same_dtype(named: Sequence[tuple[str, Buffer]]) -> None:
+    """Every buffer has the element type of the first (torch: ValueError otherwise)."""
+    first_name, first = named[0]
+    for name, buf in named[1:]:
+        if buf.dtype_name != first.dtype_name:
+            raise ValueError(f"{name} is {buf.describe()} but {first_name} is {first.describe()}: "
+                             f"the tensors of one collective must all have the same dtype")
+
+
+def same_count(buf: Buffer, count: int, what: str, why: str) -> None:
+    if buf.count != count:
+        raise ValueError(f"{what} is {buf.describe()} ({buf.count} elements) but must hold "
+                         f"{count} elements: {why}")
+
+
+def equal_chunks(flat: np.ndarray, parts: int) -> list[np.ndarray]:
+    """``flat`` cut into ``parts`` equal consecutive views (the caller checked divisibility)."""
+    step = flat.size // parts if parts else 0
+    return [flat[i * step:(i + 1) * step] for i in range(parts)]
+
+
+def row_splits(buf: Buffer, split_sizes: Any, size: int, what: str) -> tuple[list[np.ndarray], bool]:
+    """Views of ``buf`` cut along dim 0 into ``size`` pieces (all_to_all_single).
+
+    ``split_sizes`` None or empty: equal pieces (dim 0 must divide evenly). Returns the
+    views and whether the split was the default (even) one.
+    """
+    if not buf.shape:
+        raise ValueError(f"{what} is a 0-d tensor; all_to_all_single splits along dim 0, so it "
+                         f"needs at least one dimension")
+    rows = buf.shape[0]
+    if split_sizes is None or len(split_sizes) == 0:
+        if rows % size:
+            raise ValueError(f"{what} has {rows} rows along dim 0, which do not split evenly "
+                             f"among {size} ranks: pass {what}_split_sizes")
+        return equal_chunks(buf.flat, size), True
+    splits = _int_list(split_sizes, f"{what}_split_sizes")
+    if len(splits) != size:
+        raise ValueError(f"{what}_split_sizes has {len(splits)} entries, but the group has "
+                         f"{size} ranks: give one per rank")
+    if any(s < 0 for s in splits):
+        raise ValueError(f"{what}_split_sizes {splits} has a negative entry")
+    if sum(splits) != rows:
+        raise ValueError(f"{what}_split_sizes {splits} sum to {sum(splits)}, but {what} has "
+                         f"{rows} rows along dim 0 ({buf.describe()}): they must sum to dim 0")
+    per_row = math.prod(buf.shape[1:])
+    views, start = [], 0
+    for s in splits:
+        views.append(buf.flat[start * per_row:(start + s) * per_row])
+        start += s
+    return views, False
+
+
+def _int_list(values: Any, what: str) -> list[int]:
+    if hasattr(values, "tolist"):  # a tensor or an array of sizes
+        values = values.tolist()
+    try:
+        out = [int(v) for v in values]
+    except (TypeError, ValueError):
+        raise TypeError(f"{what} must be a list of ints, got {values!r}") from None
+    if any(isinstance(v, bool) for v in values):
+        raise TypeError(f"{what} must be a list of ints, got {values!r}")
+    return out

@@ -1,0 +1,173 @@
+"""new_subgroups, new_subgroups_by_enumeration, split_group; several groups used at once
+(threads, async) without cross-talk; monitored_barrier and the ranks it names."""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+import time
+from datetime import timedelta
+
+import numpy as np
+import pytest
+
+import accord as dist
+from harness import run_ranks
+
+
+def test_new_subgroups_of_equal_size():
+    def body(rank):
+        mine, groups = dist.new_subgroups(group_size=2)
+        x = np.array([rank])
+        dist.all_reduce(x, group=mine)
+        return dist.get_process_group_ranks(mine), mine.rank(), int(x[0]), len(groups)
+
+    assert run_ranks(4, body) == [([0, 1], 0, 1, 2), ([0, 1], 1, 1, 2), ([2, 3], 0, 5, 2), ([2, 3], 1, 5, 2)]
+
+
+def test_new_subgroups_checks():
+    def body(rank):
+        with pytest.raises(ValueError, match="group_size is required"):
+            dist.new_subgroups()
+        with pytest.raises(ValueError, match="must be positive"):
+            dist.new_subgroups(0)
+        with pytest.raises(ValueError, match="divisible"):
+            dist.new_subgroups(2)
+        with pytest.raises(ValueError, match="must not exceed"):
+            dist.new_subgroups(4)
+        with pytest.raises(ValueError, match="appeared in both"):
+            dist.new_subgroups_by_enumeration([[0, 1], [1, 2]])
+        with pytest.raises(ValueError, match="cannot be empty"):
+            dist.new_subgroups_by_enumeration([])
+        return True
+
+    assert run_ranks(3, body) == [True] * 3
+
+
+def test_new_subgroups_by_enumeration_with_a_rank_left_out():
+    def body(rank):
+        mine, groups = dist.new_subgroups_by_enumeration([[0, 2], [1]])
+        if mine is None:
+            return None, groups[0] is dist.GroupMember.NON_GROUP_MEMBER
+        out = [np.zeros(1, dtype=np.int64) for _ in range(mine.size())]
+        dist.all_gather(out, np.array([rank]), group=mine)
+        return [int(o[0]) for o in out], mine.size()
+
+    assert run_ranks(4, body) == [([0, 2], 2), ([1], 1), ([0, 2], 2), (None, True)]
+
+
+def test_split_group_uses_parent_group_ranks():
+    def body(rank):
+        parent = dist.new_group([1, 2, 3])
+        if rank == 0:
+            return None
+        split = dist.split_group(parent, [[0, 2], [1]])  # parent ranks: globals [1, 3] and [2]
+        with pytest.raises(ValueError, match="must not overlap"):
+            dist.split_group(parent, [[0, 1], [1]])
+        with pytest.raises(ValueError, match="out of range"):
+            dist.split_group(parent, [[0, 3]])
+        with pytest.raises(ValueError, match="None or empty"):
+            dist.split_group(parent, [])
+        alone = dist.split_group(parent, [[0, 1]])
+        return dist.get_process_group_ranks(split), alone is None
+
+    assert run_ranks(4, body)[1:] == [([1, 3], False), ([2], False), ([1, 3], True)]
+
+
+def test_concurrent_groups_do_not_cross_talk():
+    """Two overlapping groups driven from two threads at once, with collectives of the same
+    sequence numbers, sizes and dtypes: the group id in every frame keeps them apart."""
+    def body(rank):
+        world = dist.group.WORLD
+        mine, _ = dist.new_subgroups(2)
+        out: dict[str, list] = {"world": [], "pair": []}
+
+        def on(group, key, scale):
+            for i in range(25):
+                got = [np.zeros(3, dtype=np.int64) for _ in range(group.size())]
+                dist.all_gather(got, np.full(3, scale * rank + i), group=group)
+                red = np.zeros(3, dtype=np.int64)
+                dist.reduce_scatter_tensor(red, np.full(3 * group.size(), scale * rank + i), group=group)
+                out[key].append(([int(g[0]) for g in got], int(red[0])))
+
+        threads = [threading.Thread(target=contextvars.copy_context().run, args=(on, world, "world", 1)),
+                   threading.Thread(target=contextvars.copy_context().run, args=(on, mine, "pair", 100))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return out
+
+    for rank, out in enumerate(run_ranks(4, body)):
+        base = 2 * (rank // 2)
+        for i, (gathered, reduced) in enumerate(out["world"]):
+            assert gathered == [r + i for r in range(4)] and reduced == 6 + 4 * i
+        for i, (gathered, reduced) in enumerate(out["pair"]):
+            assert gathered == [100 * base + i, 100 * (base + 1) + i]
+            assert reduced == 100 * (2 * base + 1) + 2 * i
+
+
+def test_async_calls_on_two_groups_interleave():
+    def body(rank):
+        evens = dist.new_group([0, 2])
+        works, bufs = [], []
+        for i in range(10):
+            x = np.full(2, rank + i)
+            works.append(dist.all_reduce(x, async_op=True))
+            bufs.append(x)
+            if rank in (0, 2):
+                y = [np.zeros(1, dtype=np.int64) for _ in range(2)]
+                works.append(dist.all_gather(y, np.array([rank * i]), group=evens, async_op=True))
+                bufs.append(y)
+        for w in works:
+            w.wait()
+        return [b.tolist() if isinstance(b, np.ndarray) else [int(v[0]) for v in b] for b in bufs]
+
+    results = run_ranks(3, body)
+    assert results[1] == [[3 + 3 * i] * 2 for i in range(10)]
+    assert results[0][1::2] == [[0, 2 * i] for i in range(10)]
+
+
+# -- monitored_barrier ----------------------------------------------------------------------
+
+def test_monitored_barrier_passes_when_everyone_comes():
+    def body(rank):
+        time.sleep(0.02 * rank)
+        dist.monitored_barrier(timeout=timedelta(seconds=5))
+        dist.monitored_barrier(wait_all_ranks=True)
+        return True
+
+    assert run_ranks(3, body) == [True] * 3
+
+
+@pytest.mark.parametrize("wait_all", [False, True])
+def test_monitored_barrier_names_the_missing_ranks_and_fails_everyone_fast(wait_all):
+    def body(rank):
+        if rank in (1, 3):
+            time.sleep(1.5)  # never calls it (the docs' example), then leaves
+            return None
+        started = time.monotonic()
+        with pytest.raises(dist.DistError) as info:
+            dist.monitored_barrier(timeout=timedelta(seconds=0.5), wait_all_ranks=wait_all)
+        return type(info.value).__name__, str(info.value), time.monotonic() - started
+
+    results = run_ranks(4, body, expect_failure=True, timeout=10)
+    kind, message, took = results[0]
+    assert kind == "DistTimeoutError" and "failed to pass monitored_barrier" in message
+    assert ("rank 1, rank 3" in message) if wait_all else ("rank 1 " in message and "rank 3" not in message)
+    kind, message, took = results[2]
+    assert kind == "PeerError" and "rank 1" in message and took < 1.2  # told by rank 0, at once
+
+
+def test_monitored_barrier_without_rank_zero_names_rank_zero():
+    def body(rank):
+        if rank == 0:
+            time.sleep(1.0)
+            return None
+        with pytest.raises(dist.DistError) as info:  # the first to time out tells the other
+            dist.monitored_barrier(timeout=timedelta(seconds=0.3))
+        return type(info.value).__name__, str(info.value)
+
+    results = run_ranks(3, body, expect_failure=True, timeout=10)
+    assert any(kind == "DistTimeoutError" and "nothing from rank 0" in message for kind, message in results[1:])
+    assert all("monitored_barrier" in message for _, message in results[1:])
