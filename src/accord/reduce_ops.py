@@ -206,7 +206,7 @@ class Kernel:
     factor) and is a no-op function for the other ops (cheap on the hot path).
     """
 
-    __slots__ = ("op", "combine", "bfloat16", "finalize")
+    __slots__ = ("op", "combine", "bfloat16", "finalize", "needs_finalize")
 
     def __init__(self, op: ReduceOp, combine: Combine, bfloat16: bool = False) -> None:
         self.op = op
@@ -218,7 +218,7 @@ class Kernel:
             self.finalize = self._premultiply
         else:
             self.finalize = _nothing
-
+        self.needs_finalize = self.finalize is not _nothing
     def _average(self, acc: np.ndarray, world_size: int) -> None:
         self._scale(acc, lambda x: _divide(x, world_size))
 

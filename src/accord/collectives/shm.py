@@ -29,10 +29,11 @@ def one_shot(slots: Slots, buf: np.ndarray, kernel: Kernel) -> None:
     """all_reduce: copy in, then every rank reduces every slot. One sync per chunk;
     traffic ≈ (n+3)·S — the choice for small S (and for two ranks)."""
     n, me, dtype, combine = slots.size, slots.rank, buf.dtype, kernel.combine
-    for start, stop in _chunks(slots, buf):
+    whole = buf.nbytes <= slots.slot_bytes  # the usual case: one round, no slicing
+    for start, stop in ((0, buf.size),) if whole and buf.size else _chunks(slots, buf):
         k = slots.begin()
         views = slots.views(k, (stop - start) * buf.itemsize, dtype)
-        out = buf[start:stop] if stop - start != buf.size else buf
+        out = buf if whole else buf[start:stop]
         views[me][...] = out
         slots.ready(k)
         slots.wait_ready(k)
@@ -41,7 +42,8 @@ def one_shot(slots: Slots, buf: np.ndarray, kernel: Kernel) -> None:
         for r in range(1, n):
             combine(out, views[r])
         slots.done(k)
-    kernel.finalize(buf, n)
+    if kernel.needs_finalize:
+        kernel.finalize(buf, n)
 
 
 def two_shot(slots: Slots, buf: np.ndarray, kernel: Kernel) -> None:

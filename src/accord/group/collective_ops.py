@@ -10,7 +10,9 @@ group ranks. Must not know about the default world or env variables.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
+
+import numpy as np
 
 from ..arrays import Buffer, as_buffer
 from ..collectives import registry
@@ -49,15 +51,71 @@ def launch(group: ProcessGroup, collective: str, nbytes: int, fp_buf: Buffer | N
                                 shared=algorithm.kind == registry.SHARED_MEMORY)
 
 
+def _plan(group: ProcessGroup, key: tuple[Any, ...], make: Callable[..., tuple[Any, ...] | None],
+          *args: Any) -> tuple[Any, ...] | None:
+    """The cached plan of a call signature on a shared-memory group (None: take the long path).
+
+    A plan is (fingerprint, algorithm, extra…), made once by ``make(group, *args)`` through the
+    same checks and choices as the long path; only blocking calls on contiguous NumPy arrays
+    use it.
+    """
+    try:
+        return group.plans[key]
+    except KeyError:
+        plan = group.plans[key] = make(group, *args)
+        return plan
+    except TypeError:  # an unhashable argument: the long path explains what is wrong with it
+        return None
+
+
+def _flat(array: np.ndarray) -> np.ndarray:
+    return array if array.ndim == 1 else array.reshape(-1)
+
+
+def _short(group: ProcessGroup, tensor: Any, async_op: bool, writes: bool) -> bool:
+    return (group.shared and not async_op and type(tensor) is np.ndarray
+            and tensor.flags.c_contiguous and (tensor.flags.writeable or not writes))
+
+
 def all_reduce(group: ProcessGroup, tensor: Any, op: Any, async_op: bool) -> Work | None:
+    if group.shared and not async_op and type(tensor) is np.ndarray:
+        flags = tensor.flags  # the short path, written out: it is most of a small call's cost
+        if flags.c_contiguous and flags.writeable:
+            plan = _plan(group, ("all_reduce", op, tensor.dtype, tensor.size), _plan_all_reduce, tensor, op)
+            if plan is not None:
+                group.run_planned("all_reduce", plan[0], plan[1],
+                                  (tensor if tensor.ndim == 1 else tensor.reshape(-1), plan[2]))
+                return None
     reduce = as_reduce_op(op)
     buf = as_buffer(tensor, writable=True)
     kernel = make_kernel(reduce, buf.flat.dtype, buf.dtype_name)
     return launch(group, "all_reduce", buf.nbytes, buf, (buf.flat, kernel), [buf], [tensor], async_op)
 
 
+def _plan_all_reduce(group: ProcessGroup, tensor: np.ndarray, op: Any) -> tuple[Any, ...] | None:
+    buf = as_buffer(tensor, writable=True)
+    kernel = make_kernel(as_reduce_op(op), buf.flat.dtype, buf.dtype_name)
+    algorithm = registry.choose("all_reduce", buf.nbytes, group.size(), group.tunables, group.shared)
+    if algorithm.kind != registry.SHARED_MEMORY:
+        return None
+    return group.fingerprint("all_reduce", algorithm, buf), algorithm, kernel
+
+
+def _plan_broadcast(group: ProcessGroup, tensor: np.ndarray, src: int) -> tuple[Any, ...] | None:
+    buf = as_buffer(tensor, writable=group.rank() != src)
+    algorithm = registry.choose("broadcast", buf.nbytes, group.size(), group.tunables, group.shared)
+    if algorithm.kind != registry.SHARED_MEMORY:
+        return None
+    return group.fingerprint("broadcast", algorithm, buf, root=src), algorithm
+
+
 def broadcast(group: ProcessGroup, tensor: Any, src: int, async_op: bool) -> Work | None:
     check_group_rank(group, src, "src")
+    if _short(group, tensor, async_op, writes=group.rank() != src):
+        plan = _plan(group, ("broadcast", src, tensor.dtype, tensor.size), _plan_broadcast, tensor, src)
+        if plan is not None:
+            group.run_planned("broadcast", plan[0], plan[1], (_flat(tensor), src))
+            return None
     is_root = group.rank() == src
     buf = as_buffer(tensor, writable=not is_root)
     return launch(group, "broadcast", buf.nbytes, buf, (buf.flat, src), [] if is_root else [buf],
@@ -65,7 +123,19 @@ def broadcast(group: ProcessGroup, tensor: Any, src: int, async_op: bool) -> Wor
 
 
 def barrier(group: ProcessGroup, async_op: bool, timeout: float | None = None) -> Work | None:
+    if group.shared and not async_op and timeout is None:
+        plan = _plan(group, ("barrier",), _plan_barrier)
+        if plan is not None:
+            group.run_planned("barrier", plan[0], plan[1], ())
+            return None
     return launch(group, "barrier", 0, None, (), [], [], async_op, timeout=timeout)
+
+
+def _plan_barrier(group: ProcessGroup) -> tuple[Any, ...] | None:
+    algorithm = registry.choose("barrier", 0, group.size(), group.tunables, group.shared)
+    if algorithm.kind != registry.SHARED_MEMORY:
+        return None
+    return group.fingerprint("barrier", algorithm, None), algorithm
 
 
 def _kernel(op: Any, buf: Buffer) -> Kernel:

@@ -8,7 +8,9 @@ know about environment variables, rendezvous or the CLI.
 
 from __future__ import annotations
 
+import itertools
 import threading
+import time
 from datetime import timedelta
 from typing import Any, Callable, Sequence
 
@@ -103,8 +105,7 @@ class ProcessGroup:
         self._group_rank_of = {g: i for i, g in enumerate(self._ranks)}
         self._rank = self._group_rank_of[mesh.rank]
         self._channel: Channel = mesh.open_channel(group_id, self._ranks, describe_call)
-        self._seq = 0
-        self._seq_lock = threading.Lock()
+        self._seqs = itertools.count(1)  # next() is atomic under the GIL: call numbers
         self._timeout = to_seconds(timeout)
         self._broken: str | None = None
         self._executor = AsyncExecutor(f"accord-{name}-async")
@@ -119,9 +120,14 @@ class ProcessGroup:
         self.group_id = group_id
         self._object_policy: ObjectPolicy | None = None
         self._shm: ShmDomain | None = None
+        self._call_slots: CallSlots | None = None
+        self.plans: dict[Any, Any] = {}  # per call signature: what the short path needs
         if shared_memory.eligible(mesh, self._ranks, self.tunables):
             self._shm = shared_memory.setup(mesh, self._channel, self._ranks, group_id, self.tunables,
                                             Deadline.after(self._timeout), self.context("shared-memory set-up"))
+        if self._shm is not None:
+            self._call_slots = CallSlots(self._shm, self.tunables, describe_call, self._scratch_array,
+                                         self.context)
 
     @property
     def shared(self) -> bool:
@@ -212,9 +218,7 @@ class ProcessGroup:
         algorithm). Calls run one at a time, in sequence order. The call's deadline starts
         when it is submitted: ``timeout`` seconds, else the group's.
         """
-        with self._seq_lock:
-            self._seq += 1
-            seq = self._seq
+        seq = next(self._seqs)
         deadline = Deadline.after(self._timeout if timeout is None else timeout)
 
         def execute() -> list[Any]:
@@ -245,9 +249,27 @@ class ProcessGroup:
         return Work(self.context(op, seq), result, future)
 
     def _slots(self, peers: CallPeers, seq: int, fp: Fingerprint, deadline: Deadline) -> CallSlots:
-        assert self._shm is not None
-        return CallSlots(self._shm, seq, fp, deadline, self.tunables, describe_call,
-                         peers.__str__, self._scratch_array)
+        assert self._call_slots is not None
+        return self._call_slots.reset(peers._op, seq, fp, deadline.expires_at, deadline.budget)
+
+    def run_planned(self, op: str, fp: Fingerprint, algorithm: Algorithm, args: Sequence[Any]) -> None:
+        """The short path of a blocking shared-memory call whose plan (algorithm, fingerprint,
+        kernel) the caller already has: no Work, no Peers, the deadline made only if needed."""
+        seq = next(self._seqs)
+        if self._broken is not None or self._channel.error is not None:
+            self._raise_broken(self.context(op, seq))
+        if self._finished < seq - 1:
+            self._await_turn(seq, Deadline.after(self._timeout), self.context(op, seq))
+        slots = self._call_slots
+        assert slots is not None
+        slots.reset(op, seq, fp, time.monotonic() + self._timeout, self._timeout)
+        try:
+            algorithm.run(slots, *args)
+        except BaseException as exc:
+            self._break(self.context(op, seq), exc)
+            raise
+        finally:
+            self._end_turn(seq)
 
     def _await_turn(self, seq: int, deadline: Deadline, context: object) -> None:
         """Wait for the calls before this one (queued async calls) to end."""

@@ -19,8 +19,8 @@ from ..config import Tunables
 from ..errors import CollectiveMismatchError, DistError, with_context
 from ..timeouts import Deadline
 from ..transport.mesh import Channel, Mesh
-from ..transport.shm import (DONE, READY, REDUCED, Segment, ShmDomain, segment_name,
-                             segment_size, shm_supported)
+from ..transport.shm import (DETAIL_OFFSET, DONE, FP, READY, REDUCED, Segment, ShmDomain,
+                             segment_name, segment_size, shm_supported)
 from ..transport.wire import Fingerprint, FrameKind
 
 log = logging.getLogger("accord")
@@ -98,72 +98,116 @@ def _give_up(segments: Sequence[Segment | None]) -> None:
     return None
 
 
+_TAIL = struct.Struct("<7q")  # the fingerprint after the call number, padded to 8 words
+
+
 class CallSlots:
-    """The ``Slots`` of one collective call on a shared-memory group."""
+    """The ``Slots`` of a collective call on a shared-memory group.
 
-    __slots__ = ("rank", "size", "slot_bytes", "tunables", "_domain", "_deadline", "_hash", "_detail_bytes",
-                 "_detail", "_others", "_describe", "_context", "_scratch")
+    One object per group is reused from call to call (``reset``): calls on a group run one
+    at a time, and building it anew costs more than a small collective's copies. The
+    deadline is made only if a wait has to slow down.
+    """
 
-    def __init__(self, domain: ShmDomain, seq: int, fp: Fingerprint, deadline: Deadline,
-                 tunables: Tunables, describe: Callable[[Fingerprint, int], str],
-                 context: Callable[[], str], scratch: Callable[[int, np.dtype], np.ndarray]) -> None:
+    __slots__ = ("rank", "size", "slot_bytes", "tunables", "_domain", "_hash", "_seq", "_fp",
+                 "_tail", "_name", "_others", "_describe", "_context", "_scratch", "_expires",
+                 "_budget", "_deadline", "_known", "_last_views")
+
+    def __init__(self, domain: ShmDomain, tunables: Tunables, describe: Callable[[Fingerprint, int], str],
+                 scratch: Callable[[int, np.dtype], np.ndarray], context: Callable[[str, int], str]) -> None:
         self.rank, self.size, self.slot_bytes = domain.rank, domain.size, domain.slot_bytes
-        self.tunables, self._domain, self._deadline = tunables, domain, deadline
-        self._detail = (seq, *fp)
-        self._hash = hash(self._detail)
-        self._detail_bytes = struct.pack("<8q", *self._detail, 0, 0)
+        self.tunables, self._domain = tunables, domain
         self._others = [r for r in range(domain.size) if r != domain.rank]
-        self._describe, self._context, self._scratch = describe, context, scratch
+        self._describe, self._scratch, self._context = describe, scratch, context
+        self._known: dict[Fingerprint, tuple[int, bytes]] = {}  # fingerprint → (hash, detail words)
+        self._fp = Fingerprint()
+        self._seq, self._hash, self._tail, self._name = 0, 0, b"", ""
+        self._expires, self._budget = 0.0, 0.0
+        self._deadline: Deadline | None = None
+        self._last_views: tuple[Any, ...] = (-1, None, [], [])
+
+    def reset(self, name: str, seq: int, fp: Fingerprint, expires: float, budget: float) -> CallSlots:
+        """Bind this object to call ``seq`` (named ``name``) with fingerprint ``fp``."""
+        known = self._known.get(fp)
+        if known is None:
+            if len(self._known) > 256:
+                self._known.clear()
+            known = self._known[fp] = (hash(fp), _TAIL.pack(*fp, 0, 0))
+        # every rank of the call computes the same hash: fingerprint and call number agree
+        self._hash = known[0] ^ (seq * 0x9E3779B97F4A7C15 & 0x7FFFFFFFFFFFFFFF)
+        self._tail, self._seq, self._fp, self._name = known[1], seq, fp, name
+        self._expires, self._budget, self._deadline = expires, budget, None
+        return self
+
+    @property
+    def deadline(self) -> Deadline:
+        if self._deadline is None:
+            self._deadline = Deadline(self._expires, self._budget)
+        return self._deadline
 
     def __str__(self) -> str:
-        return self._context()
+        return self._context(self._name, self._seq)
 
+    # The methods below reach into the domain's words directly (one call each, not two):
+    # they run a few times per collective and are most of a small collective's cost.
     def begin(self) -> int:
         domain = self._domain
         k = domain.round + 1
         domain.round = k
         if k > 2:
-            domain.wait(DONE, k - 2, self._others, self._deadline, self)
-        domain.post_fingerprint(k, self._hash, self._detail_bytes)
+            words = domain.words
+            for r in self._others:
+                if words[r][DONE] < k - 2:
+                    domain.wait_slow(DONE, k - 2, self._others, self.deadline, self)
+                    break
+        parity = k & 1
+        base = DETAIL_OFFSET[parity]
+        domain.mine[base >> 3] = self._seq
+        domain.mine_bytes[base + 8:base + 64] = self._tail
+        domain.mine[FP + parity] = self._hash
         return k
 
     def slot(self, rank: int, round_: int) -> np.ndarray:
         return self._domain.slot(rank, round_)
 
     def views(self, round_: int, nbytes: int, dtype: np.dtype) -> list[np.ndarray]:
-        return self._domain.views(round_, nbytes, dtype)
+        last = self._last_views
+        if last[0] == nbytes and last[1] is dtype:  # the same shape as the last call: common
+            return last[2 + (round_ & 1)]
+        both = (self._domain.views(0, nbytes, dtype), self._domain.views(1, nbytes, dtype))
+        self._last_views = (nbytes, dtype, *both)
+        return both[round_ & 1]
 
     def ready(self, round_: int) -> None:
-        self._domain.post(READY, round_)
+        self._domain.mine[READY] = round_
 
     def wait_ready(self, round_: int, ranks: Sequence[int] | None = None) -> None:
         ranks = self._others if ranks is None else ranks
-        self._domain.wait(READY, round_, ranks, self._deadline, self)
-        self._check_fingerprints(round_, ranks)
+        words, fp, mine = self._domain.words, FP + (round_ & 1), self._hash
+        for r in ranks:
+            if words[r][READY] < round_:
+                self._domain.wait_slow(READY, round_, ranks, self.deadline, self)
+                break
+        for r in ranks:
+            if words[r][fp] != mine:
+                raise self._mismatch(r, self._domain.fingerprint(r, round_))
 
     def reduced(self, round_: int) -> None:
-        self._domain.post(REDUCED, round_)
+        self._domain.mine[REDUCED] = round_
 
     def wait_reduced(self, round_: int, ranks: Sequence[int] | None = None) -> None:
-        self._domain.wait(REDUCED, round_, self._others if ranks is None else ranks, self._deadline, self)
+        self._domain.wait(REDUCED, round_, self._others if ranks is None else ranks, self)
 
     def done(self, round_: int) -> None:
-        self._domain.post(DONE, round_)
+        self._domain.mine[DONE] = round_
 
     def scratch(self, count: int, dtype: np.dtype) -> np.ndarray:
         return self._scratch(count, dtype)
 
-    def _check_fingerprints(self, round_: int, ranks: Sequence[int]) -> None:
-        domain, mine = self._domain, self._hash
-        for r in ranks:
-            if domain.fingerprint_hash(r, round_) != mine:
-                raise self._mismatch(r, domain.fingerprint(r, round_))
-
     def _mismatch(self, rank: int, detail: list[int]) -> DistError:
         seq, op, algo, dtype, count, root = detail[:6]
-        mine_seq = self._detail[0]
         theirs = self._describe(Fingerprint(op, algo, dtype, count, root), seq)
-        mine = self._describe(Fingerprint(*self._detail[1:6]), mine_seq)
+        mine = self._describe(self._fp, self._seq)
         return CollectiveMismatchError(
             f"{self}: rank {self._domain.names[rank]} called {theirs}, this rank called {mine}. Every rank must "
             f"call the same collectives, in the same order, with matching dtypes, sizes and roots")

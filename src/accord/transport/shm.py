@@ -32,7 +32,7 @@ import mmap
 import os
 import platform
 import time
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -41,12 +41,15 @@ from ..timeouts import Deadline, format_seconds
 
 READY, REDUCED, DONE, FP = 0, 8, 16, 24  # int64 indexes of the control words
 _DETAIL = 32
+DETAIL_OFFSET = (_DETAIL * 8, (_DETAIL + 8) * 8)  # byte offset of the detail words, by parity
 _CONTROL_BYTES = 4096
 _SHM_DIR = "/dev/shm"
 #: Seconds between liveness checks (peer sockets polled for EOF) while waiting.
 _LIVENESS_INTERVAL = 0.002
 #: How long a wait spins (no syscalls) before it starts to yield, when not oversubscribed.
 _SPIN_SECONDS = 50e-6
+#: Checks of the words, with no clock reads, before the timed spin starts.
+_TIGHT_SPINS = 200
 #: How long a wait yields before it starts to sleep.
 _YIELD_SECONDS = 2e-3
 
@@ -105,19 +108,19 @@ class ShmDomain:
         self.size = len(segments)
         self.slot_bytes = slot_bytes
         self._segments = list(segments)
-        self._words = [memoryview(s.mmap)[:_CONTROL_BYTES].cast("q") for s in segments]
+        self.words = [memoryview(s.mmap)[:_CONTROL_BYTES].cast("q") for s in segments]
         self._slots = [[np.frombuffer(s.mmap, np.uint8, slot_bytes, _CONTROL_BYTES + i * slot_bytes)
                         for i in (0, 1)] for s in segments]
-        self._mine = self._words[rank]
-        self._mine_bytes = memoryview(segments[rank].mmap)[:_CONTROL_BYTES]
-        self._views: dict[tuple[int, int, str], list[np.ndarray]] = {}
+        self.mine = self.words[rank]  # this rank's control words (written only by this rank)
+        self.mine_bytes = memoryview(segments[rank].mmap)[:_CONTROL_BYTES]
+        self.view_cache: dict[tuple[int, int, str], list[np.ndarray]] = {}
         # check(what, lagging) raises if the group broke (abort, dead peer, POISON) or a rank
         # waited for (global ranks) has left
         self._check = check
         # Ranks that are threads of one process must release the GIL to let the others run.
         self._spin = 0.0 if threaded or oversubscribed(local_ranks) else _SPIN_SECONDS
         self._yield: Callable[..., object] = (lambda: time.sleep(0)) if threaded else os.sched_yield
-        self.round = int(self._mine[DONE])  # rounds are numbered from 1; never reset
+        self.round = int(self.mine[DONE])  # rounds are numbered from 1; never reset
 
     def slot(self, rank: int, round_: int) -> np.ndarray:
         return self._slots[rank][round_ & 1]
@@ -126,44 +129,53 @@ class ShmDomain:
         """Every rank's slot for ``round_``, its first ``nbytes`` viewed as ``dtype`` (cached:
         making NumPy views costs more than the copies of a small collective)."""
         key = (round_ & 1, nbytes, dtype.str)
-        found = self._views.get(key)
+        found = self.view_cache.get(key)
         if found is None:
-            if len(self._views) > 64:
-                self._views.clear()
-            found = self._views[key] = [slots[round_ & 1][:nbytes].view(dtype) for slots in self._slots]
+            if len(self.view_cache) > 64:
+                self.view_cache.clear()
+            found = self.view_cache[key] = [slots[round_ & 1][:nbytes].view(dtype) for slots in self._slots]
         return found
 
     def post(self, word: int, value: int) -> None:
-        self._mine[word] = value
+        self.mine[word] = value
 
     def post_fingerprint(self, round_: int, fp_hash: int, detail: bytes) -> None:
         """Publish this rank's fingerprint for ``round_``: 8 int64 of detail (for messages),
         then the hash the others compare."""
         parity = round_ & 1
         base = (_DETAIL + 8 * parity) * 8
-        self._mine_bytes[base:base + 64] = detail
-        self._mine[FP + parity] = fp_hash
+        self.mine_bytes[base:base + 64] = detail
+        self.mine[FP + parity] = fp_hash
 
     def fingerprint_hash(self, rank: int, round_: int) -> int:
-        return self._words[rank][FP + (round_ & 1)]
+        return self.words[rank][FP + (round_ & 1)]
 
     def fingerprint(self, rank: int, round_: int) -> list[int]:
         """The detail words ``rank`` published for ``round_``."""
-        words, base = self._words[rank], _DETAIL + 8 * (round_ & 1)
+        words, base = self.words[rank], _DETAIL + 8 * (round_ & 1)
         return [words[base + i] for i in range(8)]
 
-    def wait(self, word: int, value: int, ranks: Sequence[int], deadline: Deadline, what: object) -> None:
-        """Return once every rank in ``ranks`` has ``word`` ≥ value."""
-        words = self._words
+    def wait(self, word: int, value: int, ranks: Sequence[int], call: Any) -> None:
+        """Return once every rank in ``ranks`` has ``word`` ≥ value. ``call`` names the
+        collective in messages (``str(call)``) and has the ``deadline`` (only read if the
+        wait has to slow down)."""
+        words = self.words
         for r in ranks:
             if words[r][word] < value:
                 break
         else:
             return
-        self._wait_slow(word, value, ranks, deadline, what)
+        self.wait_slow(word, value, ranks, call.deadline, call)
 
-    def _wait_slow(self, word: int, value: int, ranks: Sequence[int], deadline: Deadline, what: object) -> None:
-        words, clock = self._words, time.monotonic
+    def wait_slow(self, word: int, value: int, ranks: Sequence[int], deadline: Deadline, what: object) -> None:
+        words, clock = self.words, time.monotonic
+        if self._spin:  # a tight first spin: the peer is usually a microsecond or two away
+            for _ in range(_TIGHT_SPINS):
+                for r in ranks:
+                    if words[r][word] < value:
+                        break
+                else:
+                    return
         start = clock()
         next_check = start + _LIVENESS_INTERVAL
         pause = 0.0
@@ -197,11 +209,11 @@ class ShmDomain:
 
     def close(self) -> None:
         """Drop the mappings (the names were unlinked once every member had mapped them)."""
-        self._words = []
+        self.words = []
         self._slots = []
-        self._views = {}
-        self._mine = memoryview(b"")
-        self._mine_bytes = memoryview(b"")
+        self.view_cache = {}
+        self.mine = memoryview(b"")
+        self.mine_bytes = memoryview(b"")
         for segment in self._segments:
             try:
                 segment.mmap.close()
