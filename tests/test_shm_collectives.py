@@ -140,3 +140,90 @@ def test_all_to_all_size_disagreement_is_a_mismatch():
         return True
 
     assert run_ranks(2, body, fabric=LoopbackFabric(2, shared_memory=True), expect_failure=True)[1] is True
+
+
+# -- single-copy algorithms (CMA: reading a peer's memory; ranks as threads read their own
+# process, which the kernel always allows) --------------------------------------------------
+
+def cma_run(monkeypatch, world_size, body, collective, name="cma"):
+    monkeypatch.setenv("ACCORD_ALGORITHM", f"{collective}={name}")
+    return shm_run(world_size, body)
+
+
+@pytest.mark.parametrize("world_size", WORLD_SIZES)
+@pytest.mark.parametrize("count", COUNTS)
+def test_cma_all_reduce_and_broadcast(monkeypatch, world_size, count):
+    def body(rank):
+        assert dist.group.WORLD.cma
+        data = np.arange(count, dtype=np.float64) + rank
+        dist.all_reduce(data)
+        root = world_size - 1
+        block = np.full(count, rank, dtype=np.int32)
+        dist.broadcast(block, src=root)
+        return data, block
+
+    monkeypatch.setenv("ACCORD_ALGORITHM", "all_reduce=cma_two_shot,broadcast=cma")
+    for data, block in shm_run(world_size, body):
+        np.testing.assert_array_equal(data, np.arange(count) * world_size + sum(range(world_size)))
+        assert (block == world_size - 1).all()
+
+
+@pytest.mark.parametrize("world_size", WORLD_SIZES)
+@pytest.mark.parametrize("count", COUNTS)
+def test_cma_gathers_and_scatters(monkeypatch, world_size, count):
+    sizes = [count + 2 * r for r in range(world_size)]
+    monkeypatch.setenv("ACCORD_ALGORITHM", "all_gather=cma,scatter=cma,reduce=cma")
+
+    def body(rank):
+        inp = np.full(sizes[rank], rank, dtype=np.float32)
+        outs = [np.zeros(s, dtype=np.float32) for s in sizes]
+        run("all_gather", None, inp, outs)
+        g_in = np.arange(count, dtype=np.int64) + 10 * rank
+        g_out = [np.zeros(count, dtype=np.int64) for _ in range(world_size)] if rank == 0 else None
+        run("gather", g_in, g_in, g_out, 0, root=0)
+        s_out = np.zeros(count, dtype=np.int64)
+        s_in = [np.full(count, r, dtype=np.int64) for r in range(world_size)] if rank == 1 else None
+        run("scatter", s_out, s_out, s_in, 1, root=1)
+        red = np.arange(count, dtype=np.int64) + rank
+        run("reduce", red, red, kernel(ReduceOp.SUM, np.int64), 0, root=0)
+        return outs, g_out, s_out, red
+
+    for rank, (outs, g_out, s_out, red) in enumerate(shm_run(world_size, body)):
+        for r, o in enumerate(outs):
+            assert (o == r).all() and o.size == sizes[r]
+        if g_out is not None:
+            for r, o in enumerate(g_out):
+                np.testing.assert_array_equal(o, np.arange(count) + 10 * r)
+        assert (s_out == rank).all()
+        expected = np.arange(count) * world_size + sum(range(world_size)) if rank == 0 else np.arange(count) + rank
+        np.testing.assert_array_equal(red, expected)
+
+
+@pytest.mark.parametrize("world_size", WORLD_SIZES)
+@pytest.mark.parametrize("count", COUNTS)
+@pytest.mark.parametrize("contiguous", [True, False])
+def test_cma_reduce_scatter_and_all_to_all(monkeypatch, world_size, count, contiguous):
+    monkeypatch.setenv("ACCORD_ALGORITHM", "reduce_scatter=cma,all_to_all=cma")
+
+    def blocks(sizes, fill):
+        if contiguous:  # chunks of one flat buffer, as reduce_scatter_tensor passes them
+            flat = np.concatenate([np.full(s, v, dtype=np.float64) for s, v in zip(sizes, fill)])
+            starts = np.cumsum([0] + sizes)
+            return [flat[a:b] for a, b in zip(starts[:-1], starts[1:])]
+        return [np.full(s, v, dtype=np.float64) for s, v in zip(sizes, fill)]
+
+    def body(rank):
+        sizes = [count + r for r in range(world_size)]
+        ins = blocks(sizes, [rank + j for j in range(world_size)])
+        out = np.zeros(sizes[rank])
+        run("reduce_scatter", None, out, ins, kernel(ReduceOp.SUM, np.float64))
+        send = [count + rank + 2 * j for j in range(world_size)]
+        a_ins = blocks(send, [rank * 10 + j for j in range(world_size)])
+        a_outs = [np.zeros(count + r + 2 * rank) for r in range(world_size)]
+        run("all_to_all", None, a_outs, a_ins)
+        return out, a_outs
+
+    for rank, (out, a_outs) in enumerate(shm_run(world_size, body)):
+        assert (out == sum(r + rank for r in range(world_size))).all()
+        for r, o in enumerate(a_outs):
+            assert (o == r * 10 + rank).all() and o.size == count + r + 2 * rank

@@ -133,6 +133,12 @@ SHM_SLOT_BYTES = _setting(
     "Size of each of the two shared-memory slots per rank and group; larger messages go in "
     "chunks of this size.",
 )
+CMA = _setting(
+    "ACCORD_CMA",
+    "1",
+    "Shared-memory groups read large buffers straight from a peer's memory "
+    "(process_vm_readv) when the kernel allows it; 0 turns this off.",
+)
 SHM_RING_BYTES = _setting(
     "ACCORD_SHM_RING_BYTES",
     str(1 << 20),
@@ -234,11 +240,12 @@ class Tunables:
     algorithms: dict[str, str]
     transport: str = "auto"
     shm_slot_bytes: int = 4 << 20
+    cma: bool = True
 
     @classmethod
     def from_env(cls) -> Tunables:
         return cls(segment_bytes(), small_message_bytes(), algorithm_overrides(), transport(),
-                   shm_slot_bytes())
+                   shm_slot_bytes(), (CMA.raw() or "1") not in ("0", "false", "no", "off"))
 
 
 def env_int(setting: Setting) -> int | None:

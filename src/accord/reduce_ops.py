@@ -206,11 +206,14 @@ class Kernel:
     factor) and is a no-op function for the other ops (cheap on the hot path).
     """
 
-    __slots__ = ("op", "combine", "bfloat16", "finalize", "needs_finalize")
+    __slots__ = ("op", "combine", "combine_into", "bfloat16", "finalize", "needs_finalize")
 
-    def __init__(self, op: ReduceOp, combine: Combine, bfloat16: bool = False) -> None:
+    def __init__(self, op: ReduceOp, combine: Combine, bfloat16: bool = False,
+                 combine_into: Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None = None) -> None:
         self.op = op
         self.combine = combine
+        # combine_into(out, a, b): out = a ∘ b, one pass instead of a copy then a combine
+        self.combine_into = combine_into or self._copy_then_combine
         self.bfloat16 = bfloat16
         if op.op == RedOpType.AVG:
             self.finalize = self._average
@@ -219,6 +222,10 @@ class Kernel:
         else:
             self.finalize = _nothing
         self.needs_finalize = self.finalize is not _nothing
+    def _copy_then_combine(self, out: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
+        out[...] = a
+        self.combine(out, b)
+
     def _average(self, acc: np.ndarray, world_size: int) -> None:
         self._scale(acc, lambda x: _divide(x, world_size))
 
@@ -284,4 +291,7 @@ def _build_kernel(op: ReduceOp, dtype: np.dtype, dtype_name: str) -> Kernel:
     def combine(acc: np.ndarray, incoming: np.ndarray) -> None:
         ufunc(acc, incoming, out=acc)
 
-    return Kernel(op, combine)
+    def combine_into(out: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
+        ufunc(a, b, out=out)
+
+    return Kernel(op, combine, combine_into=combine_into)

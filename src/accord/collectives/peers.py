@@ -44,8 +44,9 @@ class Peers(Protocol):
         """Block until every handle completes (raises on failure or at the call's deadline)."""
         ...
 
-    def scratch(self, count: int, dtype: np.dtype) -> np.ndarray:
-        """A scratch array of ``count`` elements, reused across calls (contents undefined)."""
+    def scratch(self, count: int, dtype: np.dtype, which: int = 0) -> np.ndarray:
+        """A scratch array of ``count`` elements, reused across calls (contents undefined);
+        ``which`` (0 or 1) picks one of two independent buffers."""
         ...
 
 

@@ -15,7 +15,7 @@ from ..config import Tunables
 from .algorithm import COLLECTIVE_NAMES, COLLECTIVES, MESSAGES, SHARED_MEMORY, Algorithm, Rule
 
 # Algorithm modules (each ends with ALGORITHMS and RULES). Add new ones here.
-_MODULES = ("allreduce", "broadcast", "barrier", "shm", "shm_rooted", "shm_exchange",
+_MODULES = ("allreduce", "broadcast", "barrier", "shm", "shm_rooted", "shm_exchange", "shm_cma",
             "reduce", "allgather", "gather", "scatter", "reduce_scatter", "alltoall")
 
 ALGORITHMS: dict[str, dict[str, Algorithm]] = {}
@@ -30,26 +30,36 @@ __all__ = ["ALGORITHMS", "COLLECTIVES", "COLLECTIVE_NAMES", "MESSAGES", "RULES",
            "Algorithm", "choose"]
 
 
-def choose(collective: str, nbytes: int, size: int, tunables: Tunables, shared: bool = False) -> Algorithm:
-    """The algorithm for this call: ACCORD_ALGORITHM's choice, else the size rule
-    (``tunables`` come from the environment when the group was created). ``shared``: the
-    group has shared memory (all members on one host).
+CMA = "cma"
+
+
+def choose(collective: str, nbytes: int, size: int, tunables: Tunables, shared: bool = False,
+           cma: bool = False) -> Algorithm:
+    """The algorithm for this call: ACCORD_ALGORITHM's choice, else the size rule of the best
+    kind the group offers — single-copy shared memory (``cma``), then shared memory
+    (``shared``: all members on one host), then messages. A rule may decline (None): the next
+    kind's rule decides. ``tunables`` come from the environment when the group was created.
 
     Raises:
         ValueError: ACCORD_ALGORITHM names an algorithm that does not exist for this
-            collective (the message lists the known ones), or a shared-memory one for a
-            group that has no shared memory.
+            collective (the message lists the known ones), or one of a kind this group lacks.
     """
     table = ALGORITHMS[collective]
+    kinds = [k for k, ok in ((CMA, cma and shared), (SHARED_MEMORY, shared), (MESSAGES, True)) if ok]
     forced = tunables.algorithms.get(collective)
     if forced is not None:
         if forced not in table:
             raise ValueError(f"ACCORD_ALGORITHM asks for {collective}={forced!r}; known "
                              f"{collective} algorithms: {sorted(table)}")
-        if table[forced].kind == SHARED_MEMORY and not shared:
+        if table[forced].kind not in kinds:
             raise ValueError(f"ACCORD_ALGORITHM asks for {collective}={forced!r}, which needs "
-                             f"shared memory, but this group's ranks are not all on one host "
-                             f"(or ACCORD_TRANSPORT=tcp)")
+                             f"{'single-copy reads of peer memory' if table[forced].kind == CMA else 'shared memory'}"
+                             f", but this group has none (ranks on several hosts, ACCORD_TRANSPORT=tcp, "
+                             f"or ACCORD_CMA=0 / not permitted)")
         return table[forced]
-    kind = SHARED_MEMORY if shared and (collective, SHARED_MEMORY) in RULES else MESSAGES
-    return table[RULES[(collective, kind)](nbytes, size, tunables)]
+    for kind in kinds:
+        rule = RULES.get((collective, kind))
+        name = rule(nbytes, size, tunables) if rule is not None else None
+        if name is not None:
+            return table[name]
+    raise KeyError(f"no algorithm for {collective}")  # pragma: no cover - messages always has one

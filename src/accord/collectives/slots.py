@@ -55,7 +55,32 @@ class Slots(Protocol):
         """This rank has finished reading the others' slots of ``round_``."""
         ...
 
-    def scratch(self, count: int, dtype: np.dtype) -> np.ndarray:
+    def wait_done(self, round_: int, ranks: Sequence[int] | None = None) -> None:
+        """Wait until ``ranks`` (default: all others) have finished ``round_``."""
+        ...
+
+    # Single-copy reads of a peer's buffer (``can_fetch``: the kernel allows it for this group).
+    can_fetch: bool
+
+    def expose(self, round_: int, array: np.ndarray) -> None:
+        """Let the others read ``array`` (contiguous) during ``round_``; it must not change
+        until they are done with it (``wait_done``)."""
+        ...
+
+    def fetch(self, rank: int, round_: int, offset: int, dst: np.ndarray) -> None:
+        """Copy ``dst.nbytes`` bytes from ``rank``'s exposed array, at byte ``offset``."""
+        ...
+
+    def expose_blocks(self, round_: int, blocks: Sequence[np.ndarray]) -> None:
+        """Let the others read each of ``blocks`` (at most 96) during ``round_``."""
+        ...
+
+    def fetch_block(self, rank: int, round_: int, index: int, dst: np.ndarray) -> None:
+        """Copy ``rank``'s exposed block ``index`` into ``dst``; CollectiveMismatchError if
+        the block is not ``dst.nbytes`` long."""
+        ...
+
+    def scratch(self, count: int, dtype: np.dtype, which: int = 0) -> np.ndarray:
         ...
 
 

@@ -39,7 +39,7 @@ def launch(group: ProcessGroup, collective: str, nbytes: int, fp_buf: Buffer | N
     count); ``outputs`` are written back (non-contiguous views) once the call succeeded;
     ``result`` is what Work.result() returns.
     """
-    algorithm = registry.choose(collective, nbytes, group.size(), group.tunables, group.shared)
+    algorithm = registry.choose(collective, nbytes, group.size(), group.tunables, group.shared, group.cma)
     fp = group.fingerprint(collective, algorithm, fp_buf, root)
     if count is not None:
         fp = fp._replace(count=count)
@@ -48,7 +48,7 @@ def launch(group: ProcessGroup, collective: str, nbytes: int, fp_buf: Buffer | N
         algorithm.run(call, *args)
 
     return group.run_collective(collective, fp, body, outputs, result, async_op, timeout,
-                                shared=algorithm.kind == registry.SHARED_MEMORY)
+                                shared=algorithm.kind != registry.MESSAGES)
 
 
 def _plan(group: ProcessGroup, key: tuple[Any, ...], make: Callable[..., tuple[Any, ...] | None],
@@ -95,16 +95,16 @@ def all_reduce(group: ProcessGroup, tensor: Any, op: Any, async_op: bool) -> Wor
 def _plan_all_reduce(group: ProcessGroup, tensor: np.ndarray, op: Any) -> tuple[Any, ...] | None:
     buf = as_buffer(tensor, writable=True)
     kernel = make_kernel(as_reduce_op(op), buf.flat.dtype, buf.dtype_name)
-    algorithm = registry.choose("all_reduce", buf.nbytes, group.size(), group.tunables, group.shared)
-    if algorithm.kind != registry.SHARED_MEMORY:
+    algorithm = registry.choose("all_reduce", buf.nbytes, group.size(), group.tunables, group.shared, group.cma)
+    if algorithm.kind == registry.MESSAGES:
         return None
     return group.fingerprint("all_reduce", algorithm, buf), algorithm, kernel
 
 
 def _plan_broadcast(group: ProcessGroup, tensor: np.ndarray, src: int) -> tuple[Any, ...] | None:
     buf = as_buffer(tensor, writable=group.rank() != src)
-    algorithm = registry.choose("broadcast", buf.nbytes, group.size(), group.tunables, group.shared)
-    if algorithm.kind != registry.SHARED_MEMORY:
+    algorithm = registry.choose("broadcast", buf.nbytes, group.size(), group.tunables, group.shared, group.cma)
+    if algorithm.kind == registry.MESSAGES:
         return None
     return group.fingerprint("broadcast", algorithm, buf, root=src), algorithm
 
@@ -132,8 +132,8 @@ def barrier(group: ProcessGroup, async_op: bool, timeout: float | None = None) -
 
 
 def _plan_barrier(group: ProcessGroup) -> tuple[Any, ...] | None:
-    algorithm = registry.choose("barrier", 0, group.size(), group.tunables, group.shared)
-    if algorithm.kind != registry.SHARED_MEMORY:
+    algorithm = registry.choose("barrier", 0, group.size(), group.tunables, group.shared, group.cma)
+    if algorithm.kind == registry.MESSAGES:
         return None
     return group.fingerprint("barrier", algorithm, None), algorithm
 

@@ -91,8 +91,8 @@ class CallPeers:
     def wait(self, *handles: Any) -> None:
         self._channel.wait(handles, self._deadline, self)
 
-    def scratch(self, count: int, dtype: np.dtype) -> np.ndarray:
-        return self._group._scratch_array(count, dtype)
+    def scratch(self, count: int, dtype: np.dtype, which: int = 0) -> np.ndarray:
+        return self._group._scratch_array(count, dtype, which)
 
 
 class ProcessGroup:
@@ -133,6 +133,11 @@ class ProcessGroup:
     def shared(self) -> bool:
         """Whether this group's collectives may use shared memory (all members on one host)."""
         return self._shm is not None
+
+    @property
+    def cma(self) -> bool:
+        """Whether members may read each other's memory directly (single-copy algorithms)."""
+        return self._shm is not None and self._shm.cma is not None
 
     @property
     def object_policy(self) -> ObjectPolicy | None:
@@ -302,19 +307,21 @@ class ProcessGroup:
             self._broken = f"{context.split(' on ')[0]} failed ({type(exc).__name__}: {exc})"
         self._channel.fail(exc, notify_peers=self._channel.error is None)
 
-    def _scratch_array(self, count: int, dtype: np.dtype) -> np.ndarray:
-        """Scratch memory of this thread, reused across calls (no allocation on the hot path)."""
-        cached: np.ndarray | None = getattr(self._scratch, "last", None)
+    def _scratch_array(self, count: int, dtype: np.dtype, which: int = 0) -> np.ndarray:
+        """Scratch memory of this thread (two independent buffers, ``which`` 0 or 1), reused
+        across calls: no allocation on the hot path."""
+        local = self._scratch
+        cached: np.ndarray | None = getattr(local, f"last{which}", None)
         if cached is not None and cached.size == count and cached.dtype == dtype:
             return cached
         dtype = np.dtype(dtype)
         nbytes = count * dtype.itemsize
-        store: bytearray | None = getattr(self._scratch, "buf", None)
+        store: bytearray | None = getattr(local, f"buf{which}", None)
         if store is None or len(store) < nbytes:
             store = bytearray(max(nbytes, 4096))
-            self._scratch.buf = store
+            setattr(local, f"buf{which}", store)
         array = np.frombuffer(store, dtype=dtype, count=count)
-        self._scratch.last = array
+        setattr(local, f"last{which}", array)
         return array
 
     # -- lifetime ---------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from ..errors import CollectiveMismatchError, DistError, with_context
 from ..timeouts import Deadline
 from ..transport.mesh import Channel, Mesh
 from ..transport.shm import (DETAIL_OFFSET, DONE, FP, READY, REDUCED, Segment, ShmDomain,
-                             segment_name, segment_size, shm_supported)
+                             cma_works, publish_self, segment_name, segment_size, shm_supported)
 from ..transport.wire import Fingerprint, FrameKind
 
 log = logging.getLogger("accord")
@@ -50,7 +50,10 @@ def _exchange(channel: Channel, ranks: Sequence[int], me: int, step: int, status
 
 def setup(mesh: Mesh, channel: Channel, ranks: Sequence[int], group_id: int, tunables: Tunables,
           deadline: Deadline, context: str) -> ShmDomain | None:
-    """Map every member's segment, or return None (on every member) if any of them cannot."""
+    """Map every member's segment, or return None (on every member) if any of them cannot.
+
+    Single-copy reads (CMA) are enabled only if every member may read every other's memory.
+    """
     me = mesh.rank
     size = segment_size(tunables.shm_slot_bytes)
     names = [segment_name(mesh.job_token, group_id, r, mesh.pids[r]) for r in ranks]
@@ -58,27 +61,46 @@ def setup(mesh: Mesh, channel: Channel, ranks: Sequence[int], group_id: int, tun
     index = ranks.index(me)
     try:
         segments[index] = Segment(names[index], size, create=True)
+        publish_self(segments[index])
     except OSError as exc:
         log.warning("%s: no shared memory (%s); this group uses TCP", context, exc)
     mine = segments[index]
     try:
         if min(_exchange(channel, ranks, me, 0, int(mine is not None), deadline, context)) == 0:
             return _give_up(segments)
-        try:
-            for i, name in enumerate(names):
-                if i != index:
-                    segments[i] = Segment(name, size, create=False)
-            attached = 1
-        except OSError as exc:
-            log.warning("%s: cannot map a peer's shared memory (%s); this group uses TCP", context, exc)
-            attached = 0
-        if min(_exchange(channel, ranks, me, 1, attached, deadline, context)) == 0:
+        status = _attach(segments, names, index, size, tunables, context)
+        status = min(_exchange(channel, ranks, me, 1, status, deadline, context))
+        if status == 0:
             return _give_up(segments)
     finally:
         if mine is not None:
             mine.unlink()  # everyone has mapped it (or given up): the name is no longer needed
-    local = len(mesh.local_ranks())
+    domain = ShmDomain(index, [s for s in segments if s is not None], tunables.shm_slot_bytes,
+                       len(mesh.local_ranks()), _checker(mesh, channel), threaded=mesh.threaded,
+                       names=ranks)
+    if status == 2:
+        domain.enable_cma([mesh.pids[r] for r in ranks])
+    return domain
 
+
+def _attach(segments: list[Segment | None], names: Sequence[str], index: int, size: int,
+            tunables: Tunables, context: str) -> int:
+    """Map the others' segments: 0 failed, 1 mapped, 2 mapped and their memory readable (CMA)."""
+    try:
+        for i, name in enumerate(names):
+            if i != index:
+                segments[i] = Segment(name, size, create=False)
+    except OSError as exc:
+        log.warning("%s: cannot map a peer's shared memory (%s); this group uses TCP", context, exc)
+        return 0
+    if not tunables.cma:
+        return 1
+    readable = all(cma_works(s) for i, s in enumerate(segments) if i != index and s is not None)
+    return 2 if readable else 1
+
+
+def _checker(mesh: Mesh, channel: Channel) -> Callable[[object, list[int]], None]:
+    """What a slow wait calls now and then: raise if the group broke or a peer waited for left."""
     def check(what: object, lagging: list[int]) -> None:
         mesh.poll_nowait()
         if channel.error is not None:
@@ -87,8 +109,7 @@ def setup(mesh: Mesh, channel: Channel, ranks: Sequence[int], group_id: int, tun
         if gone is not None:
             raise gone
 
-    return ShmDomain(index, [s for s in segments if s is not None], tunables.shm_slot_bytes,
-                     local, check, threaded=mesh.threaded, names=ranks)
+    return check
 
 
 def _give_up(segments: Sequence[Segment | None]) -> None:
@@ -114,7 +135,7 @@ class CallSlots:
                  "_budget", "_deadline", "_known", "_last_views")
 
     def __init__(self, domain: ShmDomain, tunables: Tunables, describe: Callable[[Fingerprint, int], str],
-                 scratch: Callable[[int, np.dtype], np.ndarray], context: Callable[[str, int], str]) -> None:
+                 scratch: Callable[..., np.ndarray], context: Callable[[str, int], str]) -> None:
         self.rank, self.size, self.slot_bytes = domain.rank, domain.size, domain.slot_bytes
         self.tunables, self._domain = tunables, domain
         self._others = [r for r in range(domain.size) if r != domain.rank]
@@ -201,8 +222,34 @@ class CallSlots:
     def done(self, round_: int) -> None:
         self._domain.mine[DONE] = round_
 
-    def scratch(self, count: int, dtype: np.dtype) -> np.ndarray:
-        return self._scratch(count, dtype)
+    def wait_done(self, round_: int, ranks: Sequence[int] | None = None) -> None:
+        self._domain.wait(DONE, round_, self._others if ranks is None else ranks, self)
+
+    @property
+    def can_fetch(self) -> bool:
+        return self._domain.cma is not None
+
+    def expose(self, round_: int, array: np.ndarray) -> None:
+        self._domain.expose(round_, array)
+
+    def fetch(self, rank: int, round_: int, offset: int, dst: np.ndarray) -> None:
+        self._domain.fetch(rank, round_, offset, dst)
+
+    def expose_blocks(self, round_: int, blocks: Sequence[np.ndarray]) -> None:
+        self._domain.expose_blocks(round_, blocks)
+
+    def fetch_block(self, rank: int, round_: int, index: int, dst: np.ndarray) -> None:
+        """Read ``rank``'s block ``index``; a block of another size than ``dst`` means the
+        ranks disagree on the call: CollectiveMismatchError, never a short or long read."""
+        size = self._domain.block_size(rank, round_, index)
+        if size != dst.nbytes:
+            raise CollectiveMismatchError(
+                f"{self}: rank {self._domain.names[rank]} has {size} bytes for this rank, "
+                f"which expects {dst.nbytes}. Do the sizes (split sizes) agree across ranks?")
+        self._domain.fetch_block(rank, round_, index, dst)
+
+    def scratch(self, count: int, dtype: np.dtype, which: int = 0) -> np.ndarray:
+        return self._scratch(count, dtype, which)
 
     def _mismatch(self, rank: int, detail: list[int]) -> DistError:
         seq, op, algo, dtype, count, root = detail[:6]

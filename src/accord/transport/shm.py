@@ -14,6 +14,9 @@ Layout of one rank's segment (little-endian int64 control words, one cache line 
     128   DONE       last round I finished reading the others' slots
     192   FP[2]      fingerprint hash of the round in slot 0 / slot 1
     256   DETAIL[2]  the fingerprints themselves (8 words each), for error messages
+    384   EXPOSED[2] the address of this rank's buffer for the round, in its own process
+    448   SELF       this segment's address and pid in its owner, and a magic (CMA probe)
+    1024  LIST[2]    up to 96 (address, byte size) pairs of exposed blocks, by parity
     4096  slot 0, slot 1 (slot_bytes each)
 
 Memory ordering: data is written with NumPy stores, then the counter. On x86-64 (TSO) stores
@@ -37,10 +40,16 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import DistTimeoutError, InternalError, PeerError
+from .cma import CrossMemory, address_of, probe
 from ..timeouts import Deadline, format_seconds
 
 READY, REDUCED, DONE, FP = 0, 8, 16, 24  # int64 indexes of the control words
 _DETAIL = 32
+EXPOSED = 48  # [2]: where this rank's user buffer of the round is, in its own process (CMA)
+_LIST = 128   # [2][2][LIST_MAX]: addresses then sizes of several exposed blocks, by parity
+LIST_MAX = 96
+_SELF = 56    # address of this segment in its owner, the owner's pid, a magic: for the CMA probe
+_MAGIC = 0x616363_6F72_6443  # any fixed value: what the probe expects to read back
 DETAIL_OFFSET = (_DETAIL * 8, (_DETAIL + 8) * 8)  # byte offset of the detail words, by parity
 _CONTROL_BYTES = 4096
 _SHM_DIR = "/dev/shm"
@@ -121,6 +130,8 @@ class ShmDomain:
         self._spin = 0.0 if threaded or oversubscribed(local_ranks) else _SPIN_SECONDS
         self._yield: Callable[..., object] = (lambda: time.sleep(0)) if threaded else os.sched_yield
         self.round = int(self.mine[DONE])  # rounds are numbered from 1; never reset
+        self.cma: CrossMemory | None = None  # set by enable_cma when every member may use it
+        self.pids: list[int] = []
 
     def slot(self, rank: int, round_: int) -> np.ndarray:
         return self._slots[rank][round_ & 1]
@@ -207,6 +218,39 @@ class ShmDomain:
             pause = min(max(pause * 2, 20e-6), 1e-3)
             time.sleep(pause)
 
+    # -- single-copy reads (process_vm_readv) ------------------------------------------------
+    def enable_cma(self, pids: Sequence[int]) -> None:
+        self.cma, self.pids = CrossMemory(), list(pids)
+
+    def expose(self, round_: int, array: np.ndarray) -> None:
+        """Publish where this rank's buffer for ``round_`` is, for the others to read."""
+        self.mine[EXPOSED + (round_ & 1)] = address_of(array)
+
+    def fetch(self, rank: int, round_: int, offset: int, dst: np.ndarray) -> None:
+        """Read ``dst.nbytes`` bytes at ``offset`` of ``rank``'s exposed buffer into ``dst``."""
+        assert self.cma is not None
+        if dst.nbytes:
+            self.cma.read(self.pids[rank], self.words[rank][EXPOSED + (round_ & 1)] + offset, dst)
+
+    def expose_blocks(self, round_: int, blocks: Sequence[np.ndarray]) -> None:
+        """Publish where each of ``blocks`` (at most LIST_MAX) is and how many bytes it holds."""
+        base = _LIST + (round_ & 1) * 2 * LIST_MAX
+        mine = self.mine
+        for i, block in enumerate(blocks):
+            mine[base + i] = address_of(block)
+            mine[base + LIST_MAX + i] = block.nbytes
+
+    def block_size(self, rank: int, round_: int, index: int) -> int:
+        """How many bytes ``rank`` exposed as block ``index`` for ``round_``."""
+        return self.words[rank][_LIST + (round_ & 1) * 2 * LIST_MAX + LIST_MAX + index]
+
+    def fetch_block(self, rank: int, round_: int, index: int, dst: np.ndarray) -> None:
+        """Read ``rank``'s exposed block ``index`` (``dst.nbytes`` bytes of it) into ``dst``."""
+        assert self.cma is not None
+        if dst.nbytes:
+            address = self.words[rank][_LIST + (round_ & 1) * 2 * LIST_MAX + index]
+            self.cma.read(self.pids[rank], address, dst)
+
     def close(self) -> None:
         """Drop the mappings (the names were unlinked once every member had mapped them)."""
         self.words = []
@@ -220,6 +264,23 @@ class ShmDomain:
             except BufferError:
                 pass  # a NumPy view escaped: the mapping goes when it is collected
         self._segments = []
+
+
+def publish_self(segment: Segment) -> None:
+    """Write the segment's own address, pid and magic, for the others' CMA probe."""
+    words = memoryview(segment.mmap)[:_CONTROL_BYTES].cast("q")
+    words[_SELF] = address_of(np.frombuffer(segment.mmap, np.uint8, 8))
+    words[_SELF + 1] = os.getpid()
+    words[_SELF + 2] = _MAGIC
+    words.release()
+
+
+def cma_works(segment: Segment) -> bool:
+    """Whether this process may read the owner of ``segment``'s memory directly."""
+    words = memoryview(segment.mmap)[:_CONTROL_BYTES].cast("q")
+    address, pid, magic = words[_SELF], words[_SELF + 1], words[_SELF + 2]
+    words.release()
+    return bool(address) and magic == _MAGIC and probe(pid, address + 8 * (_SELF + 2), _MAGIC.to_bytes(8, "little"))
 
 
 def segment_size(slot_bytes: int) -> int:
