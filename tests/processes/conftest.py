@@ -1,3 +1,5 @@
+import os
+
 import pytest
 
 from .procs import Job
@@ -17,3 +19,15 @@ def start_job():
     yield start
     for job in jobs:
         job.close()
+
+
+def accord_segments() -> set[str]:
+    return {name for name in os.listdir("/dev/shm") if name.startswith("accord-")} if os.path.isdir("/dev/shm") else set()
+
+
+@pytest.fixture(autouse=True)
+def no_segment_left_behind():
+    """Whatever happened (kills included), no shared-memory segment outlives a test."""
+    before = accord_segments()
+    yield
+    assert accord_segments() - before == set()

@@ -387,7 +387,23 @@ def large_messages(ctx: Ctx, port: int, mib: int) -> None:
     dist.destroy_process_group()
 
 
+def shared_memory(ctx: Ctx, port: int, slot_bytes: int, transport: str = "auto", loops: int = 1) -> None:
+    """Every collective over shared memory (see shm_scenarios), ``loops`` times."""
+    import accord as dist
+
+    from .shm_scenarios import run_everything
+
+    os.environ.update(ACCORD_SHM_SLOT_BYTES=str(slot_bytes), ACCORD_TRANSPORT=transport,
+                      ACCORD_SHM_RING_BYTES=str(64 << 10))
+    _init(ctx, "env", port=port)
+    for _ in range(loops):
+        result = run_everything(ctx.rank, ctx.world_size)
+    ctx.report("done", **result)
+    dist.destroy_process_group()
+
+
 SCENARIOS: dict[str, Callable[..., None]] = {
+    "shared_memory": shared_memory,
     "collectives": collectives,
     "init_only": init_only,
     "loop_until_failure": loop_until_failure,

@@ -43,6 +43,11 @@ def launch(group: ProcessGroup, collective: str, nbytes: int, fp_buf: Buffer | N
     fp = group.fingerprint(collective, algorithm, fp_buf, root)
     if count is not None:
         fp = fp._replace(count=count)
+    if not async_op and timeout is None and algorithm.kind != registry.MESSAGES:
+        group.run_planned(collective, fp, algorithm, args)  # blocking, shared memory: short path
+        for out in outputs:
+            out.finish()
+        return None
 
     def body(call: Any) -> None:
         algorithm.run(call, *args)
