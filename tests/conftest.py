@@ -15,3 +15,18 @@ def _no_world_left_behind():
     if accord.is_initialized():
         accord.destroy_process_group()
         pytest.fail("the test left a default process group initialized")
+
+
+def _private_flight_recorder_dir() -> None:
+    """Failure tests dump flight recorders: into one directory of this session, not /tmp's."""
+    import atexit
+    import shutil
+    import tempfile
+
+    if "ACCORD_FLIGHT_RECORDER_DIR" not in os.environ:
+        path = tempfile.mkdtemp(prefix="accord-fr-tests-")
+        os.environ["ACCORD_FLIGHT_RECORDER_DIR"] = path
+        atexit.register(shutil.rmtree, path, True)
+
+
+_private_flight_recorder_dir()

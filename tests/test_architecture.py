@@ -13,7 +13,7 @@ import accord
 
 PACKAGE = pathlib.Path(accord.__file__).parent
 LAYERS = [("errors", "timeouts", "config", "reduce_ops", "arrays"), ("store",), ("rendezvous",),
-          ("transport",), ("collectives",), ("group",), ("api", "world", "backend_names"),
+          ("transport",), ("collectives",), ("group",), ("api", "world", "backend_names", "diagnostics"),
           ("launcher", "backends", "bench")]
 RANK = {name: i for i, names in enumerate(LAYERS) for name in names}
 # transport and collectives are siblings: neither may import the other

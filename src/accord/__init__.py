@@ -1,13 +1,14 @@
 """accord: torch.distributed's communication API (c10d) in Python.
 
 ``import accord as dist`` and a torch.distributed program runs with NumPy arrays or CPU torch
-tensors as its buffers: processes on one host and across hosts talk over TCP (shared memory
-is coming), started by any launcher that sets the env:// contract.
+tensors as its buffers: processes on one host talk through shared memory, hosts over TCP,
+started by ``accordrun`` or any launcher that sets the env:// contract.
 """
 
 from .api import (P2POp, all_gather, all_gather_into_tensor, all_gather_object, all_gather_single,
                   all_reduce, all_to_all, all_to_all_single, barrier, batch_isend_irecv,
-                  broadcast, broadcast_object_list, destroy_process_group, gather, gather_object,
+                  broadcast, broadcast_object_list, comm_stats, destroy_process_group,
+                  dump_flight_recorder, gather, gather_object,
                   get_backend, get_backend_config, get_global_rank, get_group_rank,
                   get_node_local_rank, get_pg_count, get_process_group_ranks, get_rank,
                   get_world_size, init_process_group, irecv, is_initialized,
@@ -16,6 +17,8 @@ from .api import (P2POp, all_gather, all_gather_into_tensor, all_gather_object, 
                   reduce_scatter_single, reduce_scatter_tensor, scatter, scatter_object_list,
                   send, send_object_list, set_object_policy, split_group)
 from .backend_names import Backend, is_backend_available
+from .diagnostics.debug import (DebugLevel, get_debug_level, set_debug_level,
+                                set_debug_level_from_env)
 from .errors import (CollectiveMismatchError, DistBackendError, DistError, DistNetworkError,
                      DistStoreError, DistTimeoutError, InternalError, NotInitializedError,
                      PeerError, QueueEmptyError, StoreTimeoutError)
@@ -77,4 +80,6 @@ __all__ = [
     "reduce_scatter_single", "reduce_scatter_tensor", "scatter", "scatter_object_list",
     "send_object_list", "set_object_policy", "split_group",
     "ProcessException", "ProcessExitedException", "ProcessRaisedException", "spawn",
+    "DebugLevel", "comm_stats", "dump_flight_recorder", "get_debug_level", "set_debug_level",
+    "set_debug_level_from_env",
 ]

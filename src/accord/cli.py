@@ -1,4 +1,5 @@
-"""The ``accord`` command: ``accord bench …`` (the benchmark) and ``accord config`` (settings).
+"""The ``accord`` command: ``accord bench …`` (the benchmark), ``accord config`` (settings) and
+``accord flight-recorder DIR`` (merge a job's flight-recorder dumps).
 
 Owns: dispatching subcommands; each lives in its own module. Must not know what they do.
 """
@@ -12,6 +13,7 @@ USAGE = """usage: accord <command> [options]
 commands:
   bench    nccl-tests-style benchmark, torch's gloo (and MPI) side by side; accord bench -h
   config   every environment variable accord reads, with its current value
+  flight-recorder DIR   merge a job's flight-recorder dumps, show where ranks diverge
 """
 
 
@@ -25,6 +27,10 @@ def main(argv: list[str] | None = None) -> int:
         from .bench.cli import main as bench
 
         return bench(rest)
+    if command in ("flight-recorder", "fr"):
+        from .diagnostics.merge import main as merge
+
+        return merge(rest)
     if command == "config":
         from .config import describe
 

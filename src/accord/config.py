@@ -167,6 +167,76 @@ SMALL_MESSAGE_BYTES = _setting(
     "At or below this size the latency algorithms are chosen (recursive doubling, binomial tree).",
 )
 
+# -- diagnostics -------------------------------------------------------------------------------
+DEBUG = _setting(
+    "ACCORD_DEBUG",
+    "OFF",
+    "OFF, INFO or DETAIL (also read from TORCH_DISTRIBUTED_DEBUG). INFO logs each group's "
+    "communication statistics when it is destroyed; DETAIL also checks every collective's "
+    "arguments across ranks before it runs (shapes of every list element, split sizes, ops, "
+    "roots) and logs each call's time.",
+    aliases=("TORCH_DISTRIBUTED_DEBUG",),
+)
+FLIGHT_RECORDER_SIZE = _setting(
+    "ACCORD_FLIGHT_RECORDER_SIZE",
+    "2000",
+    "Calls each group's flight recorder keeps (the newest ones).",
+)
+FLIGHT_RECORDER_DIR = _setting(
+    "ACCORD_FLIGHT_RECORDER_DIR",
+    None,
+    "Where flight-recorder dumps go (one rank<N>.json per rank; 'off' disables the automatic "
+    "dumps). Default: <tmp>/accord-flight-recorder/<job>, the job being TORCHELASTIC_RUN_ID, "
+    "else rank 0's start time and pid (shared through the store at init).",
+)
+PROGRESS_INTERVAL = _setting(
+    "ACCORD_PROGRESS_INTERVAL",
+    "1.0",
+    "Seconds between the checks of a background thread that publishes, in the store, where "
+    "this rank is on each group once that stopped changing (what a timed-out rank's stuck "
+    "report reads). 0 turns publishing off.",
+)
+FAIL_FAST = _setting(
+    "ACCORD_FAIL_FAST",
+    "1",
+    "1: an uncaught exception on a rank (main thread) tells the other ranks at once, naming "
+    "it, before the interpreter exits; 0: the peers only learn when the process is gone.",
+)
+
+
+def flight_recorder_size() -> int:
+    return _as_int(FLIGHT_RECORDER_SIZE, minimum=1)
+
+
+def debug_level_name() -> str:
+    """ACCORD_DEBUG / TORCH_DISTRIBUTED_DEBUG, upper-cased and checked."""
+    value = (DEBUG.raw() or "OFF").upper()
+    if value not in ("OFF", "INFO", "DETAIL"):
+        raise ValueError(f"ACCORD_DEBUG / TORCH_DISTRIBUTED_DEBUG={value!r}: expected OFF, INFO "
+                         f"or DETAIL")
+    return value
+
+
+def flight_recorder_dir() -> str | None:
+    """Where automatic dumps go: the variable, the default (None: compute it), or '' (off)."""
+    raw = FLIGHT_RECORDER_DIR.raw()
+    if raw is not None and raw.lower() in ("off", "0", "none", "false"):
+        return ""
+    return raw
+
+
+def run_id() -> str | None:
+    """TORCHELASTIC_RUN_ID: the launcher's name for this job (None without a launcher)."""
+    return TORCHELASTIC_RUN_ID.raw()
+
+
+def progress_interval() -> float:
+    return env_float(PROGRESS_INTERVAL)
+
+
+def fail_fast() -> bool:
+    return (FAIL_FAST.raw() or "1").lower() not in ("0", "false", "no", "off")
+
 
 def _as_int(setting: Setting, minimum: int = 0) -> int:
     raw = setting.raw()
@@ -241,11 +311,13 @@ class Tunables:
     transport: str = "auto"
     shm_slot_bytes: int = 4 << 20
     cma: bool = True
+    flight_recorder_size: int = 2000
 
     @classmethod
     def from_env(cls) -> Tunables:
         return cls(segment_bytes(), small_message_bytes(), algorithm_overrides(), transport(),
-                   shm_slot_bytes(), (CMA.raw() or "1") not in ("0", "false", "no", "off"))
+                   shm_slot_bytes(), (CMA.raw() or "1") not in ("0", "false", "no", "off"),
+                   flight_recorder_size())
 
 
 def env_int(setting: Setting) -> int | None:

@@ -24,8 +24,9 @@ class World:
     """The default group of a job, the mesh under it, and every group made from it."""
 
     def __init__(self, store: Store | None, mesh: Mesh, default_group: Any, backend: str,
-                 owns_store: bool) -> None:
+                 owns_store: bool, monitor: Any = None) -> None:
         self.store = store
+        self.monitor = monitor  # diagnostics.monitor.Monitor: stuck reports, dumps, statistics
         self.mesh = mesh
         self.default_group = default_group
         self.backend = backend
@@ -51,12 +52,33 @@ class World:
             raise InternalError(f"group id collision for ranks {list(key)}; please report it")
         return group_id, n
 
+    def all_groups(self) -> list[ProcessGroup]:
+        """The default group, then every live subgroup of this rank."""
+        return [g for g in [self.default_group, *self.groups] if isinstance(g, ProcessGroup)]
+
+    def attach(self, group: ProcessGroup) -> None:
+        """A new subgroup of this world: remember it, and let the monitor watch it."""
+        self.groups.append(group)
+        if self.monitor is not None:
+            self.monitor.attach(group)
+
+    def detach(self, group: ProcessGroup) -> None:
+        """Forget one subgroup (destroy_process_group(group)) and stop it."""
+        self.groups.remove(group)
+        if self.monitor is not None:
+            self.monitor.detach(group)
+        group.shutdown()
+
     def destroy(self) -> None:
         """Stop every group, say GOODBYE to every peer, release the store if we made it."""
         for group in [*self.groups, self.default_group]:
+            if self.monitor is not None and isinstance(group, ProcessGroup):
+                self.monitor.detach(group)
             shutdown = getattr(group, "shutdown", None)
             if shutdown is not None:
                 shutdown()
+        if self.monitor is not None:
+            self.monitor.close()
         self.mesh.close()
         if self._owns_store and self.store is not None:
             self.store.close()

@@ -234,8 +234,9 @@ def all_reduce_async(dist: Any, rank: int, n: int, make: Make) -> dict:
     value = fut.wait()
     out["future_value"] = [state(v) for v in value]
     out["future_done"] = fut.done()
-    out["completed"] = [w.is_completed() for w in (w1, w2, w3)]
     out["wait1_after_future"] = w1.wait()
+    # after every wait: gloo marks a Work completed a moment after its future (a race)
+    out["completed"] = [w.is_completed() for w in (w1, w2, w3)]
     out["t1"], out["t2"], out["t3"] = state(t1), state(t2), state(t3)
     t4 = make([rank + 1], "int64")
     w4 = dist.all_reduce(t4, op=dist.ReduceOp.PRODUCT, async_op=True)

@@ -8,12 +8,17 @@ GOODBYE to peers when the interpreter exits normally. Must not know about the la
 from __future__ import annotations
 
 import atexit
+import os
 import threading
+import time
 from datetime import timedelta
 from typing import Any, Callable
 
 from .. import config
 from ..backend_names import Backend, resolve_backend
+from ..diagnostics import debug, fail_fast, flight_recorder
+from ..diagnostics.monitor import Monitor
+from ..diagnostics.progress import ProgressBoard
 from ..group.process_group import ProcessGroup
 from ..rendezvous import rendezvous
 from ..store.base import Store
@@ -43,7 +48,36 @@ def build_world(store: Store | None, rank: int, world_size: int, backend: str, t
         default_group = func(store, rank, world_size, timedelta(seconds=timeout))
     else:
         default_group = ProcessGroup(mesh, 0, range(world_size), timeout, backend, "default_pg")
-    return World(store, mesh, default_group, backend, owns_store)
+    world = World(store, mesh, default_group, backend, owns_store)
+    world.monitor = Monitor(rank, world_size, _progress_board(store, prefix, rank, world_size),
+                            world.all_groups, _job_label(store, prefix, rank))
+    if isinstance(default_group, ProcessGroup):
+        world.monitor.attach(default_group)
+    return world
+
+
+def _job_label(store: Store, prefix: str, rank: int) -> str:
+    """The job's name, the same on every rank (it names the flight-recorder directory)."""
+    label = config.run_id()
+    if label:
+        return label
+    key = f"{prefix}/job_label"
+    if rank == 0:
+        label = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}"
+        store.set(key, label)
+        return label
+    return store.get(key).decode("utf-8", "replace")
+
+
+def _progress_board(store: Store, prefix: str, rank: int, world_size: int) -> ProgressBoard | None:
+    interval = config.progress_interval()
+    if world_size < 2 or interval <= 0:
+        return None
+    try:
+        handle = store.clone()  # its own connection: a user's blocking get never delays it
+    except Exception:  # noqa: BLE001 — a store without clone: share the handle (it is locked)
+        handle = store
+    return ProgressBoard(handle, prefix, rank, interval)
 
 
 def init_process_group(backend: str | None = None, init_method: str | None = None,
@@ -76,6 +110,10 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     store.set_timeout(timedelta(seconds=seconds))
     set_process_world(build_world(store, rank, world_size, name, seconds, owns_store))
     _register_exit_hook()
+    flight_recorder.install_signal_handler(dump_flight_recorder_for_signal)
+    debug.show_logs()
+    if config.fail_fast():
+        fail_fast.install(current_world)
 
 
 def _register_exit_hook() -> None:
@@ -107,8 +145,7 @@ def destroy_process_group(group: Any = None) -> None:
         return
     if not isinstance(group, ProcessGroup) or group not in world.groups:
         raise ValueError(f"{group!r} is not a group of the current world")
-    world.groups.remove(group)
-    group.shutdown()
+    world.detach(group)
 
 
 def is_initialized() -> bool:
@@ -132,7 +169,7 @@ def new_group(ranks: Any = None, timeout: timedelta | None = None, backend: str 
         return NON_GROUP_MEMBER
     pg = ProcessGroup(world.mesh, group_id, members, seconds, name, f"pg{n}:{group_id:08x}", group_desc)
     pg.object_policy = getattr(world.default_group, "object_policy", None)  # set_object_policy
-    world.groups.append(pg)
+    world.attach(pg)
     return pg
 
 
@@ -219,3 +256,27 @@ def get_node_local_rank(fallback_rank: int | None = None) -> int:
 
 def is_torchelastic_launched() -> bool:
     return config.TORCHELASTIC_RUN_ID.raw() is not None
+
+
+def dump_flight_recorder(path: str | None = None, reason: str = "on demand") -> str | None:
+    """Write this rank's flight recorder (the recent calls of every group, their fingerprints,
+    times and states) as JSON to ``path``, default ``<dir>/rank<N>.json`` with ``<dir>`` from
+    ACCORD_FLIGHT_RECORDER_DIR. Returns the path (None: dumps are off and no path was given).
+    ``accord flight-recorder <dir>`` merges a job's files and shows where ranks diverge."""
+    world = current_world()
+    assert world is not None
+    return world.monitor.dump(reason, path) if world.monitor is not None else None
+
+
+def dump_flight_recorder_for_signal(reason: str) -> None:
+    world = current_world(required=False)
+    if world is not None and world.monitor is not None:
+        world.monitor.dump(reason)
+
+
+def comm_stats() -> dict[str, dict[str, dict[str, Any]]]:
+    """Per group (by name) and operation: ``calls``, ``bytes``, ``total_s``, ``max_s``,
+    ``mean_s``, ``failed`` — of this rank, since the group was created."""
+    world = current_world()
+    assert world is not None
+    return {g.group_name: g.recorder.stats() for g in world.all_groups()}

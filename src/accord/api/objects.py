@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from ..diagnostics import debug, detail
 from ..group import objects
 from ..group.pickling import ObjectPolicy
 from ..world import NON_GROUP_MEMBER, current_world
@@ -30,6 +31,8 @@ def broadcast_object_list(object_list: list[Any], src: int | None = None, group:
     if pg is None:
         return
     root = group_rank(pg, 0 if src is None and group_src is None else src, group_src, "src")
+    if debug.detail():
+        detail.check(pg, "broadcast_object_list", root, {"object_list": _length(object_list)})
     objects.broadcast_object_list(pg, object_list, root)
 
 
@@ -39,6 +42,8 @@ def all_gather_object(object_list: list[Any], obj: Any, group: Any = None) -> No
     pg = resolve_group(group, "all_gather_object")
     if pg is None:
         return
+    if debug.detail():
+        detail.check(pg, "all_gather_object", None, {})
     objects.all_gather_object(pg, object_list, obj)
 
 
@@ -50,6 +55,8 @@ def gather_object(obj: Any, object_gather_list: list[Any] | None = None, dst: in
     if pg is None:
         return
     root = group_rank(pg, 0 if dst is None and group_dst is None else dst, group_dst, "dst")
+    if debug.detail():
+        detail.check(pg, "gather_object", root, {})
     objects.gather_object(pg, obj, object_gather_list, root)
 
 
@@ -63,6 +70,8 @@ def scatter_object_list(scatter_object_output_list: list[Any],
     if pg is None:
         return
     root = group_rank(pg, 0 if src is None and group_src is None else src, group_src, "src")
+    if debug.detail():
+        detail.check(pg, "scatter_object_list", root, {})
     objects.scatter_object_list(pg, scatter_object_output_list, scatter_object_input_list, root)
 
 
@@ -95,3 +104,8 @@ def set_object_policy(allowed: Iterable[str] | ObjectPolicy | None, group: Any =
     for pg in [world.default_group, *world.groups]:
         if hasattr(pg, "object_policy"):
             pg.object_policy = policy
+
+
+def _length(objects_: Any) -> Any:
+    """What the DETAIL check compares of an object list: its length (the objects differ)."""
+    return f"a list of {len(objects_)}" if isinstance(objects_, list) else type(objects_).__name__

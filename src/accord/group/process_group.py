@@ -27,6 +27,7 @@ from ..transport.shm import ShmDomain
 from . import shared_memory
 from .executor import AsyncExecutor
 from .pickling import ObjectPolicy
+from .recorder import FlightRecorder
 from .shared_memory import CallSlots
 from .work import Future, Work
 
@@ -122,6 +123,12 @@ class ProcessGroup:
         self._shm: ShmDomain | None = None
         self._call_slots: CallSlots | None = None
         self.plans: dict[Any, Any] = {}  # per call signature: what the short path needs
+        self.recorder = FlightRecorder(self.tunables.flight_recorder_size)
+        self.last_seq = 0  # the number of the last call issued (async ones included)
+        #: Set by the world: told when the group breaks (stuck report, flight-recorder dump);
+        #: ``monitor.group_failed(group, context, exc)`` may add to a timeout's message.
+        self.monitor: Any = None
+        self.companions: list[ProcessGroup] = []  # hidden groups of the same ranks (DETAIL checks)
         if shared_memory.eligible(mesh, self._ranks, self.tunables):
             self._shm = shared_memory.setup(mesh, self._channel, self._ranks, group_id, self.tunables,
                                             Deadline.after(self._timeout), self.context("shared-memory set-up"))
@@ -223,7 +230,7 @@ class ProcessGroup:
         algorithm). Calls run one at a time, in sequence order. The call's deadline starts
         when it is submitted: ``timeout`` seconds, else the group's.
         """
-        seq = next(self._seqs)
+        seq = self.last_seq = next(self._seqs)
         deadline = Deadline.after(self._timeout if timeout is None else timeout)
 
         def execute() -> list[Any]:
@@ -233,15 +240,18 @@ class ProcessGroup:
             if self._finished < seq - 1:
                 self._await_turn(seq, deadline, peers)
             channel = self._channel
+            entry = self.recorder.start(seq, op, fp)
             try:
                 channel.begin(seq, fp, peers)
                 body(self._slots(peers, seq, fp, deadline) if shared else peers)
             except BaseException as exc:
+                self.recorder.end(entry, exc)
                 self._break(str(peers), exc)
                 raise
             finally:
                 channel.end(seq)
                 self._end_turn(seq)
+            self.recorder.end(entry)
             for out in outputs:
                 out.finish()
             return result
@@ -260,7 +270,7 @@ class ProcessGroup:
     def run_planned(self, op: str, fp: Fingerprint, algorithm: Algorithm, args: Sequence[Any]) -> None:
         """The short path of a blocking shared-memory call whose plan (algorithm, fingerprint,
         kernel) the caller already has: no Work, no Peers, the deadline made only if needed."""
-        seq = next(self._seqs)
+        seq = self.last_seq = next(self._seqs)
         if self._broken is not None or self._channel.error is not None:
             self._raise_broken(self.context(op, seq))
         if self._finished < seq - 1:
@@ -268,13 +278,16 @@ class ProcessGroup:
         slots = self._call_slots
         assert slots is not None
         slots.reset(op, seq, fp, time.monotonic() + self._timeout, self._timeout)
+        entry = self.recorder.start(seq, op, fp)
         try:
             algorithm.run(slots, *args)
         except BaseException as exc:
+            self.recorder.end(entry, exc)
             self._break(self.context(op, seq), exc)
             raise
         finally:
             self._end_turn(seq)
+        self.recorder.end(entry)
 
     def _await_turn(self, seq: int, deadline: Deadline, context: object) -> None:
         """Wait for the calls before this one (queued async calls) to end."""
@@ -303,6 +316,13 @@ class ProcessGroup:
                         f"Destroy it (destroy_process_group) and create a new one")
 
     def _break(self, context: str, exc: BaseException) -> None:
+        first = self._broken is None
+        monitor = self.monitor
+        if first and monitor is not None:
+            try:  # before anything is told to peers: a timeout's stuck report reads theirs
+                monitor.group_failed(self, context, exc)
+            except Exception:  # noqa: BLE001 — diagnostics must never hide the real error
+                pass
         if self._broken is None:
             self._broken = f"{context.split(' on ')[0]} failed ({type(exc).__name__}: {exc})"
         self._channel.fail(exc, notify_peers=self._channel.error is None)
@@ -336,15 +356,19 @@ class ProcessGroup:
     def is_broken(self) -> bool:
         return self._broken is not None or self._channel.error is not None
 
-    def abort(self) -> None:
-        """Break this group now: pending and later calls raise (torch's ProcessGroup.abort)."""
-        self._channel.fail(PeerError(f"group {self.group_name!r} was aborted on rank {self._mesh.rank}"),
-                           notify_peers=True)
+    def abort(self, reason: str | None = None) -> None:
+        """Break this group now: pending and later calls raise, here and on the peers, who
+        are told ``reason`` (torch's ProcessGroup.abort)."""
+        text = reason or f"group {self.group_name!r} was aborted on rank {self._mesh.rank}"
+        self._channel.fail(PeerError(text), notify_peers=True)
         if self._broken is None:
-            self._broken = "it was aborted"
+            self._broken = reason or "it was aborted"
 
     def shutdown(self) -> None:
         """Stop the async worker, unmap shared memory, detach from the mesh (which stays open)."""
+        for companion in self.companions:
+            companion.shutdown()
+        self.companions.clear()
         self._executor.shutdown()
         self._mesh.close_channel(self._channel)
         if self._shm is not None:

@@ -1,0 +1,193 @@
+"""The DETAIL check: before a collective runs, every rank compares its arguments with the others'.
+
+Owns: describing a call's arguments (dtype and shape of every array, of every list element,
+split sizes, the reduce op, the root), exchanging the descriptions over a companion group of
+the same ranks (so the user's group keeps its call numbers), the rules of what must agree for
+each collective (uneven all_gather / all_to_all are allowed: there the per-pair sizes must
+match), and the error naming each side. At DETAIL the call's time is logged too. Must not
+know about the flight recorder or the store.
+
+Every rank receives every description, so every rank finds the same problems and raises the
+same CollectiveMismatchError before any data moves; the group stays usable.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from typing import Any, Callable
+
+from ..errors import CollectiveMismatchError
+from ..group import objects as group_objects
+from ..group.process_group import ProcessGroup
+
+log = logging.getLogger("accord")
+_COMPANION_SALT = 0x5DE7A11
+
+
+def run(pg: ProcessGroup, collective: str, call: Callable[[], Any], root: int | None = None, /,
+        **arguments: Any) -> Any:
+    """Check the arguments of ``collective`` across ranks, run ``call``, log its time."""
+    check(pg, collective, root, arguments)
+    start = time.perf_counter()
+    result = call()
+    if result is None:  # a blocking call: it has finished
+        log.info("%s #%d on rank %d: %.3f ms", collective, pg.last_seq, pg.global_rank,
+                 (time.perf_counter() - start) * 1e3)
+    return result
+
+
+def check(pg: ProcessGroup, op: str, root: int | None, arguments: dict[str, Any]) -> None:
+    mine = {"op": op, "root": root, "args": {k: describe(v) for k, v in arguments.items()}}
+    everyone: list[Any] = [None] * pg.size()
+    group_objects.all_gather_object(companion(pg), everyone, mine)
+    problems = compare(everyone)
+    if problems:
+        raise CollectiveMismatchError(
+            f"{op} #{pg.last_seq + 1} on rank {pg.global_rank}: the DETAIL check "
+            f"(ACCORD_DEBUG / TORCH_DISTRIBUTED_DEBUG) found that the ranks disagree: "
+            + "; ".join(problems) + ". Nothing was sent; the group is still usable")
+
+
+def companion(pg: ProcessGroup) -> ProcessGroup:
+    """The group of the same ranks the checks run on (made on first use, by every member)."""
+    found = getattr(pg, "detail_companion", None)
+    if found is None:
+        gid = (pg.group_id * 2654435761 + _COMPANION_SALT) & 0xFFFFFFFF or 1
+        found = ProcessGroup(pg.mesh, gid, pg.ranks, pg.timeout, pg.backend,
+                             f"{pg.group_name}:detail-check")
+        pg.detail_companion = found
+        pg.companions.append(found)
+    return found
+
+
+# -- describing --------------------------------------------------------------------------------
+def describe(value: Any) -> Any:
+    """Plain data standing for an argument: arrays by dtype and shape, lists element-wise."""
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        return {"dtype": str(value.dtype).replace("torch.", ""), "shape": [int(d) for d in value.shape]}
+    if isinstance(value, (list, tuple)):
+        return [describe(v) for v in value]
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    name = getattr(value, "name", None)  # ReduceOp and friends
+    return str(name if isinstance(name, str) else value)
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, dict) and "dtype" in value:
+        return f"{value['dtype']}{value['shape']}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_text(v) for v in value) + "]"
+    return repr(value)
+
+
+def _count(value: Any) -> int:
+    return math.prod(value["shape"]) if isinstance(value, dict) and "shape" in value else 0
+
+
+# -- comparing ---------------------------------------------------------------------------------
+#: per collective: the arguments every rank must pass alike (root-only lists are left out,
+#: and so are the inputs of uneven all_gather / all_to_all, checked pairwise below)
+SAME = {
+    "all_reduce": ("tensor", "op"), "broadcast": ("tensor",), "reduce": ("tensor", "op"),
+    "all_gather": ("tensor_list",), "all_gather_into_tensor": ("output_tensor", "input_tensor"),
+    "gather": ("tensor",), "scatter": ("tensor",), "reduce_scatter": ("input_list", "op"),
+    "reduce_scatter_tensor": ("output", "input", "op"), "all_to_all": (), "all_to_all_single": (),
+    "barrier": (), "broadcast_object_list": ("object_list",), "all_gather_object": (),
+    "gather_object": (), "scatter_object_list": (),
+}
+
+
+def compare(everyone: list[dict[str, Any]]) -> list[str]:
+    """What the ranks' descriptions disagree on (empty: nothing)."""
+    ops = _differ([d["op"] for d in everyone])
+    if ops:
+        return [f"the collective: {ops}"]
+    problems = []
+    roots = _differ([d["root"] for d in everyone])
+    if roots:
+        problems.append(f"the root: {roots}")
+    op = everyone[0]["op"]
+    for name in SAME.get(op, ()):
+        found = _differ([_text(d["args"].get(name)) for d in everyone])
+        if found:
+            problems.append(f"{name}: {found}")
+    dtypes = _differ([_dtypes(d["args"]) for d in everyone])
+    if dtypes:
+        problems.append(f"the element types: {dtypes}")
+    problems.extend(_pairwise(op, [d["args"] for d in everyone]))
+    return problems
+
+
+def _differ(values: list[Any]) -> str:
+    """'float32[10] on rank 0; float32[20] on rank 1', or '' when all equal."""
+    if all(v == values[0] for v in values):
+        return ""
+    groups: dict[str, list[int]] = {}
+    for rank, value in enumerate(values):
+        groups.setdefault(value if isinstance(value, str) else repr(value), []).append(rank)
+    return "; ".join(f"{value} on rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}"
+                     for value, ranks in groups.items())
+
+
+def _dtypes(args: dict[str, Any]) -> str:
+    found: set[str] = set()
+
+    def walk(v: Any) -> None:
+        if isinstance(v, dict) and "dtype" in v:
+            found.add(v["dtype"])
+        elif isinstance(v, list):
+            for item in v:
+                walk(item)
+
+    for value in args.values():
+        walk(value)
+    return ",".join(sorted(found))
+
+
+def _pairwise(op: str, args: list[dict[str, Any]]) -> list[str]:
+    """Sizes that must match between pairs of ranks."""
+    n = len(args)
+    problems = []
+    if op == "all_gather":
+        for r, a in enumerate(args):
+            outs = a.get("tensor_list") or []
+            if len(outs) == n and _count(a.get("tensor")) != _count(outs[r]):
+                problems.append(f"rank {r} passes a tensor of {_count(a.get('tensor'))} elements "
+                                f"but tensor_list[{r}] holds {_count(outs[r])}")
+    elif op == "reduce_scatter":
+        for r, a in enumerate(args):
+            ins = a.get("input_list") or []
+            if len(ins) == n and _count(a.get("output")) != _count(ins[r]):
+                problems.append(f"rank {r}'s output holds {_count(a.get('output'))} elements but "
+                                f"input_list[{r}] {_count(ins[r])}")
+    elif op in ("all_to_all", "all_to_all_single"):
+        sends = [_pieces(a, "input", n) for a in args]
+        recvs = [_pieces(a, "output", n) for a in args]
+        for i in range(n):
+            for j in range(n):
+                if sends[i] and recvs[j] and sends[i][j] != recvs[j][i]:
+                    problems.append(f"rank {i} sends {sends[i][j]} elements to rank {j}, which "
+                                    f"expects {recvs[j][i]} from it")
+    return problems
+
+
+def _pieces(args: dict[str, Any], side: str, n: int) -> list[int] | None:
+    """Elements per peer on one side of an all_to_all(_single)."""
+    listed = args.get(f"{side}_tensor_list")
+    if isinstance(listed, list):
+        return [_count(v) for v in listed] if len(listed) == n else None
+    whole, splits = args.get(side), args.get(f"{side}_split_sizes")
+    if not isinstance(whole, dict) or not whole.get("shape"):
+        return None
+    rows = whole["shape"][0]
+    per_row = math.prod(whole["shape"][1:])
+    if splits is None or splits == []:
+        if rows % n:
+            return None
+        splits = [rows // n] * n
+    if not isinstance(splits, list) or len(splits) != n:
+        return None
+    return [int(s) * per_row for s in splits]

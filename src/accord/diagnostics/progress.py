@@ -1,0 +1,176 @@
+"""Where each rank is on each group, and the stuck report built from it.
+
+Owns: ``ProgressBoard`` — a background thread that publishes, in the job's store, where this
+rank is on each of its groups (the call in flight, the last one completed), and
+``stuck_report``, which a rank whose collective timed out builds from the others' posts: who
+has reached that call, who has not, and what each laggard did last.
+
+Publishing costs nothing on the hot path: the thread looks every ``interval`` seconds and
+writes a group's state only once it has stopped changing for a whole interval (a rank that is
+stuck, or busy outside accord). A job that makes progress writes nothing; a job that hangs has
+every rank's position in the store within two intervals. A frozen rank (SIGSTOP, a debugger)
+cannot publish: its last post, with its age, is what the report shows.
+
+Must not know about the flight-recorder files or the API.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+from typing import Any
+
+from ..group.process_group import ProcessGroup
+from ..store.base import Store
+
+_MAX_REPORTED = 64  # members whose posts a report reads (the first ones, in rank order)
+
+
+class ProgressBoard:
+    """Publishes this rank's position on its groups; reads the others' for a stuck report."""
+
+    def __init__(self, store: Store, prefix: str, rank: int, interval: float) -> None:
+        self._store = store
+        self._prefix = f"{prefix}/progress"
+        self.rank = rank
+        self.interval = interval
+        self._groups: dict[int, ProcessGroup] = {}
+        self._seen: dict[int, tuple[int, int]] = {}
+        self._published: dict[int, tuple[int, int]] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._host = socket.gethostname()
+
+    def key(self, group: ProcessGroup, global_rank: int) -> str:
+        return f"{self._prefix}/{group.group_id}/{global_rank}"
+
+    def add(self, group: ProcessGroup) -> None:
+        with self._lock:
+            self._groups[group.group_id] = group
+            if self._thread is None and self.interval > 0 and group.size() > 1:
+                self._thread = threading.Thread(target=self._loop, daemon=True,
+                                                name=f"accord-progress-board-{self.rank}")
+                self._thread.start()
+
+    def remove(self, group: ProcessGroup) -> None:
+        with self._lock:
+            self._groups.pop(group.group_id, None)
+
+    def close(self) -> None:
+        self._stop.set()
+
+    # -- publishing ----------------------------------------------------------------------------
+    def publish(self, group: ProcessGroup) -> None:
+        """Write this rank's position on ``group`` now."""
+        post = group.recorder.progress()
+        post.update(t=time.time(), pid=os.getpid(), host=self._host, broken=group.is_broken())
+        self._store.set(self.key(group, self.rank), json.dumps(post))
+        self._published[group.group_id] = group.recorder.stamp()
+
+    def _loop(self) -> None:
+        failures = 0
+        while not self._stop.wait(self.interval):
+            with self._lock:
+                groups = list(self._groups.values())
+            for group in groups:
+                stamp = group.recorder.stamp()
+                gid = group.group_id
+                if stamp == self._seen.get(gid) and stamp != self._published.get(gid):
+                    try:
+                        self.publish(group)
+                        failures = 0
+                    except Exception:  # noqa: BLE001 — the store is gone: the job is ending
+                        failures += 1
+                        if failures >= 3:
+                            return
+                self._seen[gid] = stamp
+
+    # -- reading -------------------------------------------------------------------------------
+    def read(self, group: ProcessGroup) -> dict[int, dict[str, Any] | None]:
+        """The last post of each other member (None: it never posted)."""
+        posts: dict[int, dict[str, Any] | None] = {}
+        for global_rank in group.ranks[:_MAX_REPORTED]:
+            if global_rank == self.rank:
+                continue
+            key = self.key(group, global_rank)
+            if self._store.check([key]):
+                posts[global_rank] = json.loads(self._store.get(key).decode("utf-8"))
+            else:
+                posts[global_rank] = None
+        return posts
+
+
+def stuck_report(board: ProgressBoard, group: ProcessGroup, seq: int, op: str) -> str:
+    """Who has and has not reached call #seq of ``group``, and what each laggard did last."""
+    try:
+        board.publish(group)  # so that the ranks timing out after this one see it here
+        posts = board.read(group)
+    except Exception as exc:  # noqa: BLE001 — never hide the timeout behind a store problem
+        return f"(no stuck report: the store could not be read: {type(exc).__name__}: {exc})"
+    now = time.time()
+    reached, lagging, unknown = [board.rank], [], []
+    for global_rank, post in posts.items():
+        if post is None:
+            unknown.append(global_rank)
+        elif _reached(post, seq):
+            reached.append(global_rank)
+        else:
+            lagging.append((global_rank, post))
+    lines = [f"Stuck report for {op} #{seq} on group {group.group_name!r} (ranks as last posted in "
+             f"the store): reached it: {_ranks(sorted(reached))}; not reached: "
+             f"{_ranks(sorted(r for r, _ in lagging)) if lagging else 'none that posted'}"
+             + (f"; no post from {_ranks(sorted(unknown))}" if unknown else "") + "."]
+    for global_rank, post in lagging:
+        lines.append(f"  rank {global_rank}: {_where(post, now)}")
+    if unknown:
+        lines.append(f"  {_ranks(sorted(unknown))}: posted nothing: busy without a pause since the "
+                     f"job started, frozen (SIGSTOP, a debugger), or on another store")
+    if len(group.ranks) > _MAX_REPORTED:
+        lines.append(f"  (only the first {_MAX_REPORTED} ranks of the group were read)")
+    return "\n".join(lines)
+
+
+def _reached(post: dict[str, Any], seq: int) -> bool:
+    current, done = post.get("current"), post.get("last_done")
+    return bool((current and current["seq"] >= seq) or (done and done["seq"] >= seq))
+
+
+def _call(entry: dict[str, Any]) -> str:
+    parts = [p for p in (entry.get("dtype"), f"{entry['count']} elements" if "count" in entry else "")
+             if p]
+    return f"{entry['op']} #{entry['seq']}" + (f" ({', '.join(parts)})" if parts else "")
+
+
+def _where(post: dict[str, Any], now: float) -> str:
+    current, done = post.get("current"), post.get("last_done")
+    age = f"posted {_span(now - post['t'])} ago"
+    if current is not None and current.get("state") == "failed":
+        text = f"{_call(current)} failed: {current.get('error', '')[:200]}"
+    elif current is not None:
+        text = f"in {_call(current)} for {_span(now - current['start'])}"
+    elif done is not None:
+        text = (f"not in a collective of this group: its last one, {_call(done)}, ended "
+                f"{_span(now - done['end'])} ago (computing, or blocked outside accord?)")
+    else:
+        text = "has not started a collective on this group yet"
+    return f"{text} [{age}, pid {post.get('pid')} on {post.get('host')}]"
+
+
+def _span(seconds: float) -> str:
+    """A duration for people: '4.0 s', '35 ms'."""
+    seconds = max(0.0, seconds)
+    if seconds >= 100:
+        return f"{seconds:.0f} s"
+    if seconds >= 1:
+        return f"{seconds:.1f} s"
+    return f"{seconds * 1e3:.0f} ms"
+
+
+def _ranks(ranks: list[int]) -> str:
+    if not ranks:
+        return "none"
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))

@@ -1,0 +1,137 @@
+"""The flight recorder of one process group: its last N calls, and per-operation totals.
+
+Owns: ``FlightRecorder`` — a ring of the group's most recent calls (seq, operation, the
+fingerprint's dtype/count/root/algorithm, start and end times, state), the call in flight and
+the last one completed (what the stuck report publishes), and the running totals behind
+``accord.comm_stats()`` (calls, bytes, total and longest time, failures per operation). It is
+written on every call, so it is cheap: one small list and a few stores per call, no locks
+(a call is recorded by the one thread that runs it; readers take a snapshot under the GIL).
+Must not know about stores, files, signals or the default world: dumping and publishing are
+done by the layers above with what ``snapshot()`` and ``progress()`` return.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ..arrays import DTYPE_NAMES
+from ..transport.wire import Fingerprint
+
+STARTED, COMPLETED, FAILED = "started", "completed", "failed"
+DEFAULT_CAPACITY = 2000  # torch's flight recorder keeps 2000 entries by default too
+
+_ITEMSIZE: dict[int, int] = {}
+
+
+def _itemsize(dtype_code: int) -> int:
+    """Bytes per element of a fingerprint's dtype code (0 for none / unknown)."""
+    size = _ITEMSIZE.get(dtype_code)
+    if size is None:
+        import numpy as np  # only the first call per dtype pays for the lookup
+
+        name = DTYPE_NAMES.get(dtype_code, "")
+        special = {"": 0, "bfloat16": 2, "bytes": 1}
+        size = special[name] if name in special else np.dtype(name).itemsize
+        _ITEMSIZE[dtype_code] = size
+    return size
+
+
+# An entry is a list, for speed: [seq, op, fingerprint, start, end, state, error]
+_SEQ, _OP, _FP, _START, _END, _STATE, _ERROR = range(7)
+
+
+class FlightRecorder:
+    """The last ``capacity`` calls of one group and the totals per operation."""
+
+    __slots__ = ("capacity", "_ring", "_stats", "current", "last_done", "last_failed",
+                 "_wall_offset")
+
+    def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
+        self.capacity = max(1, int(capacity))
+        self._ring: list[list[Any] | None] = [None] * self.capacity
+        self._stats: dict[str, list[float]] = {}
+        self.current: list[Any] | None = None  # the call in flight (None between calls)
+        self.last_done: list[Any] | None = None  # the last call that completed
+        self.last_failed: list[Any] | None = None  # the last call that raised
+        self._wall_offset = time.time() - time.monotonic()
+
+    def start(self, seq: int, op: str, fp: Fingerprint | None) -> list[Any]:
+        """Record the start of call #seq; returns the entry to pass to ``end``."""
+        entry = [seq, op, fp, time.monotonic(), 0.0, STARTED, None]
+        self._ring[seq % self.capacity] = entry
+        self.current = entry
+        return entry
+
+    def end(self, entry: list[Any], error: BaseException | None = None) -> None:
+        """Record that the call of ``entry`` ended (``error``: how it failed)."""
+        now = entry[_END] = time.monotonic()
+        took = now - entry[_START]
+        stats = self._stats.get(entry[_OP])
+        if stats is None:
+            stats = self._stats[entry[_OP]] = [0, 0, 0.0, 0.0, 0]
+        stats[0] += 1
+        fp = entry[_FP]
+        if fp is not None:
+            stats[1] += fp.count * _itemsize(fp.dtype)
+        stats[2] += took
+        if took > stats[3]:
+            stats[3] = took
+        if error is None:
+            entry[_STATE] = COMPLETED
+            self.last_done = entry
+        else:
+            entry[_STATE] = FAILED
+            self.last_failed = entry
+            entry[_ERROR] = f"{type(error).__name__}: {error}"
+            stats[4] += 1
+        if self.current is entry:
+            self.current = None
+
+    # -- reading -------------------------------------------------------------------------------
+    def describe(self, entry: list[Any] | None) -> dict[str, Any] | None:
+        """One entry as plain data (JSON-ready), times as Unix seconds."""
+        if entry is None:
+            return None
+        fp: Fingerprint | None = entry[_FP]
+        start = entry[_START] + self._wall_offset
+        end = entry[_END] + self._wall_offset if entry[_END] else None
+        item: dict[str, Any] = {"seq": entry[_SEQ], "op": entry[_OP], "state": entry[_STATE],
+                                "start": round(start, 6), "end": round(end, 6) if end else None,
+                                "duration_s": round(end - start, 6) if end else None}
+        if fp is not None:
+            item.update(dtype=DTYPE_NAMES.get(fp.dtype, "") if fp.dtype else "", count=fp.count,
+                        root=fp.root, algo=fp.algo, op_code=fp.op,
+                        nbytes=fp.count * _itemsize(fp.dtype))
+        if entry[_ERROR]:
+            item["error"] = entry[_ERROR]
+        return item
+
+    def entries(self) -> list[dict[str, Any]]:
+        """The recorded calls, oldest first."""
+        live = [e for e in list(self._ring) if e is not None]
+        live.sort(key=lambda e: e[_SEQ])
+        return [d for d in (self.describe(e) for e in live) if d is not None]
+
+    def progress(self) -> dict[str, Any]:
+        """Where this rank is on the group: the call in flight (or the one that failed, if
+        that came after the last completed one) and the last one completed."""
+        current, done, failed = self.current, self.last_done, self.last_failed
+        if current is None and failed is not None and (done is None or failed[_SEQ] > done[_SEQ]):
+            current = failed
+        return {"current": self.describe(current), "last_done": self.describe(done)}
+
+    def stamp(self) -> tuple[int, int]:
+        """A cheap token that changes whenever a call starts or ends."""
+        current, done = self.current, self.last_done
+        return (current[_SEQ] if current is not None else 0,
+                done[_SEQ] if done is not None else 0)
+
+    def stats(self) -> dict[str, dict[str, Any]]:
+        """Per operation: calls, bytes, total_s, max_s, mean_s, failed."""
+        out = {}
+        for op, (calls, nbytes, total, longest, failed) in sorted(self._stats.items()):
+            out[op] = {"calls": int(calls), "bytes": int(nbytes), "total_s": total,
+                       "max_s": longest, "mean_s": total / calls if calls else 0.0,
+                       "failed": int(failed)}
+        return out
