@@ -23,7 +23,7 @@ def all_reduce(tensor: Any, op: Any = ReduceOp.SUM, group: Any = None, async_op:
     pg = resolve_group(group, "all_reduce")
     if pg is None:
         return None
-    if debug.detail():
+    if debug.DETAIL_ON:
         return detail.run(pg, "all_reduce", lambda: collective_ops.all_reduce(pg, tensor, op, async_op),
                           tensor=tensor, op=op)
     return collective_ops.all_reduce(pg, tensor, op, async_op)
@@ -36,7 +36,7 @@ def broadcast(tensor: Any, src: int | None = None, group: Any = None, async_op: 
     if pg is None:
         return None
     root = group_rank(pg, src, group_src, "src")
-    if debug.detail():
+    if debug.DETAIL_ON:
         return detail.run(pg, "broadcast", lambda: collective_ops.broadcast(pg, tensor, root, async_op),
                           root, tensor=tensor)
     return collective_ops.broadcast(pg, tensor, root, async_op)
@@ -49,7 +49,7 @@ def barrier(group: Any = None, async_op: bool = False, device_ids: Any = None,
     if pg is None:
         return None
     seconds = None if timeout is None else to_seconds(timeout)
-    if debug.detail():
+    if debug.DETAIL_ON:
         return detail.run(pg, "barrier", lambda: collective_ops.barrier(pg, async_op, seconds))
     return collective_ops.barrier(pg, async_op, seconds)
 
@@ -64,7 +64,7 @@ def reduce(tensor: Any, dst: int | None = None, op: Any = ReduceOp.SUM, group: A
     if pg is None:
         return None
     root = group_rank(pg, dst, group_dst, "dst")
-    if debug.detail():
+    if debug.DETAIL_ON:
         return detail.run(pg, "reduce", lambda: collective_ops.reduce(pg, tensor, root, op, async_op),
                           root, tensor=tensor, op=op)
     return collective_ops.reduce(pg, tensor, root, op, async_op)
@@ -76,7 +76,7 @@ def all_gather(tensor_list: Any, tensor: Any, group: Any = None, async_op: bool 
     pg = resolve_group(group, "all_gather")
     if pg is None:
         return None
-    if debug.detail():
+    if debug.DETAIL_ON:
         return detail.run(pg, "all_gather",
                           lambda: collective_ops.all_gather(pg, tensor_list, tensor, async_op),
                           tensor_list=tensor_list, tensor=tensor)
@@ -90,7 +90,7 @@ def all_gather_into_tensor(output_tensor: Any, input_tensor: Any, group: Any = N
     pg = resolve_group(group, "all_gather_into_tensor")
     if pg is None:
         return None
-    if debug.detail():
+    if debug.DETAIL_ON:
         return detail.run(pg, "all_gather_into_tensor",
                           lambda: collective_ops.all_gather_into_tensor(pg, output_tensor, input_tensor, async_op),
                           output_tensor=output_tensor, input_tensor=input_tensor)
@@ -108,7 +108,7 @@ def gather(tensor: Any, gather_list: Any = None, dst: int | None = None, group: 
     if pg is None:
         return None
     root = group_rank(pg, 0 if dst is None and group_dst is None else dst, group_dst, "dst")
-    if debug.detail():
+    if debug.DETAIL_ON:
         return detail.run(pg, "gather", lambda: collective_ops.gather(pg, tensor, gather_list, root, async_op),
                           root, tensor=tensor)
     return collective_ops.gather(pg, tensor, gather_list, root, async_op)
@@ -122,7 +122,7 @@ def scatter(tensor: Any, scatter_list: Any = None, src: int | None = None, group
     if pg is None:
         return None
     root = group_rank(pg, 0 if src is None and group_src is None else src, group_src, "src")
-    if debug.detail():
+    if debug.DETAIL_ON:
         return detail.run(pg, "scatter", lambda: collective_ops.scatter(pg, tensor, scatter_list, root, async_op),
                           root, tensor=tensor)
     return collective_ops.scatter(pg, tensor, scatter_list, root, async_op)
@@ -135,7 +135,7 @@ def reduce_scatter(output: Any, input_list: Any, op: Any = ReduceOp.SUM, group: 
     pg = resolve_group(group, "reduce_scatter")
     if pg is None:
         return None
-    if debug.detail():
+    if debug.DETAIL_ON:
         return detail.run(pg, "reduce_scatter",
                           lambda: collective_ops.reduce_scatter(pg, output, input_list, op, async_op),
                           output=output, input_list=input_list, op=op)
@@ -149,7 +149,7 @@ def reduce_scatter_tensor(output: Any, input: Any, op: Any = ReduceOp.SUM, group
     pg = resolve_group(group, "reduce_scatter_tensor")
     if pg is None:
         return None
-    if debug.detail():
+    if debug.DETAIL_ON:
         return detail.run(pg, "reduce_scatter_tensor",
                           lambda: collective_ops.reduce_scatter_tensor(pg, output, input, op, async_op),
                           output=output, input=input, op=op)
@@ -166,7 +166,7 @@ def all_to_all(output_tensor_list: Any, input_tensor_list: Any, group: Any = Non
     pg = resolve_group(group, "all_to_all")
     if pg is None:
         return None
-    if debug.detail():
+    if debug.DETAIL_ON:
         return detail.run(pg, "all_to_all",
                           lambda: collective_ops.all_to_all(pg, output_tensor_list, input_tensor_list, async_op),
                           output_tensor_list=output_tensor_list, input_tensor_list=input_tensor_list)
@@ -181,7 +181,7 @@ def all_to_all_single(output: Any, input: Any, output_split_sizes: Any = None,  
     pg = resolve_group(group, "all_to_all_single")
     if pg is None:
         return None
-    if debug.detail():
+    if debug.DETAIL_ON:
         return detail.run(pg, "all_to_all_single",
                           lambda: collective_ops.all_to_all_single(pg, output, input, output_split_sizes,
                                                                    input_split_sizes, async_op),

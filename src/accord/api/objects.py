@@ -31,7 +31,7 @@ def broadcast_object_list(object_list: list[Any], src: int | None = None, group:
     if pg is None:
         return
     root = group_rank(pg, 0 if src is None and group_src is None else src, group_src, "src")
-    if debug.detail():
+    if debug.DETAIL_ON:
         detail.check(pg, "broadcast_object_list", root, {"object_list": _length(object_list)})
     objects.broadcast_object_list(pg, object_list, root)
 
@@ -42,7 +42,7 @@ def all_gather_object(object_list: list[Any], obj: Any, group: Any = None) -> No
     pg = resolve_group(group, "all_gather_object")
     if pg is None:
         return
-    if debug.detail():
+    if debug.DETAIL_ON:
         detail.check(pg, "all_gather_object", None, {})
     objects.all_gather_object(pg, object_list, obj)
 
@@ -55,7 +55,7 @@ def gather_object(obj: Any, object_gather_list: list[Any] | None = None, dst: in
     if pg is None:
         return
     root = group_rank(pg, 0 if dst is None and group_dst is None else dst, group_dst, "dst")
-    if debug.detail():
+    if debug.DETAIL_ON:
         detail.check(pg, "gather_object", root, {})
     objects.gather_object(pg, obj, object_gather_list, root)
 
@@ -70,7 +70,7 @@ def scatter_object_list(scatter_object_output_list: list[Any],
     if pg is None:
         return
     root = group_rank(pg, 0 if src is None and group_src is None else src, group_src, "src")
-    if debug.detail():
+    if debug.DETAIL_ON:
         detail.check(pg, "scatter_object_list", root, {})
     objects.scatter_object_list(pg, scatter_object_output_list, scatter_object_input_list, root)
 

@@ -26,19 +26,21 @@ class DebugLevel(enum.IntEnum):
 
 
 _level: DebugLevel | None = None  # None: not read from the environment yet
+DETAIL_ON = False  # _level is DETAIL (read on every collective: a plain attribute is cheapest)
 
 
 def get_debug_level() -> DebugLevel:
     """The current level (read from the environment on first use)."""
-    global _level
+    global _level, DETAIL_ON
     if _level is None:
         _level = DebugLevel[config.debug_level_name()]
+        DETAIL_ON = _level >= DebugLevel.DETAIL
     return _level
 
 
 def set_debug_level(level: DebugLevel | int | str) -> None:
     """Set the level: a ``DebugLevel``, its name ("DETAIL") or its number."""
-    global _level
+    global _level, DETAIL_ON
     if isinstance(level, str):
         try:
             level = DebugLevel[level.upper()]
@@ -48,22 +50,25 @@ def set_debug_level(level: DebugLevel | int | str) -> None:
         _level = DebugLevel(int(level))
     except ValueError:
         raise ValueError(f"unknown debug level {level!r}: expected OFF, INFO or DETAIL") from None
+    DETAIL_ON = _level >= DebugLevel.DETAIL
 
 
 def set_debug_level_from_env() -> None:
     """Read ACCORD_DEBUG (else TORCH_DISTRIBUTED_DEBUG) again."""
-    global _level
+    global _level, DETAIL_ON
     _level = DebugLevel[config.debug_level_name()]
+    DETAIL_ON = _level >= DebugLevel.DETAIL
 
 
 def detail() -> bool:
-    level = _level if _level is not None else get_debug_level()
-    return level >= DebugLevel.DETAIL
+    if _level is None:
+        get_debug_level()
+    return DETAIL_ON
 
 
 def show_logs() -> None:
     """At INFO or above, make accord's log lines visible when the program configured no
-    logging at all (a stderr handler on the "accord" logger)."""
+    logging at all (a stderr handler on the "accord" logger). Reads the level (init calls it)."""
     if get_debug_level() < DebugLevel.INFO:
         return
     logger = logging.getLogger("accord")

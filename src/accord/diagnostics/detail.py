@@ -13,6 +13,7 @@ same CollectiveMismatchError before any data moves; the group stays usable.
 
 from __future__ import annotations
 
+import enum
 import logging
 import math
 import time
@@ -69,6 +70,8 @@ def describe(value: Any) -> Any:
         return {"dtype": str(value.dtype).replace("torch.", ""), "shape": [int(d) for d in value.shape]}
     if isinstance(value, (list, tuple)):
         return [describe(v) for v in value]
+    if isinstance(value, enum.Enum):  # ReduceOp's members
+        return value.name
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     name = getattr(value, "name", None)  # ReduceOp and friends
@@ -80,7 +83,7 @@ def _text(value: Any) -> str:
         return f"{value['dtype']}{value['shape']}"
     if isinstance(value, list):
         return "[" + ", ".join(_text(v) for v in value) + "]"
-    return repr(value)
+    return value if isinstance(value, str) else repr(value)
 
 
 def _count(value: Any) -> int:
