@@ -154,18 +154,14 @@ def _pairwise(op: str, args: list[dict[str, Any]]) -> list[str]:
     """Sizes that must match between pairs of ranks."""
     n = len(args)
     problems = []
-    if op == "all_gather":
+    own = {"all_gather": ("tensor", "tensor_list"), "reduce_scatter": ("output", "input_list")}
+    if op in own:  # each rank's own element of the list has the size of its single tensor
+        single, listed = own[op]
         for r, a in enumerate(args):
-            outs = a.get("tensor_list") or []
-            if len(outs) == n and _count(a.get("tensor")) != _count(outs[r]):
-                problems.append(f"rank {r} passes a tensor of {_count(a.get('tensor'))} elements "
-                                f"but tensor_list[{r}] holds {_count(outs[r])}")
-    elif op == "reduce_scatter":
-        for r, a in enumerate(args):
-            ins = a.get("input_list") or []
-            if len(ins) == n and _count(a.get("output")) != _count(ins[r]):
-                problems.append(f"rank {r}'s output holds {_count(a.get('output'))} elements but "
-                                f"input_list[{r}] {_count(ins[r])}")
+            items = a.get(listed) or []
+            if len(items) == n and _count(a.get(single)) != _count(items[r]):
+                problems.append(f"rank {r} passes {single} of {_count(a.get(single))} elements "
+                                f"but {listed}[{r}] of {_count(items[r])}")
     elif op in ("all_to_all", "all_to_all_single"):
         sends = [_pieces(a, "input", n) for a in args]
         recvs = [_pieces(a, "output", n) for a in args]
