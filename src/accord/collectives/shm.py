@@ -82,6 +82,7 @@ def broadcast(slots: Slots, buf: np.ndarray, root: int) -> None:
         if me == root:
             typed(slots.slot(me, k), nbytes, dtype)[...] = buf[start:stop]
             slots.ready(k)
+            slots.wait_ready(k)  # every rank's fingerprint agrees (a rank with another root raises)
         else:
             slots.ready(k)
             slots.wait_ready(k, (root,))

@@ -61,6 +61,7 @@ def broadcast(slots, buf: np.ndarray, root: int) -> None:
     if slots.rank == root:
         slots.expose(k, buf)
         slots.ready(k)
+        slots.wait_ready(k)  # every rank's fingerprint agrees (a rank with another root raises)
         slots.done(k)
         slots.wait_done(k)
         return

@@ -72,6 +72,7 @@ def scatter(slots: Slots, out: np.ndarray, ins: list[np.ndarray] | None, root: i
             for r in range(n):
                 raw[r * width:r * width + (stop - start) * out.itemsize].view(dtype)[...] = ins[r][start:stop]
             slots.ready(k)
+            slots.wait_ready(k)  # every rank's fingerprint agrees (a rank with another root raises)
         else:
             slots.ready(k)
             slots.wait_ready(k, (root,))

@@ -27,6 +27,7 @@ from ..group.process_group import ProcessGroup
 from ..store.base import Store
 
 _MAX_REPORTED = 64  # members whose posts a report reads (the first ones, in rank order)
+STORE_WAIT_S = 2.0  # how long a timed-out call waits for the store to build its report
 
 
 class ProgressBoard:
@@ -106,11 +107,26 @@ class ProgressBoard:
 
 def stuck_report(board: ProgressBoard, group: ProcessGroup, seq: int, op: str) -> str:
     """Who has and has not reached call #seq of ``group``, and what each laggard did last."""
-    try:
-        board.publish(group)  # so that the ranks timing out after this one see it here
-        posts = board.read(group)
-    except Exception as exc:  # noqa: BLE001 — never hide the timeout behind a store problem
-        return f"(no stuck report: the store could not be read: {type(exc).__name__}: {exc})"
+    outcome: dict[str, Any] = {}
+
+    def exchange() -> None:
+        try:
+            board.publish(group)  # so that the ranks timing out after this one see it here
+            outcome["posts"] = board.read(group)
+        except Exception as exc:  # noqa: BLE001 — never hide the timeout behind a store problem
+            outcome["error"] = exc
+
+    # The store may be what is stuck (its host is the frozen rank): wait for it briefly only.
+    helper = threading.Thread(target=exchange, daemon=True, name="accord-stuck-report")
+    helper.start()
+    helper.join(STORE_WAIT_S)
+    if "posts" not in outcome:
+        error = outcome.get("error")
+        why = (f"{type(error).__name__}: {error}" if error is not None else
+               f"it did not answer within {STORE_WAIT_S:g} s; is the store's host (rank 0 for "
+               f"env:// and tcp://) frozen or gone?")
+        return f"(no stuck report: the store could not be read: {why})"
+    posts = outcome["posts"]
     now = time.time()
     reached, lagging, unknown = [board.rank], [], []
     for global_rank, post in posts.items():

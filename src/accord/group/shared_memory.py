@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..config import Tunables
-from ..errors import CollectiveMismatchError, DistError, with_context
+from ..errors import CollectiveMismatchError, DistError, PeerError, with_context
 from ..timeouts import Deadline
 from ..transport.mesh import Channel, Mesh
 from ..transport.shm import (DETAIL_OFFSET, DONE, FP, READY, REDUCED, Segment, ShmDomain,
@@ -102,6 +102,8 @@ def _attach(segments: list[Segment | None], names: Sequence[str], index: int, si
 def _checker(mesh: Mesh, channel: Channel) -> Callable[[object, list[int]], None]:
     """What a slow wait calls now and then: raise if the group broke or a peer waited for left."""
     def check(what: object, lagging: list[int]) -> None:
+        if mesh.closed or mesh.channel_closed(channel):
+            raise PeerError(f"{what}: the process group was destroyed while this call waited")
         mesh.poll_nowait()
         if channel.error is not None:
             raise with_context(channel.error, what)
@@ -233,7 +235,10 @@ class CallSlots:
         self._domain.expose(round_, array)
 
     def fetch(self, rank: int, round_: int, offset: int, dst: np.ndarray) -> None:
-        self._domain.fetch(rank, round_, offset, dst)
+        try:
+            self._domain.fetch(rank, round_, offset, dst)
+        except PeerError as exc:
+            raise self._read_failed(rank, exc) from exc
 
     def expose_blocks(self, round_: int, blocks: Sequence[np.ndarray]) -> None:
         self._domain.expose_blocks(round_, blocks)
@@ -246,7 +251,19 @@ class CallSlots:
             raise CollectiveMismatchError(
                 f"{self}: rank {self._domain.names[rank]} has {size} bytes for this rank, "
                 f"which expects {dst.nbytes}. Do the sizes (split sizes) agree across ranks?")
-        self._domain.fetch_block(rank, round_, index, dst)
+        try:
+            self._domain.fetch_block(rank, round_, index, dst)
+        except PeerError as exc:
+            raise self._read_failed(rank, exc) from exc
+
+    def _read_failed(self, rank: int, exc: PeerError) -> PeerError:
+        """A single-copy read of ``rank``'s memory failed: name the call and the rank (ESRCH:
+        its process is gone)."""
+        name = self._domain.names[rank]
+        if "ESRCH" in str(exc):
+            return PeerError(f"{self}: rank {name} is gone: its process no longer exists (it died "
+                             f"while this rank was reading its buffer)", peer=name)
+        return PeerError(f"{self}: reading rank {name}'s buffer failed: {exc}", peer=name)
 
     def scratch(self, count: int, dtype: np.dtype, which: int = 0) -> np.ndarray:
         return self._scratch(count, dtype, which)

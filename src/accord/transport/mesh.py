@@ -183,6 +183,10 @@ class Mesh(ABC):
         with self.lock:
             self._channels.pop(channel.group_id, None)
 
+    def channel_closed(self, channel: Channel) -> bool:
+        """Whether ``channel``'s group was shut down (destroyed) on this rank."""
+        return self._channels.get(channel.group_id) is not channel
+
     # -- posting -----------------------------------------------------------------------------
     def post_send(self, req: SendRequest) -> SendRequest:
         self._check_usable(req.channel, req.context)
