@@ -372,7 +372,7 @@ class ProcessGroup:
             companion.shutdown()
         self.companions.clear()
         self._executor.shutdown()
-        self._mesh.close_channel(self._channel)
+        self._mesh.close_channel(self._channel, self._finished)
         if self._shm is not None:
             self._shm.close()
             self._shm = None

@@ -73,7 +73,7 @@ class LoopbackMesh(Mesh):
         if header.kind == FrameKind.POISON:
             peer.poison_arrived(self.rank, header.group, bytes(req.payload).decode("utf-8", "replace"))
         elif header.kind == FrameKind.GOODBYE:
-            peer.peer_lost(self.rank, None)
+            peer.peer_lost(self.rank, None, bytes(req.payload))
         else:
             dest, token = peer.frame_arrived(self.rank, header)
             if dest is not None:
@@ -91,6 +91,7 @@ class LoopbackMesh(Mesh):
     def close(self) -> None:
         if not self.begin_close():
             return
+        progress = self.goodbye_payload()
         for peer in self.fabric.meshes:
             if peer is not None and peer.rank != self.rank:
-                peer.peer_lost(self.rank, None)
+                peer.peer_lost(self.rank, None, progress)

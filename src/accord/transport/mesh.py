@@ -18,6 +18,7 @@ sees no waiters can skip the notify without anybody missing a wake-up.
 from __future__ import annotations
 
 import enum
+import struct
 import threading
 from abc import ABC, abstractmethod
 from typing import Any, Callable, Iterable, Sequence
@@ -37,6 +38,9 @@ _TICK = 0.5
 _PARKING_POOL_BYTES = 64 << 20
 #: Finished calls whose fingerprints a channel remembers (to explain a frame that came late).
 _HISTORY = 64
+
+
+_GOODBYE_ITEM = struct.Struct("<IQ")  # GOODBYE payload: (group id, last call ended there)
 
 
 class PeerState(enum.Enum):
@@ -116,6 +120,10 @@ class Mesh(ABC):
         self.peer_error: dict[int, PeerError] = {}
         self._channels: dict[int, Channel] = {}
         self._early_poison: dict[int, BaseException] = {}
+        #: per group: the last call that ended on this rank (told to peers with GOODBYE)
+        self.ended: dict[int, int] = {}
+        #: per peer that said GOODBYE: the last call it ended on each group
+        self.left_after: dict[int, dict[int, int]] = {}
         self._driving = False
         self._watched: list[SendRequest | RecvRequest] = []
         self._progress_thread: threading.Thread | None = None
@@ -179,9 +187,20 @@ class Mesh(ABC):
             self._channels[group_id] = channel
             return channel
 
-    def close_channel(self, channel: Channel) -> None:
+    def close_channel(self, channel: Channel, ended: int | None = None) -> None:
+        """Detach ``channel``; ``ended`` is the last call of its group that ended here (sent
+        to the peers with GOODBYE, so they know which of their calls can never complete)."""
         with self.lock:
             self._channels.pop(channel.group_id, None)
+            self.ended[channel.group_id] = ended if ended is not None else max(channel.history, default=0)
+
+    def goodbye_payload(self) -> bytes:
+        """GOODBYE's payload: (group id, last call ended here) for every group this rank had."""
+        with self.lock:
+            ended = dict(self.ended)
+            for gid, channel in self._channels.items():
+                ended.setdefault(gid, max(channel.history, default=0))
+        return b"".join(_GOODBYE_ITEM.pack(gid & 0xFFFFFFFF, seq) for gid, seq in ended.items())
 
     def channel_closed(self, channel: Channel) -> bool:
         """Whether ``channel``'s group was shut down (destroyed) on this rank."""
@@ -316,13 +335,31 @@ class Mesh(ABC):
         return destination
 
     def _check_running(self, src: int, header: Header) -> tuple[Channel, BaseException] | None:
-        """A frame of a call in progress here whose fingerprint differs: a mismatch (lock held)."""
+        """A frame of a call in progress here whose fingerprint differs, or of a call that
+        already finished here (nothing will ever take it: the peer ran another call, e.g.
+        with another root): a mismatch, raised now rather than by a later call (lock held)."""
         channel = self._channels.get(header.group)
-        running = channel.running.get(header.seq) if channel is not None else None
-        if channel is None or running is None or running[0] == header.fingerprint:
+        if channel is None:
             return None
-        fp, context = running
-        return channel, mismatch_error(context, src, header.fingerprint, fp, header.seq, channel.describe)
+        running = channel.running.get(header.seq)
+        if running is not None:
+            if running[0] == header.fingerprint:
+                return None
+            fp, context = running
+            return channel, mismatch_error(context, src, header.fingerprint, fp, header.seq,
+                                           channel.describe)
+        ours = channel.history.get(header.seq)
+        if ours is None:
+            return None
+        context = next(iter(channel.running.values()))[1] if channel.running else \
+            f"group {channel.group_id} on rank {self.rank}"
+        if ours == header.fingerprint:
+            return channel, CollectiveMismatchError(
+                f"{context}: rank {src} sent a message for {channel.describe(ours, header.seq)}, "
+                f"which ended here without it. Every rank must call the same collectives, in the "
+                f"same order, with matching dtypes, sizes and roots")
+        return channel, mismatch_error(context, src, header.fingerprint, ours, header.seq,
+                                       channel.describe)
 
     def payload_complete(self, src: int, token: Any) -> None:
         if isinstance(token, RecvRequest):
@@ -371,13 +408,16 @@ class Mesh(ABC):
                 channel.error = error
             self.cond.notify_all()
 
-    def peer_lost(self, peer: int, error: PeerError | None) -> None:
-        """The link to ``peer`` ended: ``error`` None means an orderly GOODBYE."""
+    def peer_lost(self, peer: int, error: PeerError | None, goodbye: bytes = b"") -> None:
+        """The link to ``peer`` ended: ``error`` None means an orderly GOODBYE (whose payload
+        says the last call the peer ended on each group)."""
         with self.lock:
             if self.peer_state[peer] is not PeerState.OPEN:
                 return
             if error is None:
                 self.peer_state[peer] = PeerState.LEFT
+                usable = len(goodbye) - len(goodbye) % _GOODBYE_ITEM.size
+                self.left_after[peer] = dict(_GOODBYE_ITEM.iter_unpack(goodbye[:usable]))
             else:
                 self.peer_state[peer] = PeerState.DEAD
                 self.peer_error[peer] = error
@@ -429,6 +469,8 @@ class Mesh(ABC):
                 raise with_context(channel.error, context)
             if self.closed:
                 raise PeerError(f"{context}: the process group was destroyed while this call waited")
+            if self.left_after and channel.running:
+                self._check_leavers(channel, context)
             remaining = deadline.remaining()
             if remaining <= 0:
                 raise self._timeout_error(requests, deadline, context)
@@ -445,6 +487,22 @@ class Mesh(ABC):
                     with self.lock:
                         self._driving = False
                         self._notify_locked()
+
+    def _check_leavers(self, channel: Channel, context: Any) -> None:
+        """Raise if a member that left (GOODBYE) ended its part of this group before the
+        call running here: that call can never complete."""
+        running = max(channel.running)
+        for peer, after in list(self.left_after.items()):
+            if peer in channel.members:
+                ended = after.get(channel.group_id & 0xFFFFFFFF, 0)
+                if ended < running:
+                    error = PeerError(
+                        f"{context}: rank {peer} has left the group (destroy_process_group or "
+                        f"exit) after call #{ended} of this group, so this call can never "
+                        f"complete. Did every rank call the same collectives before leaving?",
+                        peer=peer)
+                    self.break_channel(channel, error, notify_peers=True)
+                    raise error
 
     def _sleep(self, requests: Sequence[SendRequest | RecvRequest], channel: Channel, timeout: float) -> None:
         """Wait on the Condition unless something already changed (lock held)."""

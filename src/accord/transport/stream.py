@@ -181,7 +181,7 @@ class StreamMesh(Mesh):
         if isinstance(token, tuple) and token[0] == "control":
             assert dest is not None
             if header.kind == FrameKind.GOODBYE:
-                self.peer_lost(link.peer, None)
+                self.peer_lost(link.peer, None, bytes(dest))
             elif header.kind == FrameKind.POISON:
                 self.poison_arrived(link.peer, header.group, bytes(dest).decode("utf-8", "replace"))
         elif token is not None:

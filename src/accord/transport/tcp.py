@@ -186,11 +186,12 @@ class TcpMesh(StreamMesh):
         """Send GOODBYE after everything queued, flush for a few seconds, close every socket."""
         if not self.begin_close():
             return
-        goodbye = pack_header(FrameKind.GOODBYE, 0, 0, 0, 0, NO_FINGERPRINT, 0)
+        progress = self.goodbye_payload()
+        goodbye = pack_header(FrameKind.GOODBYE, 0, 0, 0, 0, NO_FINGERPRINT, len(progress))
         links = [link for link in self._links if link is not None and link.open]
         for link in links:
             with link.send_lock:
-                link.queue.append(SendRequest(link.peer, goodbye, memoryview(b""), None, "goodbye"))
+                link.queue.append(SendRequest(link.peer, goodbye, memoryview(progress), None, "goodbye"))
                 self._flush(link)
         give_up = time.monotonic() + _CLOSE_FLUSH_SECONDS
         while any(link.queue for link in links if link.open) and time.monotonic() < give_up:
