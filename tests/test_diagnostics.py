@@ -231,3 +231,27 @@ def test_sigusr1_dumps_the_flight_recorder(tmp_path):
     data = json.loads((tmp_path / "rank0.json").read_text())
     assert data["reason"] == "SIGUSR1"
     assert [e["op"] for e in data["groups"][0]["entries"]] == ["all_reduce"]
+
+
+def test_monitored_barrier_adds_the_stuck_report(monkeypatch):
+    monkeypatch.setenv("ACCORD_PROGRESS_INTERVAL", "0.1")
+    release = threading.Event()
+
+    def body(rank):
+        dist.barrier()
+        if rank == 2:
+            release.wait(10)
+            return None
+        try:
+            dist.monitored_barrier(timeout=1.0)
+        except (dist.DistTimeoutError, dist.PeerError) as exc:
+            return str(exc)
+        finally:
+            if rank == 0:
+                release.set()
+        return None
+
+    text = run_ranks(3, body, timeout=5, expect_failure=True)[0]
+    assert "rank 2 failed to pass monitored_barrier" in text, text
+    assert "Stuck report for monitored_barrier #2" in text and "not reached: rank 2" in text, text
+    assert "its last one, barrier #1" in text, text
