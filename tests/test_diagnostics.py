@@ -255,3 +255,20 @@ def test_monitored_barrier_adds_the_stuck_report(monkeypatch):
     assert "rank 2 failed to pass monitored_barrier" in text, text
     assert "Stuck report for monitored_barrier #2" in text and "not reached: rank 2" in text, text
     assert "its last one, barrier #1" in text, text
+
+
+def test_comm_stats_count_point_to_point():
+    def body(rank):
+        x = np.arange(8, dtype=np.int32)
+        if rank == 0:
+            dist.send(x, dst=1)
+            dist.isend(x, dst=1).wait()
+        else:
+            dist.recv(x, src=0)
+            dist.irecv(x, src=0).wait()
+        return dist.comm_stats()["default_pg"]
+
+    sender, receiver = run_ranks(2, body)
+    assert sender["send"]["calls"] == 1 and sender["send"]["bytes"] == 32
+    assert sender["isend"]["calls"] == 1 and sender["isend"]["bytes"] == 32
+    assert receiver["recv"]["bytes"] == 32 and receiver["irecv"]["bytes"] == 32

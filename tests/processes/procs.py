@@ -402,7 +402,15 @@ def shared_memory(ctx: Ctx, port: int, slot_bytes: int, transport: str = "auto",
     dist.destroy_process_group()
 
 
+def fault(ctx: Ctx, name: str, **params: Any) -> None:
+    """A fault-injection scenario (see fault_scenarios)."""
+    from .fault_scenarios import FAULT_SCENARIOS
+
+    FAULT_SCENARIOS[name](ctx, **params)
+
+
 SCENARIOS: dict[str, Callable[..., None]] = {
+    "fault": fault,
     "shared_memory": shared_memory,
     "collectives": collectives,
     "init_only": init_only,

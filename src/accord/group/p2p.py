@@ -8,6 +8,7 @@ here are group ranks. Must not know about the default world or env variables.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from ..arrays import Buffer, as_buffer
@@ -60,19 +61,31 @@ def _post_recv(group: ProcessGroup, tensor: Any, src: int | None, tag: int) -> t
 
 def send(group: ProcessGroup, tensor: Any, dst: int, tag: int) -> None:
     """Blocking send, in the caller's thread (no Work, no background progress)."""
+    start = time.monotonic()
     req, deadline, context = _post_send(group, tensor, dst, tag)
-    group.channel.wait([req], deadline, context)
+    try:
+        group.channel.wait([req], deadline, context)
+    except BaseException:
+        group.recorder.count("send", 0, time.monotonic() - start, failed=True)
+        raise
+    group.recorder.count("send", req.payload.nbytes, time.monotonic() - start)
 
 
 def recv(group: ProcessGroup, tensor: Any, src: int | None, tag: int) -> int:
     """Blocking receive; returns the sender's group rank."""
+    start = time.monotonic()
     req, deadline, context, buf = _post_recv(group, tensor, src, tag)
     try:
         group.channel.wait([req], deadline, context)
     except DistTimeoutError as exc:
+        group.recorder.count("recv", 0, time.monotonic() - start, failed=True)
         if not group.channel.cancel(req) and req.claimed:
             group._break(context, exc)
         raise
+    except BaseException:
+        group.recorder.count("recv", 0, time.monotonic() - start, failed=True)
+        raise
+    group.recorder.count("recv", buf.nbytes, time.monotonic() - start)
     buf.finish()
     assert req.source is not None
     return group.group_rank_of(req.source)
@@ -91,15 +104,19 @@ def irecv(group: ProcessGroup, tensor: Any, src: int | None, tag: int) -> Work:
 def _work(group: ProcessGroup, req: SendRequest | RecvRequest, deadline: Deadline, context: str,
           result: list[Any], buf: Any) -> Work:
     channel = group.channel
+    op, start = ("irecv" if buf is not None else "isend"), time.monotonic()
 
     def settle() -> None:
         if not req.done or future._done.is_set():
             return
+        took = time.monotonic() - start  # until this rank saw it done
         if req.error is not None:
+            group.recorder.count(op, 0, took, failed=True)
             future.set_exception(req.error)
             return
         if buf is not None:
             buf.finish()
+        group.recorder.count(op, buf.nbytes if buf is not None else req.payload.nbytes, took)
         future.set_result(result)
 
     def drive(timeout: float | None) -> None:

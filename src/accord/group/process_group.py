@@ -45,7 +45,7 @@ def describe_call(fp: Fingerprint, seq: int) -> str:
         root = f", root {fp.root}" if fp.root >= 0 else ""
         return f"{OBJECT_CALLS.get(fp.algo, 'object collective')} #{seq} ({fp.count} objects{root})"
     name = COLLECTIVE_NAMES.get(fp.op, f"collective {fp.op}")
-    parts = [DTYPE_NAMES.get(fp.dtype, "?"), f"{fp.count} elements"]
+    parts = [] if fp.dtype == 0 and fp.count == 0 else [DTYPE_NAMES.get(fp.dtype, "?"), f"{fp.count} elements"]
     if fp.root >= 0:
         parts.append(f"root {fp.root}")
     algo = _ALGO_NAMES.get((fp.op, fp.algo))

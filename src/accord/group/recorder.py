@@ -1,9 +1,10 @@
 """The flight recorder of one process group: its last N calls, and per-operation totals.
 
-Owns: ``FlightRecorder`` — a ring of the group's most recent calls (seq, operation, the
-fingerprint's dtype/count/root/algorithm, start and end times, state), the call in flight and
-the last one completed (what the stuck report publishes), and the running totals behind
-``accord.comm_stats()`` (calls, bytes, total and longest time, failures per operation). It is
+Owns: ``FlightRecorder`` — a ring of the group's most recent collective calls (seq, operation,
+the fingerprint's dtype/count/root/algorithm, start and end times, state), the call in flight
+and the last one completed (what the stuck report publishes), and the running totals behind
+``accord.comm_stats()`` (calls, bytes, total and longest time, failures per operation,
+point-to-point operations included). It is
 written on every call, so it is cheap: one small list and a few stores per call, no locks
 (a call is recorded by the one thread that runs it; readers take a snapshot under the GIL).
 Must not know about stores, files, signals or the default world: dumping and publishing are
@@ -90,6 +91,17 @@ class FlightRecorder:
         self.last_failed = entry
         entry[6] = f"{type(error).__name__}: {error}"[:500]
         stats[4] += 1
+
+    def count(self, op: str, nbytes: int, took: float, failed: bool = False) -> None:
+        """Add a call that is not in the ring (point-to-point) to the totals."""
+        stats = self._stats.get(op)
+        if stats is None:
+            stats = self._stats[op] = [0, 0, 0.0, 0.0, 0]
+        stats[0] += 1
+        stats[1] += nbytes
+        stats[2] += took
+        stats[3] = max(stats[3], took)
+        stats[4] += bool(failed)
 
     # -- reading -------------------------------------------------------------------------------
     def describe(self, entry: list[Any] | None) -> dict[str, Any] | None:
