@@ -272,3 +272,17 @@ def test_comm_stats_count_point_to_point():
     assert sender["send"]["calls"] == 1 and sender["send"]["bytes"] == 32
     assert sender["isend"]["calls"] == 1 and sender["isend"]["bytes"] == 32
     assert receiver["recv"]["bytes"] == 32 and receiver["irecv"]["bytes"] == 32
+
+
+@pytest.mark.parametrize("capacity", [1, 2, 4, 7])
+def test_totals_survive_the_ring_lapping_many_times(capacity):
+    rec = FlightRecorder(capacity=capacity)
+    fp = Fingerprint(1, 0, 8, 3, -1)  # int64 (code 8), 3 elements: 24 bytes
+    for seq in range(1, 24):
+        entry = rec.start(seq, "all_reduce" if seq % 3 else "barrier", fp if seq % 3 else None)
+        rec.end(entry, RuntimeError("x") if seq == 10 else None)
+        if seq in (5, 17):
+            assert rec.stats()["all_reduce"]["calls"] == seq - seq // 3  # reading changes nothing
+    stats = rec.stats()
+    assert stats["all_reduce"]["calls"] == 16 and stats["all_reduce"]["bytes"] == 16 * 24
+    assert stats["barrier"]["calls"] == 7 and stats["all_reduce"]["failed"] == 1
