@@ -19,7 +19,7 @@ from ..config import Tunables
 from ..errors import CollectiveMismatchError, DistError, PeerError, with_context
 from ..timeouts import Deadline
 from ..transport.mesh import Channel, Mesh
-from ..transport.shm import (DETAIL_OFFSET, DONE, FP, READY, REDUCED, Segment, ShmDomain,
+from ..transport.shm import (DETAIL_OFFSET, DONE, FP, READY, REDUCED, SEQ, Segment, ShmDomain,
                              cma_works, publish_self, segment_name, segment_size, shm_supported)
 from ..transport.wire import Fingerprint, FrameKind
 
@@ -134,7 +134,7 @@ class CallSlots:
 
     __slots__ = ("rank", "size", "slot_bytes", "tunables", "_domain", "_hash", "_seq", "_fp",
                  "_tail", "_name", "_others", "_describe", "_context", "_scratch", "_expires",
-                 "_budget", "_deadline", "_known", "_last_views")
+                 "_budget", "_deadline", "_known", "_last_views", "_posted_tails", "_last_known")
 
     def __init__(self, domain: ShmDomain, tunables: Tunables, describe: Callable[[Fingerprint, int], str],
                  scratch: Callable[..., np.ndarray], context: Callable[[str, int], str]) -> None:
@@ -148,14 +148,21 @@ class CallSlots:
         self._expires, self._budget = 0.0, 0.0
         self._deadline: Deadline | None = None
         self._last_views: tuple[Any, ...] = (-1, None, [], [])
+        self._posted_tails: list[bytes | None] = [None, None]  # detail words now in each parity
+        self._last_known: tuple[Any, ...] = (None, (0, b""))  # (fingerprint, its known entry)
 
     def reset(self, name: str, seq: int, fp: Fingerprint, expires: float, budget: float) -> CallSlots:
         """Bind this object to call ``seq`` (named ``name``) with fingerprint ``fp``."""
-        known = self._known.get(fp)
-        if known is None:
-            if len(self._known) > 256:
-                self._known.clear()
-            known = self._known[fp] = (hash(fp), _TAIL.pack(*fp, 0, 0))
+        last = self._last_known
+        if last[0] is fp:  # the same plan as the last call: no hashing
+            known = last[1]
+        else:
+            known = self._known.get(fp)
+            if known is None:
+                if len(self._known) > 256:
+                    self._known.clear()
+                known = self._known[fp] = (hash(fp), _TAIL.pack(*fp, 0, 0))
+            self._last_known = (fp, known)
         # every rank of the call computes the same hash: fingerprint and call number agree
         self._hash = known[0] ^ (seq * 0x9E3779B97F4A7C15 & 0x7FFFFFFFFFFFFFFF)
         self._tail, self._seq, self._fp, self._name = known[1], seq, fp, name
@@ -184,10 +191,14 @@ class CallSlots:
                     domain.wait_slow(DONE, k - 2, self._others, self.deadline, self)
                     break
         parity = k & 1
-        base = DETAIL_OFFSET[parity]
-        domain.mine[base >> 3] = self._seq
-        domain.mine_bytes[base + 8:base + 64] = self._tail
-        domain.mine[FP + parity] = self._hash
+        mine = domain.mine
+        tail = self._tail
+        if self._posted_tails[parity] is not tail:  # the detail words, only when they change
+            base = DETAIL_OFFSET[parity]
+            domain.mine_bytes[base + 8:base + 64] = tail
+            self._posted_tails[parity] = tail
+        mine[SEQ + parity] = self._seq
+        mine[FP + parity] = self._hash  # READY's line: published with it by ready()
         return k
 
     def slot(self, rank: int, round_: int) -> np.ndarray:

@@ -10,10 +10,13 @@ Must not know about collectives: algorithms see it through ``collectives.slots.S
 Layout of one rank's segment (little-endian int64 control words, one cache line each)::
 
     0     READY      last round whose data is in my slot
+    8     FP[2]      fingerprint hash of the round in slot 0 / slot 1 (READY's cache line: a
+                     peer that sees READY has the hash in the same line)
+    24    SEQ[2]     the call number of the round in slot 0 / slot 1 (the same line)
     64    REDUCED    last round whose reduced slice is in my slot (two-shot)
     128   DONE       last round I finished reading the others' slots
-    192   FP[2]      fingerprint hash of the round in slot 0 / slot 1
-    256   DETAIL[2]  the fingerprints themselves (8 words each), for error messages
+    256   DETAIL[2]  the fingerprints themselves (word 0 unused, then 7 words), for error
+                     messages; rewritten only when the fingerprint changes
     384   EXPOSED[2] the address of this rank's buffer for the round, in its own process
     448   SELF       this segment's address and pid in its owner, and a magic (CMA probe)
     1024  LIST[2]    up to 96 (address, byte size) pairs of exposed blocks, by parity
@@ -43,7 +46,8 @@ from ..errors import DistTimeoutError, InternalError, PeerError
 from .cma import CrossMemory, address_of, probe
 from ..timeouts import Deadline, format_seconds
 
-READY, REDUCED, DONE, FP = 0, 8, 16, 24  # int64 indexes of the control words
+READY, REDUCED, DONE = 0, 8, 16  # int64 indexes of the control words
+FP, SEQ = 1, 3  # [2] each, by parity, on READY's cache line
 _DETAIL = 32
 EXPOSED = 48  # [2]: where this rank's user buffer of the round is, in its own process (CMA)
 _LIST = 128   # [2][2][LIST_MAX]: addresses then sizes of several exposed blocks, by parity
@@ -150,21 +154,14 @@ class ShmDomain:
     def post(self, word: int, value: int) -> None:
         self.mine[word] = value
 
-    def post_fingerprint(self, round_: int, fp_hash: int, detail: bytes) -> None:
-        """Publish this rank's fingerprint for ``round_``: 8 int64 of detail (for messages),
-        then the hash the others compare."""
-        parity = round_ & 1
-        base = (_DETAIL + 8 * parity) * 8
-        self.mine_bytes[base:base + 64] = detail
-        self.mine[FP + parity] = fp_hash
-
     def fingerprint_hash(self, rank: int, round_: int) -> int:
         return self.words[rank][FP + (round_ & 1)]
 
     def fingerprint(self, rank: int, round_: int) -> list[int]:
-        """The detail words ``rank`` published for ``round_``."""
-        words, base = self.words[rank], _DETAIL + 8 * (round_ & 1)
-        return [words[base + i] for i in range(8)]
+        """What ``rank`` published for ``round_``: its call number, then the fingerprint."""
+        words, parity = self.words[rank], round_ & 1
+        base = _DETAIL + 8 * parity
+        return [words[SEQ + parity]] + [words[base + i] for i in range(1, 8)]
 
     def wait(self, word: int, value: int, ranks: Sequence[int], call: Any) -> None:
         """Return once every rank in ``ranks`` has ``word`` ≥ value. ``call`` names the
