@@ -1,9 +1,11 @@
-"""Mesh (rank → peers, with the shared waiting logic) and Channel (one group's view of it).
+"""Mesh: rank → peers, and what every transport shares.
 
 Owns: posting sends and receives, delivering frames into posted buffers or parking them, the
-wait loop (one thread drives I/O at a time; the others sleep on the mesh's Condition), peer
+checks of a collective's frames against the call running here (mismatches), peer
 loss (died → every group containing the peer breaks; left → only receives from it fail), and
-POISON frames that carry a group's failure to its other members. Must not know about
+POISON frames that carry a group's failure to its other members, and GOODBYE's progress
+(where a leaver stopped on each group). The wait loop is in ``waiting``, ``Channel`` (one
+group's view of the mesh) in ``channel``. Must not know about
 algorithms, process groups or stores; concrete transports (tcp, loopback) supply ``_transmit``
 (start sending one frame) and ``_drive`` (do I/O for a while).
 
@@ -17,92 +19,28 @@ sees no waiters can skip the notify without anybody missing a wake-up.
 
 from __future__ import annotations
 
-import enum
 import struct
 import threading
 from abc import ABC, abstractmethod
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Sequence
 
-from ..errors import CollectiveMismatchError, DistTimeoutError, PeerError, with_context
-from ..timeouts import Deadline, format_seconds
+from ..errors import CollectiveMismatchError, PeerError, with_context
 from .matching import (Matcher, Parked, RecvRequest, SendRequest, frame_error, match_key,
                        mismatch_error)
+from .channel import Channel, Describe, PeerState, _default_describe
+from .waiting import _TICK, Waiting
 from .wire import NO_FINGERPRINT, Fingerprint, FrameKind, Header, pack_header
 
-Describe = Callable[[Fingerprint, int], str]
 Request = "SendRequest | RecvRequest"
-#: Longest a waiting thread sleeps before it looks at the clock and its requests again.
-_TICK = 0.5
 #: Bytes of parking buffers kept for reuse (frames that arrive before their receive is posted
 #: are common: a peer that is a little ahead sends its next call's data early).
 _PARKING_POOL_BYTES = 64 << 20
-#: Finished calls whose fingerprints a channel remembers (to explain a frame that came late).
-_HISTORY = 64
 
 
 _GOODBYE_ITEM = struct.Struct("<IQ")  # GOODBYE payload: (group id, last call ended there)
 
 
-class PeerState(enum.Enum):
-    OPEN = "open"
-    LEFT = "left"   # said GOODBYE: done with the job, not a failure
-    DEAD = "dead"   # vanished without GOODBYE
-
-
-def _default_describe(fp: Fingerprint, seq: int) -> str:
-    return f"collective #{seq} (op {fp.op}, dtype {fp.dtype}, count {fp.count}, root {fp.root})"
-
-
-class Channel:
-    """One group's traffic on a mesh: its id goes in every header; failures break it alone."""
-
-    def __init__(self, mesh: Mesh, group_id: int, members: Sequence[int], describe: Describe) -> None:
-        self.mesh = mesh
-        self.group_id = group_id
-        self.members = frozenset(members)
-        self.describe = describe
-        self.error: BaseException | None = None
-        #: collective calls in progress: seq → (fingerprint, context), so that a frame of the
-        #: same seq with another fingerprint is a mismatch even when no receive matches it
-        self.running: dict[int, tuple[Fingerprint, Any]] = {}
-        #: the fingerprints of recent finished calls, to describe a late mismatch
-        self.history: dict[int, Fingerprint] = {}
-
-    def begin(self, seq: int, fp: Fingerprint, context: Any) -> None:
-        """Collective call ``seq`` starts here; frames for it that came early are checked now."""
-        self.mesh.begin_call(self, seq, fp, context)
-
-    def end(self, seq: int) -> None:
-        done = self.running.pop(seq, None)
-        if done is not None:
-            self.history[seq] = done[0]
-            self.history.pop(seq - _HISTORY, None)
-
-    def isend(self, dst: int, kind: int, seq: int, step: int, tag: int, fp: Fingerprint,
-              payload: memoryview, context: Any) -> SendRequest:
-        header = pack_header(kind, self.group_id, seq, step, tag, fp, payload.nbytes)
-        return self.mesh.post_send(SendRequest(dst, header, payload, self, context))
-
-    def irecv(self, src: int | None, kind: int, seq: int, step: int, tag: int,
-              expect: Fingerprint | None, buf: memoryview | None, context: Any) -> RecvRequest:
-        """Post a receive; ``buf`` None takes a message of any size (see RecvRequest)."""
-        key = match_key(kind, self.group_id, seq, step, tag)
-        return self.mesh.post_recv(src, kind, key, buf, expect, self, context)
-
-    def wait(self, requests: Sequence[SendRequest | RecvRequest], deadline: Deadline, context: Any) -> None:
-        self.mesh.wait(requests, deadline, context, self)
-
-    def fail(self, error: BaseException, notify_peers: bool) -> None:
-        """Break this group here; with notify_peers, tell its live members why (POISON)."""
-        self.mesh.break_channel(self, error, notify_peers)
-
-    def cancel(self, req: RecvRequest) -> bool:
-        """Withdraw an unmatched receive (after a p2p timeout); False if data is arriving."""
-        with self.mesh.lock:
-            return self.mesh.matcher.cancel(req)
-
-
-class Mesh(ABC):
+class Mesh(Waiting, ABC):
     """Links from this rank to every other rank, and the logic shared by all transports."""
 
     name = "mesh"
@@ -445,129 +383,6 @@ class Mesh(ABC):
                 self._transmit(SendRequest(peer, header, reason, channel, "poison"))
             except PeerError:
                 pass  # that peer is gone too; nothing to tell it
-
-    # -- waiting -----------------------------------------------------------------------------
-    def wait(self, requests: Sequence[SendRequest | RecvRequest], deadline: Deadline, context: Any,
-             channel: Channel) -> None:
-        """Block until every request is done; raise the first error, a broken group, or a timeout.
-
-        One waiting thread at a time drives the transport; the others sleep on the Condition
-        and are woken when a request completes or the driver steps down.
-        """
-        while True:
-            for req in requests:
-                if not req.done:
-                    break
-            else:
-                for req in requests:
-                    if req.error is not None:
-                        # a broken group is the root cause of the requests' errors (a peer that
-                        # left because it failed first, say): name it rather than the symptom
-                        raise with_context(channel.error or req.error, context)
-                return
-            if channel.error is not None:
-                raise with_context(channel.error, context)
-            if self.closed:
-                raise PeerError(f"{context}: the process group was destroyed while this call waited")
-            if self.left_after and channel.running:
-                self._check_leavers(channel, context)
-            remaining = deadline.remaining()
-            if remaining <= 0:
-                raise self._timeout_error(requests, deadline, context)
-            with self.lock:
-                drive = self.needs_driver and not self._driving
-                if drive:
-                    self._driving = True
-                else:
-                    self._sleep(requests, channel, min(remaining, _TICK))
-            if drive:
-                try:
-                    self._drive(min(remaining, _TICK))
-                finally:
-                    with self.lock:
-                        self._driving = False
-                        self._notify_locked()
-
-    def _check_leavers(self, channel: Channel, context: Any) -> None:
-        """Raise if a member that left (GOODBYE) ended its part of this group before the
-        call running here: that call can never complete."""
-        running = max(channel.running)
-        for peer, after in list(self.left_after.items()):
-            if peer in channel.members:
-                ended = after.get(channel.group_id & 0xFFFFFFFF, 0)
-                if ended < running:
-                    error = PeerError(
-                        f"{context}: rank {peer} has left the group (destroy_process_group or "
-                        f"exit) after call #{ended} of this group, so this call can never "
-                        f"complete. Did every rank call the same collectives before leaving?",
-                        peer=peer)
-                    self.break_channel(channel, error, notify_peers=True)
-                    raise error
-
-    def _sleep(self, requests: Sequence[SendRequest | RecvRequest], channel: Channel, timeout: float) -> None:
-        """Wait on the Condition unless something already changed (lock held)."""
-        self._waiters += 1
-        try:
-            if channel.error is None and not self.closed and any(not r.done for r in requests):
-                self.cond.wait(timeout)
-        finally:
-            self._waiters -= 1
-
-    def _timeout_error(self, requests: Iterable[SendRequest | RecvRequest], deadline: Deadline,
-                       context: Any) -> DistTimeoutError:
-        waiting = sorted({r.src for r in requests if isinstance(r, RecvRequest) and not r.done
-                          and r.src is not None})
-        stuck = sorted({r.dst for r in requests if isinstance(r, SendRequest) and not r.done})
-        parts = []
-        if waiting:
-            parts.append(f"nothing from rank {', '.join(map(str, waiting))}")
-        if any(isinstance(r, RecvRequest) and not r.done and r.src is None for r in requests):
-            parts.append("nothing from any rank")
-        if stuck:
-            parts.append(f"rank {', '.join(map(str, stuck))} did not take the data sent to it")
-        suspects = ", ".join(map(str, waiting or stuck)) or "each peer"
-        return DistTimeoutError(
-            f"{context}: {'; '.join(parts) or 'no progress'} in {format_seconds(deadline.budget)}. "
-            f"Is rank {suspects} alive, and did every rank call the same collectives in the "
-            f"same order?")
-
-    # -- background progress ------------------------------------------------------------------
-    def watch(self, req: SendRequest | RecvRequest) -> None:
-        """Keep ``req`` moving even while nobody waits for it (isend/irecv, then compute).
-
-        A progress thread (started on first use) drives the transport while watched requests
-        are pending; blocking calls still drive it themselves when it is idle.
-        """
-        if not self.needs_driver or req.done:
-            return
-        with self.lock:
-            self._watched.append(req)
-            if self._progress_thread is None:
-                self._progress_thread = threading.Thread(
-                    target=self._progress_loop, name=f"accord-progress-{self.rank}", daemon=True)
-                self._progress_thread.start()
-            self.cond.notify_all()
-
-    def _progress_loop(self) -> None:
-        while True:
-            with self.lock:
-                self._watched = [r for r in self._watched if not r.done]
-                if self.closed:
-                    return
-                if not self._watched or self._driving:
-                    self._waiters += 1
-                    try:
-                        self.cond.wait(_TICK)
-                    finally:
-                        self._waiters -= 1
-                    continue
-                self._driving = True
-            try:
-                self._drive(_TICK)
-            finally:
-                with self.lock:
-                    self._driving = False
-                    self._notify_locked()
 
     # -- closing -----------------------------------------------------------------------------
     def begin_close(self) -> bool:

@@ -1,0 +1,169 @@
+"""The wait loop every mesh shares, and background progress for unwaited requests.
+
+Owns: ``Waiting``, a part of ``Mesh``: one waiting thread drives the transport's I/O at a
+time while the others sleep on the mesh's Condition; every wait ends in a result, the group's
+error, a destroyed mesh, a peer that left before the call could complete, or a timeout that
+names who sent nothing. Must not know about algorithms or process groups.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+from ..errors import DistTimeoutError, PeerError, with_context
+from ..timeouts import Deadline, format_seconds
+from .matching import RecvRequest, SendRequest
+
+if TYPE_CHECKING:
+    from .channel import Channel
+
+#: Longest a waiting thread sleeps before it looks at the clock and its requests again.
+_TICK = 0.5
+
+
+class Waiting:
+    """The waiting half of ``Mesh`` (which provides the attributes used here)."""
+
+    lock: threading.Lock
+    cond: threading.Condition
+    needs_driver: bool
+    closed: bool
+    rank: int
+    left_after: dict[int, dict[int, int]]
+    _driving: bool
+    _waiters: int
+    _watched: list[SendRequest | RecvRequest]
+    _progress_thread: threading.Thread | None
+
+    def _drive(self, timeout: float) -> None:
+        raise NotImplementedError
+
+    def _notify_locked(self) -> None:
+        raise NotImplementedError
+
+    def break_channel(self, channel: Channel, error: BaseException, notify_peers: bool) -> None:
+        raise NotImplementedError
+
+    def wait(self, requests: Sequence[SendRequest | RecvRequest], deadline: Deadline, context: Any,
+             channel: Channel) -> None:
+        """Block until every request is done; raise the first error, a broken group, or a timeout.
+
+        One waiting thread at a time drives the transport; the others sleep on the Condition
+        and are woken when a request completes or the driver steps down.
+        """
+        while True:
+            for req in requests:
+                if not req.done:
+                    break
+            else:
+                for req in requests:
+                    if req.error is not None:
+                        # a broken group is the root cause of the requests' errors (a peer that
+                        # left because it failed first, say): name it rather than the symptom
+                        raise with_context(channel.error or req.error, context)
+                return
+            if channel.error is not None:
+                raise with_context(channel.error, context)
+            if self.closed:
+                raise PeerError(f"{context}: the process group was destroyed while this call waited")
+            if self.left_after and channel.running:
+                self._check_leavers(channel, context)
+            remaining = deadline.remaining()
+            if remaining <= 0:
+                raise self._timeout_error(requests, deadline, context)
+            with self.lock:
+                drive = self.needs_driver and not self._driving
+                if drive:
+                    self._driving = True
+                else:
+                    self._sleep(requests, channel, min(remaining, _TICK))
+            if drive:
+                try:
+                    self._drive(min(remaining, _TICK))
+                finally:
+                    with self.lock:
+                        self._driving = False
+                        self._notify_locked()
+
+    def _check_leavers(self, channel: Channel, context: Any) -> None:
+        """Raise if a member that left (GOODBYE) ended its part of this group before the
+        call running here: that call can never complete."""
+        running = max(channel.running)
+        for peer, after in list(self.left_after.items()):
+            if peer in channel.members:
+                ended = after.get(channel.group_id & 0xFFFFFFFF, 0)
+                if ended < running:
+                    error = PeerError(
+                        f"{context}: rank {peer} has left the group (destroy_process_group or "
+                        f"exit) after call #{ended} of this group, so this call can never "
+                        f"complete. Did every rank call the same collectives before leaving?",
+                        peer=peer)
+                    self.break_channel(channel, error, notify_peers=True)
+                    raise error
+
+    def _sleep(self, requests: Sequence[SendRequest | RecvRequest], channel: Channel, timeout: float) -> None:
+        """Wait on the Condition unless something already changed (lock held)."""
+        self._waiters += 1
+        try:
+            if channel.error is None and not self.closed and any(not r.done for r in requests):
+                self.cond.wait(timeout)
+        finally:
+            self._waiters -= 1
+
+    def _timeout_error(self, requests: Iterable[SendRequest | RecvRequest], deadline: Deadline,
+                       context: Any) -> DistTimeoutError:
+        waiting = sorted({r.src for r in requests if isinstance(r, RecvRequest) and not r.done
+                          and r.src is not None})
+        stuck = sorted({r.dst for r in requests if isinstance(r, SendRequest) and not r.done})
+        parts = []
+        if waiting:
+            parts.append(f"nothing from rank {', '.join(map(str, waiting))}")
+        if any(isinstance(r, RecvRequest) and not r.done and r.src is None for r in requests):
+            parts.append("nothing from any rank")
+        if stuck:
+            parts.append(f"rank {', '.join(map(str, stuck))} did not take the data sent to it")
+        suspects = ", ".join(map(str, waiting or stuck)) or "each peer"
+        return DistTimeoutError(
+            f"{context}: {'; '.join(parts) or 'no progress'} in {format_seconds(deadline.budget)}. "
+            f"Is rank {suspects} alive, and did every rank call the same collectives in the "
+            f"same order?")
+
+    # -- background progress ------------------------------------------------------------------
+    def watch(self, req: SendRequest | RecvRequest) -> None:
+        """Keep ``req`` moving even while nobody waits for it (isend/irecv, then compute).
+
+        A progress thread (started on first use) drives the transport while watched requests
+        are pending; blocking calls still drive it themselves when it is idle.
+        """
+        if not self.needs_driver or req.done:
+            return
+        with self.lock:
+            self._watched.append(req)
+            if self._progress_thread is None:
+                self._progress_thread = threading.Thread(
+                    target=self._progress_loop, name=f"accord-progress-{self.rank}", daemon=True)
+                self._progress_thread.start()
+            self.cond.notify_all()
+
+    def _progress_loop(self) -> None:
+        while True:
+            with self.lock:
+                self._watched = [r for r in self._watched if not r.done]
+                if self.closed:
+                    return
+                if not self._watched or self._driving:
+                    self._waiters += 1
+                    try:
+                        self.cond.wait(_TICK)
+                    finally:
+                        self._waiters -= 1
+                    continue
+                self._driving = True
+            try:
+                self._drive(_TICK)
+            finally:
+                with self.lock:
+                    self._driving = False
+                    self._notify_locked()
+
