@@ -92,7 +92,8 @@ def all_gather_into_tensor(output_tensor: Any, input_tensor: Any, group: Any = N
         return None
     if debug.DETAIL_ON:
         return detail.run(pg, "all_gather_into_tensor",
-                          lambda: collective_ops.all_gather_into_tensor(pg, output_tensor, input_tensor, async_op),
+                          lambda: collective_ops.all_gather_into_tensor(pg, output_tensor, input_tensor,
+                                                                        async_op),
                           output_tensor=output_tensor, input_tensor=input_tensor)
     return collective_ops.all_gather_into_tensor(pg, output_tensor, input_tensor, async_op)
 
@@ -109,7 +110,8 @@ def gather(tensor: Any, gather_list: Any = None, dst: int | None = None, group: 
         return None
     root = group_rank(pg, 0 if dst is None and group_dst is None else dst, group_dst, "dst")
     if debug.DETAIL_ON:
-        return detail.run(pg, "gather", lambda: collective_ops.gather(pg, tensor, gather_list, root, async_op),
+        return detail.run(pg, "gather",
+                          lambda: collective_ops.gather(pg, tensor, gather_list, root, async_op),
                           root, tensor=tensor)
     return collective_ops.gather(pg, tensor, gather_list, root, async_op)
 
@@ -123,7 +125,8 @@ def scatter(tensor: Any, scatter_list: Any = None, src: int | None = None, group
         return None
     root = group_rank(pg, 0 if src is None and group_src is None else src, group_src, "src")
     if debug.DETAIL_ON:
-        return detail.run(pg, "scatter", lambda: collective_ops.scatter(pg, tensor, scatter_list, root, async_op),
+        return detail.run(pg, "scatter",
+                          lambda: collective_ops.scatter(pg, tensor, scatter_list, root, async_op),
                           root, tensor=tensor)
     return collective_ops.scatter(pg, tensor, scatter_list, root, async_op)
 
@@ -168,7 +171,8 @@ def all_to_all(output_tensor_list: Any, input_tensor_list: Any, group: Any = Non
         return None
     if debug.DETAIL_ON:
         return detail.run(pg, "all_to_all",
-                          lambda: collective_ops.all_to_all(pg, output_tensor_list, input_tensor_list, async_op),
+                          lambda: collective_ops.all_to_all(pg, output_tensor_list, input_tensor_list,
+                                                            async_op),
                           output_tensor_list=output_tensor_list, input_tensor_list=input_tensor_list)
     return collective_ops.all_to_all(pg, output_tensor_list, input_tensor_list, async_op)
 

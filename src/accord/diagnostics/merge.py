@@ -44,8 +44,8 @@ def _signature(entry: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def _call(entry: dict[str, Any]) -> str:
-    parts = [p for p in (entry.get("dtype"), f"{entry['count']} elements" if entry.get("count") is not None else "")
-             if p]
+    count = entry.get("count")
+    parts = [p for p in (entry.get("dtype"), f"{count} elements" if count is not None else "") if p]
     if entry.get("root", -1) not in (-1, None):
         parts.append(f"root {entry['root']}")
     return f"{entry['op']} #{entry['seq']}" + (f" ({', '.join(parts)})" if parts else "")
@@ -108,7 +108,8 @@ def render(dumps: dict[int, dict[str, Any]]) -> str:
             lines.append(f"  no dump from rank {', '.join(map(str, group['missing_dumps']))} "
                          f"(dead, or it never dumped)")
         for rank, entry in sorted(group["last"].items()):
-            lines.append(f"  rank {rank}: last call {_call(entry) + ' ' + entry['state'] if entry else 'none'}")
+            last = f"{_call(entry)} {entry['state']}" if entry else "none"
+            lines.append(f"  rank {rank}: last call {last}")
         div = group["divergence"]
         if div is None:
             lines.append("  no divergence: every rank that dumped made the same calls")

@@ -45,7 +45,8 @@ def describe_call(fp: Fingerprint, seq: int) -> str:
         root = f", root {fp.root}" if fp.root >= 0 else ""
         return f"{OBJECT_CALLS.get(fp.algo, 'object collective')} #{seq} ({fp.count} objects{root})"
     name = COLLECTIVE_NAMES.get(fp.op, f"collective {fp.op}")
-    parts = [] if fp.dtype == 0 and fp.count == 0 else [DTYPE_NAMES.get(fp.dtype, "?"), f"{fp.count} elements"]
+    parts = [] if fp.dtype == 0 and fp.count == 0 else [DTYPE_NAMES.get(fp.dtype, "?"),
+                                                         f"{fp.count} elements"]
     if fp.root >= 0:
         parts.append(f"root {fp.root}")
     algo = _ALGO_NAMES.get((fp.op, fp.algo))
@@ -325,7 +326,7 @@ class ProcessGroup:
                 monitor.group_failed(self, context, exc)
             except Exception:  # noqa: BLE001 — diagnostics must never hide the real error
                 pass
-        if self._broken is None:
+        if first:
             self._broken = f"{context.split(' on ')[0]} failed ({type(exc).__name__}: {exc})"
         self._channel.fail(exc, notify_peers=self._channel.error is None)
 
