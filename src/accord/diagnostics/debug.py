@@ -60,12 +60,6 @@ def set_debug_level_from_env() -> None:
     DETAIL_ON = _level >= DebugLevel.DETAIL
 
 
-def detail() -> bool:
-    if _level is None:
-        get_debug_level()
-    return DETAIL_ON
-
-
 def show_logs() -> None:
     """At INFO or above, make accord's log lines visible when the program configured no
     logging at all (a stderr handler on the "accord" logger). Reads the level (init calls it)."""

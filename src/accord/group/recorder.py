@@ -16,27 +16,19 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import numpy as np
+
 from ..arrays import DTYPE_NAMES
 from ..transport.wire import Fingerprint
 
 STARTED, COMPLETED, FAILED = "started", "completed", "failed"
 DEFAULT_CAPACITY = 2000  # torch's flight recorder keeps 2000 entries by default too
 
-_ITEMSIZE: dict[int, int] = {}
+_SPECIAL_SIZES = {"bfloat16": 2, "bytes": 1}  # not NumPy dtypes (or not with a fixed size)
+#: Bytes per element of each fingerprint dtype code (codes not here, e.g. 0: no data, count 0)
+_ITEMSIZE: dict[int, int] = {code: _SPECIAL_SIZES.get(name) or np.dtype(name).itemsize
+                             for code, name in DTYPE_NAMES.items()}
 _clock = time.monotonic
-
-
-def _itemsize(dtype_code: int) -> int:
-    """Bytes per element of a fingerprint's dtype code (0 for none / unknown)."""
-    size = _ITEMSIZE.get(dtype_code)
-    if size is None:
-        import numpy as np  # only the first call per dtype pays for the lookup
-
-        name = DTYPE_NAMES.get(dtype_code, "")
-        special = {"": 0, "bfloat16": 2, "bytes": 1}
-        size = special[name] if name in special else np.dtype(name).itemsize
-        _ITEMSIZE[dtype_code] = size
-    return size
 
 
 # An entry is a list, for speed: [seq, op, fingerprint, start, end, state, error]
@@ -78,7 +70,7 @@ class FlightRecorder:
         stats[0] += 1
         fp = entry[2]
         if fp is not None:
-            stats[1] += fp[3] * (_ITEMSIZE.get(fp[2]) or _itemsize(fp[2]))
+            stats[1] += fp[3] * _ITEMSIZE.get(fp[2], 0)
         stats[2] += took
         if took > stats[3]:
             stats[3] = took
@@ -117,7 +109,7 @@ class FlightRecorder:
         if fp is not None:
             item.update(dtype=DTYPE_NAMES.get(fp.dtype, "") if fp.dtype else "", count=fp.count,
                         root=fp.root, algo=fp.algo, op_code=fp.op,
-                        nbytes=fp.count * _itemsize(fp.dtype))
+                        nbytes=fp.count * _ITEMSIZE.get(fp.dtype, 0))
         if entry[_ERROR]:
             item["error"] = entry[_ERROR]
         return item
