@@ -6,6 +6,18 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 
 
+def pytest_addoption(parser):
+    parser.addoption("--long", action="store_true", default=False,
+                     help="run the long variants (many repetitions, soak; torch's own suite): "
+                          "CI runs a representative slice of each without it")
+
+
+@pytest.fixture
+def long_run(request) -> bool:
+    """Whether the long variants were asked for (``pytest --long``)."""
+    return bool(request.config.getoption("--long"))
+
+
 @pytest.fixture(autouse=True)
 def _no_world_left_behind():
     """Every test leaves the process without a default world (and without accord env vars)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import sys
 import threading
 import time
 from datetime import timedelta
@@ -19,6 +20,7 @@ from ..backend_names import Backend, resolve_backend
 from ..diagnostics import debug, fail_fast, flight_recorder
 from ..diagnostics.monitor import Monitor
 from ..diagnostics.progress import ProgressBoard
+from ..group.mesh_barrier import mesh_barrier
 from ..group.process_group import ProcessGroup
 from ..rendezvous import rendezvous
 from ..store.base import Store
@@ -32,6 +34,8 @@ from .common import resolve_group
 MeshFactory = Callable[[Store, str, int, int, Deadline], Mesh]
 _exit_hook_lock = threading.Lock()
 _exit_hook_registered = False
+_exit_callbacks: list[Callable[[], None]] = []  # run once at exit, in order
+_finalizer_pid = 0  # the process that registered the multiprocessing exit finalizer
 
 
 def build_world(store: Store | None, rank: int, world_size: int, backend: str, timeout: float,
@@ -42,17 +46,25 @@ def build_world(store: Store | None, rank: int, world_size: int, backend: str, t
         raise ValueError("a store is required")
     generation = (store.add("accord/init_count", 1) - 1) // world_size
     prefix = f"accord/{generation}"
-    mesh = mesh_factory(store, prefix, rank, world_size, Deadline.after(timeout))
+    deadline = Deadline.after(timeout)
+    mesh = mesh_factory(store, prefix, rank, world_size, deadline)
     if backend in Backend._plugins:
         func = Backend._plugins[backend][0]
         default_group = func(store, rank, world_size, timedelta(seconds=timeout))
     else:
         default_group = ProcessGroup(mesh, 0, range(world_size), timeout, backend, "default_pg")
     world = World(store, mesh, default_group, backend, owns_store)
-    world.monitor = Monitor(rank, world_size, _progress_board(store, prefix, rank, world_size),
-                            world.all_groups, _job_label(store, prefix, rank))
-    if isinstance(default_group, ProcessGroup):
-        world.monitor.attach(default_group)
+    try:
+        world.monitor = Monitor(rank, world_size, _progress_board(store, prefix, rank, world_size),
+                                world.all_groups, _job_label(store, prefix, rank))
+        if isinstance(default_group, ProcessGroup):
+            world.monitor.attach(default_group)
+        # Every store read of init is above: nobody leaves init (and perhaps exits, taking
+        # the store it hosts along) before every rank is done with them.
+        mesh_barrier(mesh, deadline)
+    except BaseException:
+        world.destroy()
+        raise
     return world
 
 
@@ -77,7 +89,7 @@ def _progress_board(store: Store, prefix: str, rank: int, world_size: int) -> Pr
         handle = store.clone()  # its own connection: a user's blocking get never delays it
     except Exception:  # noqa: BLE001 — a store without clone: share the handle (it is locked)
         handle = store
-    return ProgressBoard(handle, prefix, rank, interval)
+    return ProgressBoard(handle, prefix, rank, interval, owns_store=handle is not store)
 
 
 def init_process_group(backend: str | None = None, init_method: str | None = None,
@@ -109,22 +121,49 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
         raise ValueError(f"with store=, pass rank and world_size (got rank={rank}, world_size={world_size})")
     store.set_timeout(timedelta(seconds=seconds))
     set_process_world(build_world(store, rank, world_size, name, seconds, owns_store))
-    _register_exit_hook()
-    flight_recorder.install_signal_handler(dump_flight_recorder_for_signal)
+    install_process_hooks(_destroy_default_world, current_world, dump_flight_recorder_for_signal)
+
+
+def install_process_hooks(at_exit: Callable[[], None], world_getter: Callable[..., Any],
+                          dump: Callable[[str], Any]) -> None:
+    """What every world of a process gets (accord's default world, and the torch backend's):
+    ``at_exit`` runs when the process ends normally (it says GOODBYE to the peers), SIGUSR1
+    calls ``dump``, and an uncaught exception aborts the groups of ``world_getter()``
+    (fail-fast, unless ACCORD_FAIL_FAST=0). Each is registered once per process."""
+    _register_exit_hook(at_exit)
+    flight_recorder.install_signal_handler(dump)
     debug.show_logs()
     if config.fail_fast():
-        fail_fast.install(current_world)
+        fail_fast.install(world_getter)
 
 
-def _register_exit_hook() -> None:
-    global _exit_hook_registered
+def _register_exit_hook(callback: Callable[[], None]) -> None:
+    """Run ``callback`` when the process ends normally: at interpreter exit (atexit), and in
+    a multiprocessing child, whose "fork" start method ends with os._exit() and skips atexit,
+    from multiprocessing's own exit finalizers (registered once per process)."""
+    global _exit_hook_registered, _finalizer_pid
     with _exit_hook_lock:
+        if callback not in _exit_callbacks:
+            _exit_callbacks.append(callback)
         if not _exit_hook_registered:
-            atexit.register(_destroy_at_exit)
+            atexit.register(_run_exit_callbacks)
             _exit_hook_registered = True
+        mp = sys.modules.get("multiprocessing")
+        if mp is not None and _finalizer_pid != os.getpid() and mp.parent_process() is not None:
+            import multiprocessing.util as mp_util
+            mp_util.Finalize(None, _run_exit_callbacks, exitpriority=100)
+            _finalizer_pid = os.getpid()
 
 
-def _destroy_at_exit() -> None:
+def _run_exit_callbacks() -> None:
+    for callback in list(_exit_callbacks):
+        try:
+            callback()
+        except Exception:  # noqa: BLE001 — the others must still say goodbye
+            pass
+
+
+def _destroy_default_world() -> None:
     world = current_world(required=False)
     if world is not None:
         set_process_world(None)

@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 _lock = threading.Lock()
 _installed = False
+_getters: list[Callable[..., Any]] = []
 
 
 def describe(exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None) -> str:
@@ -33,23 +34,27 @@ def describe(exc_type: type[BaseException], exc: BaseException, tb: TracebackTyp
 
 
 def install(current_world: Callable[..., Any]) -> None:
-    """Chain the hook in front of ``sys.excepthook`` (once per process)."""
+    """Chain the hook in front of ``sys.excepthook`` (once per process); each distinct
+    ``current_world`` getter given is asked for a world whose groups to abort."""
     global _installed
     with _lock:
+        if current_world not in _getters:
+            _getters.append(current_world)
         if _installed:
             return
         previous = sys.excepthook
 
         def accord_excepthook(exc_type: type[BaseException], exc: BaseException,
                               tb: TracebackType | None) -> None:
-            try:
-                world = current_world(required=False)
-                if world is not None:
-                    reason = f"rank {world.rank} raised {describe(exc_type, exc, tb)}"
-                    for group in world.all_groups():
-                        group.abort(reason)
-            except Exception:  # noqa: BLE001 — the program's own traceback must still print
-                pass
+            for getter in list(_getters):
+                try:
+                    world = getter(required=False)
+                    if world is not None:
+                        reason = f"rank {world.rank} raised {describe(exc_type, exc, tb)}"
+                        for group in world.all_groups():
+                            group.abort(reason)
+                except Exception:  # noqa: BLE001 — the program's own traceback must still print
+                    pass
             previous(exc_type, exc, tb)
 
         sys.excepthook = accord_excepthook

@@ -87,25 +87,30 @@ def dump(rank: int, world_size: int, groups: Sequence[ProcessGroup], reason: str
 
 _installed_lock = threading.Lock()
 _installed = False
+_dumpers: list[Callable[[str], Any]] = []
 
 
 def install_signal_handler(dump_now: Callable[[str], Any]) -> bool:
-    """Make SIGUSR1 dump the flight recorder (``dump_now(reason)``), unless the program
-    handles SIGUSR1 itself or this is not the main thread. Returns whether it is installed."""
+    """Make SIGUSR1 dump the flight recorder (``dump_now(reason)``, every one given), unless
+    the program handles SIGUSR1 itself or this is not the main thread. Returns whether it
+    is installed."""
     global _installed
     if not hasattr(signal, "SIGUSR1") or threading.current_thread() is not threading.main_thread():
         return False
     with _installed_lock:
+        if dump_now not in _dumpers:
+            _dumpers.append(dump_now)
         if _installed:
             return True
         if signal.getsignal(signal.SIGUSR1) not in (signal.SIG_DFL, None):
             return False
 
         def on_sigusr1(signum: int, frame: Any) -> None:
-            try:
-                dump_now("SIGUSR1")
-            except Exception:  # noqa: BLE001 — a signal handler must not raise into user code
-                pass
+            for dump in list(_dumpers):
+                try:
+                    dump("SIGUSR1")
+                except Exception:  # noqa: BLE001 — a signal handler must not raise into user code
+                    pass
 
         signal.signal(signal.SIGUSR1, on_sigusr1)
         _installed = True

@@ -33,8 +33,10 @@ STORE_WAIT_S = 2.0  # how long a timed-out call waits for the store to build its
 class ProgressBoard:
     """Publishes this rank's position on its groups; reads the others' for a stuck report."""
 
-    def __init__(self, store: Store, prefix: str, rank: int, interval: float) -> None:
+    def __init__(self, store: Store, prefix: str, rank: int, interval: float,
+                 owns_store: bool = False) -> None:
         self._store = store
+        self._owns_store = owns_store  # a clone made for the board: closed with it
         self._prefix = f"{prefix}/progress"
         self.rank = rank
         self.interval = interval
@@ -62,7 +64,14 @@ class ProgressBoard:
             self._groups.pop(group.group_id, None)
 
     def close(self) -> None:
+        """Stop posting; close the board's own store handle (so that a store host that is
+        exiting does not wait for this connection)."""
         self._stop.set()
+        if self._owns_store:
+            try:
+                self._store.close()
+            except Exception:  # noqa: BLE001 — the store may be gone already
+                pass
 
     # -- publishing ----------------------------------------------------------------------------
     def publish(self, group: ProcessGroup) -> None:
