@@ -8,6 +8,7 @@ here are group ranks. Must not know about the default world or env variables.
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -106,8 +107,10 @@ def _work(group: ProcessGroup, req: SendRequest | RecvRequest, deadline: Deadlin
     channel = group.channel
     op, start = ("irecv" if buf is not None else "isend"), time.monotonic()
 
+    settled = threading.Lock()  # taken once, by the first thread to see the request done
+
     def settle() -> None:
-        if not req.done or future._done.is_set():
+        if not req.done or future._done.is_set() or not settled.acquire(blocking=False):
             return
         took = time.monotonic() - start  # until this rank saw it done
         if req.error is not None:
@@ -136,6 +139,6 @@ def _work(group: ProcessGroup, req: SendRequest | RecvRequest, deadline: Deadlin
         settle()
 
     future = Future(drive=drive, poll=settle)
-    group.mesh.watch(req)
+    group.mesh.watch(req, on_done=settle)  # completes the future in the background too
     source = (lambda: group.group_rank_of(req.source)) if isinstance(req, RecvRequest) else None
     return Work(context, result, future, source=source)

@@ -260,7 +260,9 @@ class ProcessGroup:
         if not async_op:
             execute()
             return None
-        future = Future()
+        # Whoever waits for it runs it (with the calls queued before it) if the worker has
+        # not started it yet: "submit, then wait at once" costs no thread hop.
+        future = Future(drive=lambda _timeout: self._executor.run_inline(future) and None)
         self._executor.submit(execute, future)
         return Work(self.context(op, seq), result, future)
 

@@ -9,6 +9,7 @@ caller's thread, on the group's async worker, or completes when somebody drives 
 from __future__ import annotations
 
 import threading
+import time
 from datetime import timedelta
 from typing import Any, Callable
 
@@ -126,12 +127,10 @@ class Work:
         """
         seconds = to_seconds(timeout, default=0)
         if seconds and not self._future.done():
+            give_up = time.monotonic() + seconds
             if self._future._drive is not None:
-                self._future._drive(seconds)
-                finished = self._future._done.is_set()
-            else:
-                finished = self._future._done.wait(seconds)
-            if not finished:
+                self._future._drive(seconds)  # may finish it here (p2p, a queued async call)
+            if not self._future._done.wait(max(0.0, give_up - time.monotonic())):
                 raise DistTimeoutError(f"{self.name}: Work.wait timed out after {format_seconds(seconds)}")
         self._future.wait()
         return True

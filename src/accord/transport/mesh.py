@@ -63,7 +63,7 @@ class Mesh(Waiting, ABC):
         #: per peer that said GOODBYE: the last call it ended on each group
         self.left_after: dict[int, dict[int, int]] = {}
         self._driving = False
-        self._watched: list[SendRequest | RecvRequest] = []
+        self._watched: list[tuple[Any, Any]] = []  # (request, on_done) kept moving
         self._progress_thread: threading.Thread | None = None
         self._pool: dict[int, list[bytearray]] = {}
         self._pooled_bytes = 0

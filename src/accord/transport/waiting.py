@@ -8,8 +8,9 @@ names who sent nothing. Must not know about algorithms or process groups.
 
 from __future__ import annotations
 
+import logging
 import threading
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from ..errors import DistTimeoutError, PeerError, with_context
 from ..timeouts import Deadline, format_seconds
@@ -33,7 +34,7 @@ class Waiting:
     left_after: dict[int, dict[int, int]]
     _driving: bool
     _waiters: int
-    _watched: list[SendRequest | RecvRequest]
+    _watched: list[tuple[SendRequest | RecvRequest, Callable[[], None] | None]]
     _progress_thread: threading.Thread | None
 
     def _drive(self, timeout: float) -> None:
@@ -130,16 +131,23 @@ class Waiting:
             f"same order?")
 
     # -- background progress ------------------------------------------------------------------
-    def watch(self, req: SendRequest | RecvRequest) -> None:
-        """Keep ``req`` moving even while nobody waits for it (isend/irecv, then compute).
+    def watch(self, req: SendRequest | RecvRequest,
+              on_done: Callable[[], None] | None = None) -> None:
+        """Keep ``req`` moving even while nobody waits for it (isend/irecv, then compute), and
+        call ``on_done()`` (from the progress thread) once it is done, if given.
 
         A progress thread (started on first use) drives the transport while watched requests
-        are pending; blocking calls still drive it themselves when it is idle.
+        are pending; blocking calls still drive it themselves when it is idle. Transports that
+        need no driver get the thread only to call ``on_done``.
         """
-        if not self.needs_driver or req.done:
+        if req.done:
+            if on_done is not None:
+                on_done()
+            return
+        if not self.needs_driver and on_done is None:
             return
         with self.lock:
-            self._watched.append(req)
+            self._watched.append((req, on_done))
             if self._progress_thread is None:
                 self._progress_thread = threading.Thread(
                     target=self._progress_loop, name=f"accord-progress-{self.rank}", daemon=True)
@@ -149,10 +157,18 @@ class Waiting:
     def _progress_loop(self) -> None:
         while True:
             with self.lock:
-                self._watched = [r for r in self._watched if not r.done]
-                if self.closed:
-                    return
-                if not self._watched or self._driving:
+                finished = [cb for req, cb in self._watched if req.done and cb is not None]
+                self._watched = [item for item in self._watched if not item[0].done]
+                closed = self.closed
+                idle = not self._watched or self._driving or not self.needs_driver
+            for callback in finished:
+                _call(callback)
+            if closed:
+                return
+            if finished:
+                continue
+            with self.lock:
+                if idle or self._driving:
                     self._waiters += 1
                     try:
                         self.cond.wait(_TICK)
@@ -167,3 +183,9 @@ class Waiting:
                     self._driving = False
                     self._notify_locked()
 
+
+def _call(callback: Callable[[], None]) -> None:
+    try:
+        callback()
+    except Exception:  # noqa: BLE001 — a completion callback must not stop the progress thread
+        logging.getLogger("accord").exception("a completion callback raised")
