@@ -5,6 +5,8 @@ tensors as its buffers: processes on one host talk through shared memory, hosts 
 started by ``accordrun`` or any launcher that sets the env:// contract.
 """
 
+import sys as _sys
+
 from .api import (P2POp, all_gather, all_gather_into_tensor, all_gather_object, all_gather_single,
                   all_reduce, all_to_all, all_to_all_single, barrier, batch_isend_irecv,
                   broadcast, broadcast_object_list, comm_stats, destroy_process_group,
@@ -32,6 +34,22 @@ from .store import FileStore, HashStore, PrefixStore, Store, TCPStore
 from .world import GroupMember, group
 
 __version__ = "0.1.0"
+
+
+def _register_with_torch() -> None:
+    """With torch already imported, make init_process_group("accord") available at once
+    (otherwise the torch.backends entry point does it when torch is imported)."""
+    if "torch" not in _sys.modules:
+        return
+    try:
+        from .backends.torch import register
+        register()
+    except Exception:  # noqa: BLE001 — accord's own API must work whatever torch's state
+        import logging
+        logging.getLogger("accord").debug("could not register the torch backend", exc_info=True)
+
+
+_register_with_torch()
 
 
 def is_available() -> bool:

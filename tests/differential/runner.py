@@ -20,6 +20,8 @@ together they run every algorithm family on every script):
     accord-torch      accord, backend="gloo" (accord answers to that name), torch tensors, over
                       TCP with the bandwidth algorithms (ring all_reduce, pipelined broadcast)
                       at every size, in 4 KiB segments
+    torch-accord      torch.distributed itself, backend="accord": torch's API and checks, then
+                      accord's process group behind it (shared memory)
 """
 
 from __future__ import annotations
@@ -63,6 +65,8 @@ IMPLEMENTATIONS: dict[str, Implementation] = {
                                    env=(("ACCORD_TRANSPORT", "tcp"),
                                         ("ACCORD_SMALL_MESSAGE_BYTES", "0"),
                                         ("ACCORD_SEGMENT_BYTES", "4096"))),
+    # torch.distributed's own API with accord as its backend (init_process_group("accord"))
+    "torch-accord": Implementation("torch.distributed", "accord", torch_tensors=True),
 }
 
 INIT = "<init_process_group>"

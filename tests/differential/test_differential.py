@@ -113,6 +113,24 @@ def test_same_results_as_torch_gloo(runs, world_size: int, impl: str, name: str)
                 f"{impl} differs from torch-gloo on {name!r} at world size {world_size}")
 
 
+# torch.distributed's own API on backend "accord" (init_process_group("accord")): every script
+# torch runs gives gloo's results.
+TORCH_API_KNOWN_DIFFERENCES: dict[str, str] = {}
+
+
+def _torch_api_cases() -> list[Any]:
+    return [case(world_size, "torch-accord", name, TORCH_API_KNOWN_DIFFERENCES)
+            for world_size in WORLD_SIZES for name in runner.names_for("torch-accord")]
+
+
+@pytest.mark.parametrize(("world_size", "impl", "name"), _torch_api_cases())
+def test_torch_api_on_backend_accord_same_as_gloo(runs, world_size: int, impl: str, name: str) -> None:
+    expected = results(runs("torch-gloo", world_size), name)
+    got = results(runs(impl, world_size), name)
+    assert_same(expected, got, f"torch.distributed on backend accord differs from gloo on "
+                               f"{name!r} at world size {world_size}")
+
+
 @pytest.mark.parametrize("world_size", WORLD_SIZES)
 def test_accord_numpy_never_imports_torch(runs, world_size: int) -> None:
     for impl in ACCORD:

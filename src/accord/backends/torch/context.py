@@ -1,0 +1,128 @@
+"""The accord world behind torch's default group, and the groups torch makes on it.
+
+Owns: the creator torch calls for every group of backend "accord" (``create``): the default
+group builds accord's world over the store torch hands it (a TorchStore; no second store, no
+extra port), and every later group of the same job is an accord subgroup on that world's mesh
+(its id derived from torch's group name, which every member shares); a group made while the
+default group is not accord's gets a world of its own. Also the process-level hooks (GOODBYE
+at exit, SIGUSR1 dumps, fail-fast) for that world. The one piece of module state here is the
+current backend world, the counterpart of torch's own default group. Must not know about the
+launcher.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from datetime import timedelta
+from typing import Any
+
+from ...api.lifecycle import build_world, install_process_hooks
+from ...errors import InternalError
+from ...group.mesh_barrier import INIT_BARRIER_GROUP
+from ...group.process_group import ProcessGroup
+from ...world import World
+from .process_group import BACKEND_NAME, AccordProcessGroup
+from .store import TorchStore
+
+_lock = threading.Lock()
+_default: World | None = None  # the world behind torch's default group, while it is accord's
+
+
+def current_world(required: bool = False) -> World | None:
+    """The accord world behind torch's default group (None when it is not accord's)."""
+    return _default
+
+
+def create(options: Any, backend_options: Any = None) -> AccordProcessGroup:
+    """torch's creator (``extended_api=True``): one accord group for torch's group."""
+    ranks = [int(r) for r in (getattr(options, "global_ranks_in_group", None) or [])]
+    name = str(getattr(options, "group_id", "") or "")
+    seconds = _seconds(getattr(options, "timeout", None))
+    rank, size = int(options.group_rank), int(options.group_size)
+    with _lock:
+        world = _default
+    if world is not None and ranks and len(ranks) <= world.size and max(ranks) < world.size:
+        return _subgroup(world, ranks, name, seconds)
+    return _own_world(TorchStore(options.store), rank, size, name, seconds, is_default=not ranks)
+
+
+def create_simple(store: Any, rank: int, size: int, timeout: timedelta) -> AccordProcessGroup:
+    """torch's creator without ``extended_api`` (for torch versions that call it so)."""
+    return _own_world(TorchStore(store), rank, size, "", _seconds(timeout), is_default=True)
+
+
+def _own_world(store: TorchStore, rank: int, size: int, name: str, seconds: float,
+               is_default: bool) -> AccordProcessGroup:
+    global _default
+    world = build_world(store, rank, size, BACKEND_NAME, seconds, owns_store=False)
+    group = world.default_group
+    if name:
+        group.group_name = group.group_desc = name
+
+    def shutdown(_: AccordProcessGroup) -> None:
+        global _default
+        with _lock:
+            if _default is world:
+                _default = None
+            _worlds_of_subgroups.discard(world)
+        world.destroy()
+
+    if is_default:
+        with _lock:
+            if _default is not None:  # torch re-initialised without destroying: release the old
+                _default.destroy()
+            _default = world
+        install_process_hooks(_destroy_at_exit, current_world, _dump)
+    else:
+        with _lock:
+            _worlds_of_subgroups.add(world)
+    return AccordProcessGroup(group, on_shutdown=shutdown)
+
+
+_worlds_of_subgroups: set[World] = set()
+
+
+def _subgroup(world: World, ranks: list[int], name: str, seconds: float) -> AccordProcessGroup:
+    group = ProcessGroup(world.mesh, _group_id(world, name, ranks), ranks, seconds, BACKEND_NAME,
+                         name or f"accord-subgroup-{ranks}")
+    group.object_policy = getattr(world.default_group, "object_policy", None)
+    world.attach(group)
+
+    def shutdown(_: AccordProcessGroup) -> None:
+        if group in world.groups:
+            world.detach(group)
+
+    return AccordProcessGroup(group, on_shutdown=shutdown)
+
+
+def _group_id(world: World, name: str, ranks: list[int]) -> int:
+    """The same on every member: from torch's group name (and the ranks, for unnamed ones)."""
+    digest = hashlib.blake2b(f"torch:{name}:{ranks}".encode(), digest_size=4).digest()
+    group_id = int.from_bytes(digest, "little") or 1
+    if group_id == INIT_BARRIER_GROUP or any(g.group_id == group_id for g in world.all_groups()):
+        raise InternalError(f"group id collision for torch group {name!r} (ranks {ranks}); "
+                            f"please report it")
+    return group_id
+
+
+def _seconds(timeout: Any) -> float:
+    if isinstance(timeout, timedelta) and timeout.total_seconds() > 0:
+        return timeout.total_seconds()
+    return 1800.0  # torch's default process-group timeout
+
+
+def _destroy_at_exit() -> None:
+    global _default
+    with _lock:
+        world, _default = _default, None
+        others = list(_worlds_of_subgroups)
+        _worlds_of_subgroups.clear()
+    for each in [*others, *([world] if world is not None else [])]:
+        each.destroy()
+
+
+def _dump(reason: str) -> None:
+    world = _default
+    if world is not None and world.monitor is not None:
+        world.monitor.dump(reason)

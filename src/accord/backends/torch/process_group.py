@@ -1,0 +1,337 @@
+"""accord's group behind torch.distributed's ``ProcessGroup``: what torch calls, done by accord.
+
+Owns: ``AccordProcessGroup``, a Python subclass of torch's ProcessGroup (torch's trampoline
+sends the C++ callers — DDP's reducer, ``_broadcast_coalesced``, functional collectives — to
+these methods too), translating torch's calling convention (tensor lists, ``*Options`` with
+group ranks, ``asyncOp``, torch's ReduceOp) into accord's group operations. A blocking call
+(``asyncOp`` False, as ``dist.all_reduce(t)`` sends) runs in the caller's thread and returns
+a finished Work; an async one is queued on the group's worker in call order (whoever waits
+for it first may run it) and returns at once. Tensors are checked here, before anything is
+sent, on the rank that made the call. Must not know about the launcher or the store.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.distributed as dist
+
+from ...diagnostics import debug, detail
+from ...group import collective_ops, p2p
+from ...group import monitored_barrier as monitored
+from ...group.process_group import ProcessGroup as AccordGroup
+from ...group.work import Work as AccordWork
+from . import sparse
+from .tensors import ArgumentError, as_array, check_tensors, reduce_op
+from .work import TorchWork, completed
+
+BACKEND_NAME = "accord"
+
+
+class AccordProcessGroup(dist.ProcessGroup):
+    """A torch ProcessGroup whose every operation runs on an accord group."""
+
+    def __init__(self, group: AccordGroup, on_shutdown: Callable[[AccordProcessGroup], None] | None = None) -> None:
+        super().__init__(group.rank(), group.size())
+        self.accord_group = group
+        self._name = group.group_name
+        self._desc = group.group_desc
+        self._on_shutdown = on_shutdown
+
+    def __repr__(self) -> str:
+        return f"<accord torch ProcessGroup {self._name!r} rank {self.rank()}/{self.size()}>"
+
+    # -- identity (torch's C++ accessors reach these through the trampoline) ----------------
+    def getBackendName(self) -> str:  # noqa: N802 — torch's name
+        return BACKEND_NAME
+
+    def name(self) -> str:
+        return BACKEND_NAME
+
+    def _get_backend_name(self) -> str:
+        return BACKEND_NAME
+
+    def getGroupName(self) -> str:  # noqa: N802
+        return self._name
+
+    def setGroupName(self, name: str) -> None:  # noqa: N802
+        self._name = name
+
+    def getGroupDesc(self) -> str:  # noqa: N802
+        return self._desc
+
+    def setGroupDesc(self, desc: str) -> None:  # noqa: N802
+        self._desc = desc
+
+    @property
+    def group_name(self) -> str:
+        return self._name
+
+    @property
+    def group_desc(self) -> str:
+        return self._desc
+
+    @property
+    def _device_types(self) -> list[torch.device]:
+        return [torch.device("cpu")]
+
+    def set_timeout(self, timeout: timedelta) -> None:
+        self.accord_group.set_timeout(timeout)
+
+    # -- running -----------------------------------------------------------------------------
+    def _run(self, name: str, opts: Any, outputs: list[Any],
+             call: Callable[[bool], AccordWork | None], **described: Any) -> TorchWork:
+        """Run ``call(async_op)``; DETAIL checks first when asked for (ACCORD_DEBUG /
+        TORCH_DISTRIBUTED_DEBUG)."""
+        async_op = bool(getattr(opts, "asyncOp", True))
+        if debug.DETAIL_ON:
+            work = detail.run(self.accord_group, name, lambda: call(async_op), **described)
+        else:
+            work = call(async_op)
+        return completed(name, outputs) if work is None else TorchWork(name, outputs, [work])
+
+    def _run_each(self, name: str, opts: Any, outputs: list[Any],
+                  calls: Sequence[Callable[[bool], AccordWork | None]]) -> TorchWork:
+        """Several operations as one Work (the coalesced forms), in order."""
+        async_op = bool(getattr(opts, "asyncOp", True))
+        works = [w for w in (call(async_op) for call in calls) if w is not None]
+        return TorchWork(name, outputs, works)
+
+    # -- all_reduce ----------------------------------------------------------------------------
+    def allreduce(self, tensors: Any, opts: Any = None) -> TorchWork:
+        if isinstance(tensors, torch.Tensor):  # allreduce(tensor, op) overload
+            tensors, opts = [tensors], _options(dist.AllreduceOptions, opts)
+        opts = opts if opts is not None else dist.AllreduceOptions()
+        check_tensors(tensors, "allreduce", sparse_ok=True)
+        if len(tensors) != 1:
+            raise _one_tensor("allreduce", tensors)
+        tensor = tensors[0]
+        op = reduce_op(opts.reduceOp, tensor, "allreduce")
+        if tensor.layout == torch.sparse_coo:
+            return self._run("all_reduce", opts, tensors,
+                             lambda a: sparse.all_reduce(self.accord_group, tensor, op, a))
+        array = as_array(tensor)
+        return self._run("all_reduce", opts, tensors,
+                         lambda a: collective_ops.all_reduce(self.accord_group, array, op, a),
+                         tensor=array, op=op)
+
+    def allreduce_coalesced(self, tensors: Any, opts: Any = None) -> TorchWork:
+        opts = opts if opts is not None else dist.AllreduceCoalescedOptions()
+        check_tensors(tensors, "allreduce_coalesced")
+        group = self.accord_group
+        ops = [reduce_op(opts.reduceOp, t, "allreduce_coalesced") for t in tensors]
+        arrays = [as_array(t) for t in tensors]
+        return self._run_each("allreduce_coalesced", opts, list(tensors), [
+            (lambda a, x=x, op=op: collective_ops.all_reduce(group, x, op, a))
+            for x, op in zip(arrays, ops)])
+
+    # -- rooted ------------------------------------------------------------------------------
+    def broadcast(self, tensors: Any, opts: Any = None) -> TorchWork:
+        if isinstance(tensors, torch.Tensor):  # broadcast(tensor, root) overload
+            tensors, root = [tensors], int(opts or 0)
+            opts = dist.BroadcastOptions()
+            opts.rootRank = root
+        opts = opts if opts is not None else dist.BroadcastOptions()
+        check_tensors(tensors, "broadcast")
+        if len(tensors) != 1:
+            raise _one_tensor("broadcast", tensors)
+        array, src = as_array(tensors[0]), int(opts.rootRank)
+        return self._run("broadcast", opts, tensors,
+                         lambda a: collective_ops.broadcast(self.accord_group, array, src, a),
+                         tensor=array, src=src)
+
+    def reduce(self, tensors: Any, opts: Any = None) -> TorchWork:
+        opts = opts if opts is not None else dist.ReduceOptions()
+        check_tensors(tensors, "reduce")
+        if len(tensors) != 1:
+            raise _one_tensor("reduce", tensors)
+        op, dst = reduce_op(opts.reduceOp, tensors[0], "reduce"), int(opts.rootRank)
+        array = as_array(tensors[0])
+        return self._run("reduce", opts, tensors,
+                         lambda a: collective_ops.reduce(self.accord_group, array, dst, op, a),
+                         tensor=array, op=op, dst=dst)
+
+    def gather(self, output_tensors: Any, input_tensors: Any, opts: Any = None) -> TorchWork:
+        opts = opts if opts is not None else dist.GatherOptions()
+        check_tensors(input_tensors, "gather")
+        dst = int(opts.rootRank)
+        outs = output_tensors[0] if output_tensors else None
+        if outs is not None:
+            check_tensors(outs, "gather")
+        tensor = input_tensors[0]
+        return self._run("gather", opts, list(outs or []),
+                         lambda a: collective_ops.gather(self.accord_group, tensor, outs, dst, a),
+                         tensor=tensor, gather_list=outs, dst=dst)
+
+    def scatter(self, output_tensors: Any, input_tensors: Any, opts: Any = None) -> TorchWork:
+        opts = opts if opts is not None else dist.ScatterOptions()
+        check_tensors(output_tensors, "scatter")
+        src = int(opts.rootRank)
+        ins = input_tensors[0] if input_tensors else None
+        if ins is not None:
+            check_tensors(ins, "scatter")
+        tensor = output_tensors[0]
+        return self._run("scatter", opts, list(output_tensors),
+                         lambda a: collective_ops.scatter(self.accord_group, tensor, ins, src, a),
+                         tensor=tensor, scatter_list=ins, src=src)
+
+    # -- gathers -----------------------------------------------------------------------------
+    def allgather(self, output_tensors: Any, input_tensors: Any, opts: Any = None) -> TorchWork:
+        opts = opts if opts is not None else dist.AllgatherOptions()
+        check_tensors(input_tensors, "allgather")
+        if len(input_tensors) != 1 or len(output_tensors) != 1:
+            raise _one_tensor("allgather", input_tensors)
+        outs, tensor = output_tensors[0], input_tensors[0]
+        check_tensors(outs, "allgather")
+        return self._run("all_gather", opts, [list(outs)],
+                         lambda a: collective_ops.all_gather(self.accord_group, outs, tensor, a),
+                         tensor_list=outs, tensor=tensor)
+
+    def allgather_coalesced(self, output_lists: Any, input_list: Any, opts: Any = None) -> TorchWork:
+        opts = opts if opts is not None else dist.AllgatherOptions()
+        check_tensors(input_list, "allgather_coalesced")
+        group = self.accord_group
+        return self._run_each("allgather_coalesced", opts, list(output_lists), [
+            (lambda a, outs=outs, t=t: collective_ops.all_gather(group, outs, t, a))
+            for outs, t in zip(output_lists, input_list)])
+
+    def all_gather_single(self, output: Any, input: Any, opts: Any = None) -> TorchWork:  # noqa: A002
+        opts = opts if opts is not None else dist.AllgatherOptions()
+        check_tensors([output, input], "all_gather_into_tensor")
+        return self._run("all_gather_into_tensor", opts, [output],
+                         lambda a: collective_ops.all_gather_into_tensor(self.accord_group, output, input, a),
+                         output_tensor=output, input_tensor=input)
+
+    _allgather_base = all_gather_single
+
+    def all_gather_single_coalesced(self, outputs: Any, inputs: Any, opts: Any = None) -> TorchWork:
+        opts = opts if opts is not None else dist.AllgatherOptions()
+        check_tensors(list(outputs) + list(inputs), "all_gather_into_tensor_coalesced")
+        group = self.accord_group
+        return self._run_each("all_gather_into_tensor_coalesced", opts, list(outputs), [
+            (lambda a, o=o, i=i: collective_ops.all_gather_into_tensor(group, o, i, a))
+            for o, i in zip(outputs, inputs)])
+
+    allgather_into_tensor_coalesced = all_gather_single_coalesced
+
+    # -- reduce_scatter ----------------------------------------------------------------------
+    def reduce_scatter(self, output_tensors: Any, input_tensors: Any, opts: Any = None) -> TorchWork:
+        opts = opts if opts is not None else dist.ReduceScatterOptions()
+        check_tensors(output_tensors, "reduce_scatter")
+        if len(output_tensors) != 1 or len(input_tensors) != 1:
+            raise _one_tensor("reduce_scatter", output_tensors)
+        output, inputs = output_tensors[0], input_tensors[0]
+        check_tensors(inputs, "reduce_scatter")
+        op = reduce_op(opts.reduceOp, output, "reduce_scatter")
+        return self._run("reduce_scatter", opts, [output],
+                         lambda a: collective_ops.reduce_scatter(self.accord_group, output, inputs, op, a),
+                         output=output, input_list=inputs, op=op)
+
+    def reduce_scatter_single(self, output: Any, input: Any, opts: Any = None) -> TorchWork:  # noqa: A002
+        opts = opts if opts is not None else dist.ReduceScatterOptions()
+        check_tensors([output, input], "reduce_scatter_tensor")
+        op = reduce_op(opts.reduceOp, output, "reduce_scatter_tensor")
+        return self._run("reduce_scatter_tensor", opts, [output],
+                         lambda a: collective_ops.reduce_scatter_tensor(self.accord_group, output, input, op, a),
+                         output=output, input=input, op=op)
+
+    _reduce_scatter_base = reduce_scatter_single
+
+    def reduce_scatter_single_coalesced(self, outputs: Any, inputs: Any, opts: Any = None) -> TorchWork:
+        opts = opts if opts is not None else dist.ReduceScatterOptions()
+        check_tensors(list(outputs) + list(inputs), "reduce_scatter_tensor_coalesced")
+        group = self.accord_group
+        ops = [reduce_op(opts.reduceOp, o, "reduce_scatter_tensor_coalesced") for o in outputs]
+        return self._run_each("reduce_scatter_tensor_coalesced", opts, list(outputs), [
+            (lambda a, o=o, i=i, op=op: collective_ops.reduce_scatter_tensor(group, o, i, op, a))
+            for o, i, op in zip(outputs, inputs, ops)])
+
+    reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
+
+    # -- all_to_all --------------------------------------------------------------------------
+    def all_to_all_single(self, output: Any, input: Any, output_split_sizes: Any,  # noqa: A002
+                          input_split_sizes: Any, opts: Any = None) -> TorchWork:
+        opts = opts if opts is not None else dist.AllToAllOptions()
+        check_tensors([output, input], "all_to_all_single")
+        outs = list(output_split_sizes) or None
+        ins = list(input_split_sizes) or None
+        return self._run("all_to_all_single", opts, [output],
+                         lambda a: collective_ops.all_to_all_single(self.accord_group, output, input,
+                                                                    outs, ins, a),
+                         output=output, input=input, output_split_sizes=outs, input_split_sizes=ins)
+
+    alltoall_base = all_to_all_single
+
+    def alltoall(self, output_tensors: Any, input_tensors: Any, opts: Any = None) -> TorchWork:
+        opts = opts if opts is not None else dist.AllToAllOptions()
+        check_tensors(list(output_tensors) + list(input_tensors), "alltoall")
+        return self._run("all_to_all", opts, [list(output_tensors)],
+                         lambda a: collective_ops.all_to_all(self.accord_group, output_tensors,
+                                                             input_tensors, a),
+                         output_tensor_list=output_tensors, input_tensor_list=input_tensors)
+
+    # -- barriers ------------------------------------------------------------------------------
+    def barrier(self, opts: Any = None) -> TorchWork:
+        opts = opts if opts is not None else dist.BarrierOptions()
+        timeout = _seconds(getattr(opts, "timeout", None))
+        return self._run("barrier", opts, [],
+                         lambda a: collective_ops.barrier(self.accord_group, a, timeout))
+
+    def monitored_barrier(self, timeout: Any = None, wait_all_ranks: bool = False) -> None:
+        monitored.monitored_barrier(self.accord_group, _seconds(timeout), wait_all_ranks)
+
+    # -- point to point (posted at once, never queued behind collectives) ------------------
+    def send(self, tensors: Any, dst: int, tag: int = 0) -> TorchWork:
+        check_tensors(tensors, "send")
+        work = p2p.isend(self.accord_group, as_array(tensors[0]), int(dst), int(tag))
+        return TorchWork("send", list(tensors), [work])
+
+    def recv(self, tensors: Any, src: int, tag: int = 0) -> TorchWork:
+        check_tensors(tensors, "recv")
+        work = p2p.irecv(self.accord_group, as_array(tensors[0]), int(src), int(tag))
+        return TorchWork("recv", list(tensors), [work])
+
+    def recv_anysource(self, tensors: Any, tag: int = 0) -> TorchWork:
+        check_tensors(tensors, "recv")
+        work = p2p.irecv(self.accord_group, as_array(tensors[0]), None, int(tag))
+        return TorchWork("recv", list(tensors), [work])
+
+    # -- lifetime ------------------------------------------------------------------------------
+    def abort(self) -> None:
+        self.accord_group.abort()
+
+    def shutdown(self) -> None:
+        if self._on_shutdown is not None:
+            callback, self._on_shutdown = self._on_shutdown, None
+            callback(self)
+
+    def _wait_for_pending_works(self) -> None:
+        """Nothing to do: accord's work finishes or fails on its own deadline."""
+
+    def _set_sequence_number_for_group(self) -> None:
+        """Call numbers start at 1 on every group already."""
+
+    def _get_sequence_number_for_group(self) -> int:
+        return self.accord_group.last_seq
+
+
+def _options(cls: Any, op: Any) -> Any:
+    opts = cls()
+    if op is not None:
+        opts.reduceOp = op
+    return opts
+
+
+def _seconds(timeout: Any) -> float | None:
+    if timeout is None:
+        return None
+    seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
+    return seconds if seconds > 0 else None
+
+
+def _one_tensor(op: str, tensors: Any) -> ValueError:
+    return ArgumentError(f"{op}: accord's torch backend takes exactly one tensor per call "
+                         f"(got {len(tensors)}); torch's own API always passes one")
+

@@ -1,0 +1,87 @@
+"""What the torch backend accepts, checked in the caller's thread before anything is sent.
+
+Owns: the tensor checks (a list of CPU tensors, dense — or sparse COO where the operation
+takes it —, of an element type accord can send), torch's ReduceOp → accord's, and the
+zero-copy NumPy view of a plain tensor (so that accord's short shared-memory path applies).
+Errors are ``ArgumentError``: a ValueError and a RuntimeError both, so ``except
+RuntimeError`` (torch's habit) and ``except ValueError`` (accord's) both catch them. Must not
+know about groups or the store.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ...reduce_ops import ReduceOp, RedOpType, _make_nccl_premul_sum
+
+
+class ArgumentError(ValueError, RuntimeError):
+    """A call the torch backend cannot do; raised before anything is sent."""
+
+
+_DTYPES = {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+           torch.uint16, torch.uint32, torch.uint64, torch.float16, torch.bfloat16, torch.float32,
+           torch.float64, torch.complex64, torch.complex128}
+_SUPPORTED = ("bool, (u)int8-64, float16, bfloat16, float32, float64, complex64, complex128")
+
+
+def check_tensors(tensors: Any, what: str, sparse_ok: bool = False) -> None:
+    """Raise ArgumentError unless ``tensors`` is a list of tensors accord can send."""
+    if isinstance(tensors, torch.Tensor) or not isinstance(tensors, (list, tuple)):
+        raise ArgumentError(f"{what}: expected a list of tensors, got {type(tensors).__name__}")
+    for tensor in tensors:
+        check_dense(tensor, what, sparse_ok)
+
+
+def check_dense(tensor: Any, what: str, sparse_ok: bool = False) -> None:
+    if not isinstance(tensor, torch.Tensor):
+        raise ArgumentError(f"{what}: expected a torch.Tensor, got {type(tensor).__name__}")
+    if not tensor.is_cpu:
+        raise ArgumentError(
+            f"{what}: a tensor on {tensor.device}, but the accord backend works on CPU tensors. "
+            f"Move it with .cpu(), or give CUDA tensors their own backend: "
+            f"init_process_group(\"cpu:accord,cuda:nccl\")")
+    if tensor.layout is not torch.strided and not (sparse_ok and tensor.layout is torch.sparse_coo):
+        takes = "dense (strided) tensors, and sparse COO for all_reduce" if not sparse_ok else \
+            "dense (strided) and sparse COO tensors"
+        raise ArgumentError(f"{what}: a tensor with layout {tensor.layout}; the accord backend "
+                            f"takes {takes}")
+    if tensor.dtype not in _DTYPES:
+        raise ArgumentError(f"{what}: a tensor of dtype {tensor.dtype}, which the accord backend "
+                            f"cannot send; it takes {_SUPPORTED}")
+
+
+def as_array(tensor: torch.Tensor) -> Any:
+    """A NumPy view of a plain contiguous tensor (same memory), else the tensor itself
+    (accord's array adapter copes with bfloat16 and strided views)."""
+    if tensor.dtype is torch.bfloat16 or not tensor.is_contiguous() or tensor.layout is not torch.strided:
+        return tensor
+    try:
+        return tensor.detach().numpy() if tensor.requires_grad else tensor.numpy()
+    except (RuntimeError, TypeError):  # conjugate or negative views: accord copies and writes back
+        return tensor
+
+
+_BY_NAME = {name: ReduceOp(RedOpType[name])
+            for name in ("SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR")}
+
+
+def reduce_op(op: Any, tensor: torch.Tensor | None, what: str) -> ReduceOp:
+    """torch's ReduceOp (an instance, a RedOpType, or PREMUL_SUM with its factor) → accord's."""
+    kind = getattr(op, "op", op)
+    name = getattr(kind, "name", None)
+    if name == "PREMUL_SUM":
+        factor = getattr(op, "factor", None)
+        if factor is None:
+            raise ArgumentError(f"{what}: ReduceOp.PREMUL_SUM needs a factor; build it with "
+                                f"torch.distributed._make_nccl_premul_sum(factor)")
+        return _make_nccl_premul_sum(factor)
+    found = _BY_NAME.get(name) if name is not None else None
+    if found is None:
+        raise ArgumentError(f"{what}: unsupported reduce op {op!r}; the accord backend takes "
+                            f"SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR, BXOR and PREMUL_SUM")
+    return found
+
+

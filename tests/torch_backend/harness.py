@@ -1,0 +1,95 @@
+"""Run one torch program on N real processes, on a given backend, and collect each rank's result.
+
+``run(program, backend, world_size, **kwargs)`` starts ``world_size`` processes (spawn), each
+joining torch.distributed's default group over env:// on ``backend`` ("gloo" or "accord"),
+then calling ``programs.<program>(rank, world_size, **kwargs)``; the return values (plain
+Python data) come back over a pipe in rank order. A failure on any rank raises
+``ProgramFailed`` with every failing rank's traceback; every process is killed at the end.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import socket
+import time
+import traceback
+from datetime import timedelta
+from multiprocessing.connection import wait
+from typing import Any
+
+
+class ProgramFailed(AssertionError):
+    pass
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _child(program: str, backend: str, rank: int, world_size: int, port: int, kwargs: dict,
+           env: dict, conn: Any) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+                      WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank), OMP_NUM_THREADS="1",
+                      LOCAL_WORLD_SIZE=str(world_size), TORCH_CPP_LOG_LEVEL="ERROR", **env)
+    try:
+        import torch
+        import torch.distributed as dist
+
+        from . import programs
+
+        torch.set_num_threads(1)
+        dist.init_process_group(backend, timeout=timedelta(seconds=kwargs.pop("pg_timeout", 60)))
+        try:
+            value = getattr(programs, program)(rank, world_size, **kwargs)
+        finally:
+            if dist.is_initialized():
+                dist.destroy_process_group()
+        conn.send(("ok", value))
+    except BaseException:  # noqa: BLE001 — reported to the parent
+        conn.send(("error", traceback.format_exc()))
+    finally:
+        conn.close()
+
+
+def run(program: str, backend: str, world_size: int, timeout: float = 120.0,
+        env: dict | None = None, **kwargs: Any) -> list[Any]:
+    ctx = mp.get_context("spawn")
+    port = free_port()
+    readers, procs = {}, []
+    for rank in range(world_size):
+        reader, writer = ctx.Pipe(duplex=False)
+        proc = ctx.Process(target=_child, daemon=True, args=(program, backend, rank, world_size,
+                                                             port, dict(kwargs), env or {}, writer))
+        proc.start()
+        writer.close()
+        readers[reader] = rank
+        procs.append(proc)
+    results: dict[int, Any] = {}
+    errors: dict[int, str] = {}
+    give_up = time.monotonic() + timeout
+    try:
+        while readers and time.monotonic() < give_up:
+            for reader in wait(list(readers), timeout=0.5):
+                rank = readers.pop(reader)
+                try:
+                    kind, value = reader.recv()
+                except EOFError:
+                    kind, value = "error", f"rank {rank} died (exit code {procs[rank].exitcode})"
+                (results if kind == "ok" else errors)[rank] = value
+                if errors:  # the others may be stuck with it: give them a moment only
+                    give_up = min(give_up, time.monotonic() + 5)
+        for rank in readers.values():
+            errors.setdefault(rank, f"rank {rank} did not finish in time")
+    finally:
+        for proc in procs:
+            proc.join(timeout=5 if not errors else 0.5)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(3)
+    if errors:
+        raise ProgramFailed(f"{program} on {backend} (world {world_size}) failed:\n" + "\n".join(
+            f"--- rank {r} ---\n{text}" for r, text in sorted(errors.items())))
+    return [results[r] for r in range(world_size)]
