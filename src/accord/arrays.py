@@ -158,22 +158,56 @@ def _from_torch(tensor: Any, writable: bool, what: str) -> Buffer:
         )
     if tensor.layout != torch.strided:
         raise TypeError(f"{what} has layout {tensor.layout}; only dense (strided) tensors are supported")
-    t = tensor.detach()
-    shape = tuple(t.shape)
-    contiguous = t.is_contiguous()
-    work = t if contiguous else t.contiguous()
-    if t.dtype == torch.bfloat16:
-        flat = work.view(torch.int16).numpy().view(np.uint16).reshape(-1)
-        name = "bfloat16"
-    else:
-        try:
-            flat = work.numpy().reshape(-1)
-        except (TypeError, RuntimeError) as exc:
-            raise TypeError(f"{what} has dtype {t.dtype}, which accord cannot send") from exc
-        name = _numpy_dtype_name(flat.dtype, what)
-    if contiguous:
-        return Buffer(tensor, flat, name, shape, is_torch=True)
-    return Buffer(tensor, flat, name, shape, target=t if writable else None, is_torch=True)
+    key = str(tensor.dtype)
+    typestr = _TORCH_TYPESTR.get(key)
+    if typestr is None:
+        raise TypeError(f"{what} has dtype {tensor.dtype}, which accord cannot send")
+    name = key[6:]  # "torch.bfloat16" -> "bfloat16"
+    shape = tuple(tensor.shape)
+    if tensor.is_contiguous() and not (tensor.is_conj() or tensor.is_neg()):
+        return Buffer(tensor, tensor_memory(tensor, typestr), name, shape, is_torch=True)
+    # A strided (or conjugate/negative) view: a contiguous copy that finish() writes back.
+    flat = np.empty(tensor.numel(), dtype=np.dtype(typestr))
+    copy = torch.from_numpy(flat)
+    if name == "bfloat16":
+        copy = copy.view(torch.bfloat16)
+    copy.view(shape).copy_(tensor.detach())
+    return Buffer(tensor, flat, name, shape, target=tensor.detach() if writable else None,
+                  is_torch=True)
+
+
+#: torch dtype (as str) → the NumPy type string of its memory (bfloat16 as its 16-bit pattern).
+_TORCH_TYPESTR = {
+    "torch.bool": "|b1", "torch.uint8": "|u1", "torch.int8": "|i1", "torch.int16": "<i2",
+    "torch.uint16": "<u2", "torch.int32": "<i4", "torch.uint32": "<u4", "torch.int64": "<i8",
+    "torch.uint64": "<u8", "torch.float16": "<f2", "torch.bfloat16": "<u2",
+    "torch.float32": "<f4", "torch.float64": "<f8", "torch.complex64": "<c8",
+    "torch.complex128": "<c16",
+}
+
+
+class _TensorMemory:
+    """Hands a tensor's memory to NumPy (``__array_interface__``) and keeps the tensor alive
+    for as long as the array lives (the array's ``base``)."""
+
+    __slots__ = ("__array_interface__", "tensor")
+
+
+def tensor_memory(tensor: Any, typestr: str | None = None) -> np.ndarray:
+    """A flat NumPy array over a contiguous CPU tensor's memory.
+
+    Unlike ``tensor.numpy()``, this leaves the tensor's storage resizable: FSDP frees its
+    flat parameters by resizing their storage to zero, which ``numpy()`` forbids forever.
+    """
+    typestr = typestr or _TORCH_TYPESTR[str(tensor.dtype)]
+    count = tensor.numel()
+    if count == 0:
+        return np.empty(0, dtype=np.dtype(typestr))
+    holder = _TensorMemory()
+    holder.tensor = tensor
+    holder.__array_interface__ = {"data": (tensor.data_ptr(), False), "shape": (count,),
+                                  "typestr": typestr, "version": 3}
+    return np.asarray(holder)
 
 
 def same_layout(a: Buffer, b: Buffer) -> bool:

@@ -55,7 +55,20 @@ def _child(program: str, backend: str, rank: int, world_size: int, port: int, kw
 
 
 def run(program: str, backend: str, world_size: int, timeout: float = 120.0,
-        env: dict | None = None, **kwargs: Any) -> list[Any]:
+        env: dict | None = None, dies: tuple[int, ...] = (), **kwargs: Any) -> list[Any]:
+    """Run ``program`` (retried on a new port if the free port was taken meanwhile); the
+    ranks in ``dies`` are expected to exit without a result (theirs is None)."""
+    for attempt in range(3):
+        try:
+            return _run_once(program, backend, world_size, timeout, env, kwargs, dies)
+        except ProgramFailed as exc:
+            if attempt == 2 or "address already in use" not in str(exc).lower():
+                raise
+    raise AssertionError("unreachable")
+
+
+def _run_once(program: str, backend: str, world_size: int, timeout: float, env: dict | None,
+              kwargs: dict, dies: tuple[int, ...]) -> list[Any]:
     ctx = mp.get_context("spawn")
     port = free_port()
     readers, procs = {}, []
@@ -77,6 +90,9 @@ def run(program: str, backend: str, world_size: int, timeout: float = 120.0,
                 try:
                     kind, value = reader.recv()
                 except EOFError:
+                    if rank in dies:
+                        results[rank] = None
+                        continue
                     kind, value = "error", f"rank {rank} died (exit code {procs[rank].exitcode})"
                 (results if kind == "ok" else errors)[rank] = value
                 if errors:  # the others may be stuck with it: give them a moment only

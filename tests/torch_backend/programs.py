@@ -149,16 +149,16 @@ def device_mesh_2d(rank: int, world_size: int) -> dict[str, Any]:
 
 
 def dtensor_redistribute(rank: int, world_size: int) -> dict[str, Any]:
-    """Shard → replicate → shard(1) → partial → replicate of a DTensor."""
+    """Shard(0) → Replicate → Shard(1), and a Partial (sum) → Replicate, of DTensors."""
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor import Partial, Replicate, Shard, distribute_tensor
+    from torch.distributed.tensor import DTensor, Partial, Replicate, Shard, distribute_tensor
 
     mesh = init_device_mesh("cpu", (world_size,))
     full = torch.arange(4.0 * world_size * 3).reshape(4 * world_size, 3)
     sharded = distribute_tensor(full, mesh, [Shard(0)])
     replicated = sharded.redistribute(mesh, [Replicate()])
     col = replicated.redistribute(mesh, [Shard(1)])
-    partial = replicated.redistribute(mesh, [Partial()])
+    partial = DTensor.from_local(torch.full((2, 2), float(rank + 1)), mesh, [Partial()])
     summed = partial.redistribute(mesh, [Replicate()])
     return {"local_shard": sharded.to_local().tolist(), "replicated": replicated.to_local().tolist(),
             "col_shard": col.to_local().tolist(), "summed": summed.to_local().tolist()}
@@ -191,3 +191,138 @@ def async_overlap(rank: int, world_size: int) -> dict[str, Any]:
     dist.all_reduce(small)  # a blocking call after an async one: in order
     return {"big": big[:2].tolist(), "completed": work.is_completed(), "success": work.is_success(),
             "chained": chained.wait().tolist(), "small": small.tolist()}
+
+
+# -- diagnostics and bad input (through torch's API) ---------------------------------------
+
+def _caught(fn: Any) -> dict[str, Any]:
+    import time
+
+    start = time.monotonic()
+    try:
+        fn()
+    except Exception as exc:  # noqa: BLE001 — described for the test
+        return {"type": type(exc).__name__, "mro": [c.__name__ for c in type(exc).__mro__],
+                "message": str(exc), "elapsed": time.monotonic() - start}
+    return {"type": None, "elapsed": time.monotonic() - start}
+
+
+def mismatched_ops(rank: int, world_size: int) -> dict[str, Any]:
+    t = torch.ones(4)
+    dist.all_reduce(t)  # call #1 agrees
+    if rank == 0:
+        return _caught(lambda: dist.all_reduce(t))
+    return _caught(lambda: dist.broadcast(t, 0))
+
+
+def dead_peer(rank: int, world_size: int) -> dict[str, Any]:
+    import os
+
+    t = torch.ones(4)
+    dist.all_reduce(t)
+    if rank == world_size - 1:
+        os._exit(3)  # dies without a word
+    return _caught(lambda: dist.all_reduce(t))
+
+
+def frozen_peer(rank: int, world_size: int) -> dict[str, Any]:
+    import time
+
+    t = torch.ones(4)
+    dist.all_reduce(t)
+    if rank == world_size - 1:
+        time.sleep(6)  # misses the others' timeout, then leaves
+        return {"type": None}
+    return _caught(lambda: dist.all_reduce(t))
+
+
+def detail_size_mismatch(rank: int, world_size: int) -> dict[str, Any]:
+    """Under TORCH_DISTRIBUTED_DEBUG=DETAIL: sizes differ → an error on every rank before any
+    byte moves, and the group still works afterwards."""
+    bad = _caught(lambda: dist.all_reduce(torch.ones(4 + rank)))
+    t = torch.ones(2)
+    dist.all_reduce(t)
+    return {"bad": bad, "after": t.tolist()}
+
+
+def bad_inputs(rank: int, world_size: int) -> dict[str, Any]:
+    """Calls the backend cannot do: each raises on the calling rank, before anything is sent
+    (so the other ranks, which call nothing, are not involved), and the group still works."""
+    out = {}
+    if rank == 0:
+        out["meta_device"] = _caught(lambda: dist.all_reduce(torch.ones(2, device="meta")))
+        dense = torch.eye(3)
+        out["sparse_csr"] = _caught(lambda: dist.all_reduce(dense.to_sparse_csr()))
+        out["float8"] = _caught(lambda: dist.all_reduce(torch.zeros(2, dtype=torch.float8_e4m3fn)))
+        sparse = torch.sparse_coo_tensor(torch.tensor([[0]]), torch.tensor([1.0]), (3,))
+        out["sparse_max"] = _caught(lambda: dist.all_reduce(sparse, op=dist.ReduceOp.MAX))
+        out["band_float"] = _caught(lambda: dist.all_reduce(torch.ones(2), op=dist.ReduceOp.BAND))
+    t = torch.ones(2)
+    dist.all_reduce(t)
+    out["after"] = t.tolist()
+    return out
+
+
+# -- accord-only behaviour through torch's API (gloo lacks it, or it is about timing) ------
+
+def ops_and_dtypes(rank: int, world_size: int) -> dict[str, Any]:
+    """AVG and PREMUL_SUM (gloo refuses both), and the element types gloo takes."""
+    out: dict[str, Any] = {}
+    t = torch.tensor([2.0, 4.0]) * (rank + 1)
+    dist.all_reduce(t, op=dist.ReduceOp.AVG)
+    out["avg"] = t.tolist()
+    t = torch.tensor([1.0, 2.0]) * (rank + 1)
+    dist.all_reduce(t, op=dist._make_nccl_premul_sum(0.5))
+    out["premul_sum"] = t.tolist()
+    for dtype in (torch.bool, torch.uint8, torch.int8, torch.int32, torch.int64, torch.float16,
+                  torch.bfloat16, torch.float64, torch.complex64):
+        t = torch.ones(3, dtype=dtype)
+        dist.all_reduce(t)
+        out[str(dtype)] = [str(v) for v in t.tolist()]
+    view = torch.arange(12.0).reshape(3, 4)[:, 1]  # a strided view: written back in place
+    dist.all_reduce(view)
+    out["strided_view"] = view.tolist()
+    return out
+
+
+def async_returns_at_once(rank: int, world_size: int) -> dict[str, Any]:
+    """Rank 1 joins the all_reduce a second late: rank 0's async call must return at once
+    and finish in the background."""
+    import time
+
+    t = torch.full((1 << 16,), float(rank + 1))
+    if rank == 1:
+        time.sleep(1.0)
+    start = time.monotonic()
+    work = dist.all_reduce(t, async_op=True)
+    returned = time.monotonic() - start
+    pending = not work.is_completed()
+    done = []
+    work.get_future().then(lambda fut: done.append(fut.value()[0][0].item()))
+    work.wait()
+    deadline = time.monotonic() + 5
+    while not done and time.monotonic() < deadline:  # the callback runs on the finishing thread
+        time.sleep(0.01)
+    return {"returned_s": returned, "pending_at_return": pending, "then": done,
+            "value": t[0].item()}
+
+
+def groups_and_names(rank: int, world_size: int) -> dict[str, Any]:
+    """new_group, new_subgroups, DDP over a subgroup, group names and descriptions."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    out: dict[str, Any] = {}
+    evens = dist.new_group([r for r in range(world_size) if r % 2 == 0], group_desc="evens")
+    if rank % 2 == 0:
+        t = torch.tensor([float(rank)])
+        dist.all_reduce(t, group=evens)
+        out["evens"] = {"sum": t.item(), "desc": evens.group_desc,
+                        "size": dist.get_world_size(evens), "name_is_str": isinstance(evens.group_name, str)}
+    mine, _ = dist.new_subgroups(group_size=2)
+    torch.manual_seed(0)
+    model = DDP(nn.Linear(4, 2), process_group=mine)
+    loss = model(torch.ones(1, 4) * (rank + 1)).sum()
+    loss.backward()
+    out["ddp_subgroup_grad"] = model.module.weight.grad.reshape(-1).tolist()
+    out["subgroup_ranks"] = dist.get_process_group_ranks(mine)
+    return out

@@ -39,7 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--factor", type=int, default=4, help="size multiplier of the sweep")
     p.add_argument("--iters", type=int, default=200, help="timed iterations per size")
     p.add_argument("--warmup", type=int, default=10, help="untimed iterations per size")
-    p.add_argument("--compare", default="", help="also run these, comma-separated: gloo, mpi")
+    p.add_argument("--compare", default="",
+                   help="also run these, comma-separated: gloo (torch.distributed on gloo), "
+                        "torch-accord (torch.distributed on backend accord), mpi (MPICH)")
     p.add_argument("--transport", choices=["auto", "tcp"], default="auto",
                    help="accord's transport: auto (shared memory on one host) or tcp")
     p.add_argument("--plot", help="draw busbw vs size to this PNG (needs matplotlib)")
@@ -58,13 +60,14 @@ def main(argv: list[str] | None = None) -> int:
     sizes = ([parse_size(s) for s in args.sizes.split(",")] if args.sizes
              else sweep(parse_size(args.min), parse_size(args.max), args.factor))
     impls = ["accord"] + [c.strip() for c in args.compare.split(",") if c.strip()]
-    unknown_impls = [i for i in impls[1:] if i not in ("gloo", "mpi")]
+    unknown_impls = [i for i in impls[1:] if i not in ("gloo", "torch-accord", "mpi")]
     if unknown_impls:
-        print(f"cannot compare with {unknown_impls}; known: gloo, mpi", file=sys.stderr)
+        print(f"cannot compare with {unknown_impls}; known: gloo, torch-accord, mpi", file=sys.stderr)
         return 2
     env = {"ACCORD_TRANSPORT": args.transport}
     plan = runner.Plan(ops, sizes, args.iters, args.warmup, args.world, env)
-    total = len(impls) * sum(len(sizes) if COLLECTIVES[op].sized else 1 for op in ops)
+    total = sum(len(sizes) if COLLECTIVES[op].sized else 1 for op in ops for impl in impls
+                if not (COLLECTIVES[op].torch_only and impl in ("accord", "mpi")))
     rows: list[report.Row] = []
 
     def on_row(impl: str, op: str, nbytes: int, per_rank: list[list[float]]) -> None:

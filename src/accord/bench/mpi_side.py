@@ -67,6 +67,8 @@ def _rows(plan: Plan) -> None:
 
     comm = MPI.COMM_WORLD
     for op in plan.ops:
+        if COLLECTIVES[op].torch_only:
+            continue  # a DDP step: torch.distributed's API only
         sizes = plan.sizes if COLLECTIVES[op].sized else [0]
         for nbytes in sizes:
             count = per_rank_count(op, nbytes, plan.world, 4) if nbytes else 1

@@ -17,7 +17,8 @@ from typing import Any
 
 from .workloads import per_rank_count
 
-IMPLEMENTATIONS = ("accord", "gloo")
+#: accord's own API; torch.distributed on gloo; torch.distributed on backend "accord"
+IMPLEMENTATIONS = ("accord", "gloo", "torch-accord")
 
 
 @dataclass
@@ -46,7 +47,7 @@ def _init(impl: str) -> tuple[Any, Any]:
     import torch.distributed as tdist
 
     torch.set_num_threads(1)
-    tdist.init_process_group(backend=impl)
+    tdist.init_process_group(backend="accord" if impl == "torch-accord" else impl)
     return tdist, torch
 
 
@@ -72,10 +73,14 @@ def worker(impl: str, rank: int, plan: Plan, port: int, results: Any) -> None:
     try:
         api, torch = _init(impl)
         for op in plan.ops:
+            if COLLECTIVES[op].torch_only and torch is None:
+                continue  # a DDP step needs torch.distributed's API
             sizes = plan.sizes if COLLECTIVES[op].sized else [0]
             for nbytes in sizes:
                 count = per_rank_count(op, nbytes, plan.world, 4) if nbytes else 1
                 iters = plan.iters if nbytes < (4 << 20) else max(plan.iters // 4, 5)
+                if COLLECTIVES[op].torch_only:
+                    iters = max(plan.iters // 10, 5)
                 call = make_call(api, op, count, rank, plan.world, torch)
                 times = _time_calls(call, iters, plan.warmup, api)
                 results.put(("row", impl, rank, op, nbytes, times))

@@ -21,6 +21,8 @@ class Collective:
     #: whether "size" means the total over ranks (all_gather output, reduce_scatter input)
     total_size: bool = False
     sized: bool = True
+    #: a torch training step (needs torch.distributed's API: DDP), not a plain collective
+    torch_only: bool = False
 
 
 def _part(n: int) -> float:
@@ -37,6 +39,8 @@ COLLECTIVES: dict[str, Collective] = {c.name: c for c in [
     Collective("gather", _part, total_size=True),          # size = everything the root gets
     Collective("scatter", _part, total_size=True),         # size = everything the root sends
     Collective("barrier", lambda n: 0.0, sized=False),
+    # one DDP training step of a communication-bound model (≈12 M parameters, batch 2)
+    Collective("ddp_step", lambda n: 0.0, sized=False, torch_only=True),
 ]}
 
 
@@ -73,4 +77,27 @@ def make_call(api: Any, op: str, count: int, rank: int, world: int, torch: Any =
         if op == "gather":
             return lambda: api.gather(data, blocks, dst=0)
         return lambda: api.scatter(data, blocks, src=0)
+    if op == "ddp_step":
+        return _ddp_step(torch)
     raise ValueError(f"unknown collective {op!r}; known: {sorted(COLLECTIVES)}")
+
+
+def _ddp_step(torch: Any) -> Callable[[], None]:
+    """One DDP step (forward, backward with the gradient all_reduce, SGD) of an MLP of about
+    12 M parameters on a batch of 2: its time is mostly communication."""
+    from torch.nn.parallel import DistributedDataParallel
+
+    torch.manual_seed(0)
+    nn = torch.nn
+    model = DistributedDataParallel(nn.Sequential(
+        nn.Linear(1024, 4096), nn.ReLU(), nn.Linear(4096, 1024), nn.ReLU(),
+        nn.Linear(1024, 2048), nn.ReLU(), nn.Linear(2048, 1024)))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    x, y = torch.randn(2, 1024), torch.randn(2, 1024)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=False)
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+
+    return step

@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from ...arrays import tensor_memory
 from ...reduce_ops import ReduceOp, RedOpType, _make_nccl_premul_sum
 
 
@@ -54,14 +55,14 @@ def check_dense(tensor: Any, what: str, sparse_ok: bool = False) -> None:
 
 
 def as_array(tensor: torch.Tensor) -> Any:
-    """A NumPy view of a plain contiguous tensor (same memory), else the tensor itself
-    (accord's array adapter copes with bfloat16 and strided views)."""
-    if tensor.dtype is torch.bfloat16 or not tensor.is_contiguous() or tensor.layout is not torch.strided:
+    """A NumPy view of a plain contiguous tensor (same memory, storage left resizable), shaped
+    as the tensor, else the tensor itself (accord's array adapter copes with bfloat16 and
+    strided or conjugate views)."""
+    if (tensor.dtype is torch.bfloat16 or not tensor.is_contiguous() or tensor.is_conj()
+            or tensor.is_neg()):
         return tensor
-    try:
-        return tensor.detach().numpy() if tensor.requires_grad else tensor.numpy()
-    except (RuntimeError, TypeError):  # conjugate or negative views: accord copies and writes back
-        return tensor
+    flat = tensor_memory(tensor)
+    return flat if tensor.dim() == 1 else flat.reshape(tensor.shape)
 
 
 _BY_NAME = {name: ReduceOp(RedOpType[name])

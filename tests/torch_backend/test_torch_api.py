@@ -1,0 +1,39 @@
+"""torch's API on backend "accord", beyond gloo: AVG and PREMUL_SUM, every element type,
+strided views written back in place, async calls that return at once and finish in the
+background (futures and then()), subgroups (DDP over one), group names and descriptions."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("torch")
+
+from . import harness  # noqa: E402
+
+pytestmark = [pytest.mark.torch, pytest.mark.multiprocess, pytest.mark.timeout(300)]
+
+
+def test_avg_premul_sum_dtypes_and_views() -> None:
+    got = harness.run("ops_and_dtypes", "accord", 2)
+    for res in got:
+        assert res["avg"] == [3.0, 6.0]
+        assert res["premul_sum"] == [1.5, 3.0]
+        assert res["torch.bool"] == ["True"] * 3
+        assert res["torch.uint8"] == res["torch.int64"] == ["2"] * 3
+        assert res["torch.float16"] == res["torch.bfloat16"] == ["2.0"] * 3
+        assert res["torch.complex64"] == ["(2+0j)"] * 3
+        assert res["strided_view"] == [2.0, 10.0, 18.0]
+
+
+def test_async_calls_return_at_once_and_finish_in_the_background() -> None:
+    got = harness.run("async_returns_at_once", "accord", 2)
+    first = got[0]
+    assert first["returned_s"] < 0.5 and first["pending_at_return"], first
+    assert first["then"] == [3.0] and first["value"] == 3.0, first
+
+
+def test_subgroups_ddp_over_a_subgroup_and_names() -> None:
+    expected = harness.run("groups_and_names", "gloo", 4)
+    got = harness.run("groups_and_names", "accord", 4)
+    assert got == expected
+    assert got[0]["evens"] == {"sum": 2.0, "desc": "evens", "size": 2, "name_is_str": True}
