@@ -41,7 +41,11 @@ def _child(program: str, backend: str, rank: int, world_size: int, port: int, kw
         from . import programs
 
         torch.set_num_threads(1)
-        dist.init_process_group(backend, timeout=timedelta(seconds=kwargs.pop("pg_timeout", 60)))
+        timeout = timedelta(seconds=kwargs.pop("pg_timeout", 60))
+        if kwargs.pop("self_init", False):  # the program calls init_process_group itself
+            kwargs["backend"] = backend
+        else:
+            dist.init_process_group(backend, timeout=timeout)
         try:
             value = getattr(programs, program)(rank, world_size, **kwargs)
         finally:

@@ -326,3 +326,26 @@ def groups_and_names(rank: int, world_size: int) -> dict[str, Any]:
     out["ddp_subgroup_grad"] = model.module.weight.grad.reshape(-1).tolist()
     out["subgroup_ranks"] = dist.get_process_group_ranks(mine)
     return out
+
+
+def init_with_store(rank: int, world_size: int, backend: str, kind: str, path: str = "",
+                    port: int = 0) -> dict[str, Any]:
+    """init_process_group(backend, store=...) with a store of torch's making."""
+    from datetime import timedelta
+
+    timeout = timedelta(seconds=60)
+    if kind == "file":
+        store = dist.FileStore(path, world_size)
+    elif kind == "tcp":
+        store = dist.TCPStore("127.0.0.1", port, world_size, rank == 0, timeout)
+    elif kind == "prefix-tcp":
+        store = dist.PrefixStore("job7/", dist.TCPStore("127.0.0.1", port, world_size, rank == 0,
+                                                        timeout))
+    else:
+        raise ValueError(kind)
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world_size)
+    t = torch.tensor([float(rank + 1)])
+    dist.all_reduce(t)
+    sub = dist.new_group(list(range(world_size)))
+    dist.all_reduce(t, group=sub)
+    return {"sum": t.item()}

@@ -37,3 +37,12 @@ def test_subgroups_ddp_over_a_subgroup_and_names() -> None:
     got = harness.run("groups_and_names", "accord", 4)
     assert got == expected
     assert got[0]["evens"] == {"sum": 2.0, "desc": "evens", "size": 2, "name_is_str": True}
+
+
+@pytest.mark.parametrize("kind", ["file", "tcp", "prefix-tcp"])
+def test_rendezvous_over_the_store_torch_hands_over(tmp_path, kind: str) -> None:
+    """init_process_group("accord", store=...) with torch's FileStore, TCPStore and a
+    PrefixStore over one: no second store, no extra port."""
+    got = harness.run("init_with_store", "accord", 2, self_init=True, kind=kind,
+                      path=str(tmp_path / "store"), port=harness.free_port())
+    assert got == [{"sum": 6.0}, {"sum": 6.0}]

@@ -24,10 +24,11 @@ from ...group import monitored_barrier as monitored
 from ...group.process_group import ProcessGroup as AccordGroup
 from ...group.work import Work as AccordWork
 from . import sparse
-from .tensors import ArgumentError, as_array, check_tensors, reduce_op
+from .tensors import ArgumentError, as_array, check_tensors, fast_op, plain_array, reduce_op
 from .work import TorchWork, completed
 
 BACKEND_NAME = "accord"
+_ALLREDUCE_OPTIONS, _BROADCAST_OPTIONS = dist.AllreduceOptions, dist.BroadcastOptions
 
 
 class AccordProcessGroup(dist.ProcessGroup):
@@ -101,6 +102,13 @@ class AccordProcessGroup(dist.ProcessGroup):
 
     # -- all_reduce ----------------------------------------------------------------------------
     def allreduce(self, tensors: Any, opts: Any = None) -> TorchWork:
+        if type(opts) is _ALLREDUCE_OPTIONS and not opts.asyncOp and not debug.DETAIL_ON \
+                and len(tensors) == 1:
+            array = plain_array(tensors[0])  # the blocking fast path (dist.all_reduce(t))
+            op = fast_op(opts.reduceOp) if array is not None else None
+            if op is not None:
+                collective_ops.all_reduce(self.accord_group, array, op, False)
+                return _finished(tensors)
         if isinstance(tensors, torch.Tensor):  # allreduce(tensor, op) overload
             tensors, opts = [tensors], _options(dist.AllreduceOptions, opts)
         opts = opts if opts is not None else dist.AllreduceOptions()
@@ -129,6 +137,12 @@ class AccordProcessGroup(dist.ProcessGroup):
 
     # -- rooted ------------------------------------------------------------------------------
     def broadcast(self, tensors: Any, opts: Any = None) -> TorchWork:
+        if type(opts) is _BROADCAST_OPTIONS and not opts.asyncOp and not debug.DETAIL_ON \
+                and len(tensors) == 1:
+            array = plain_array(tensors[0])  # the blocking fast path (dist.broadcast(t, src))
+            if array is not None:
+                collective_ops.broadcast(self.accord_group, array, opts.rootRank, False)
+                return _finished(tensors)
         if isinstance(tensors, torch.Tensor):  # broadcast(tensor, root) overload
             tensors, root = [tensors], int(opts or 0)
             opts = dist.BroadcastOptions()
@@ -275,6 +289,9 @@ class AccordProcessGroup(dist.ProcessGroup):
     # -- barriers ------------------------------------------------------------------------------
     def barrier(self, opts: Any = None) -> TorchWork:
         opts = opts if opts is not None else dist.BarrierOptions()
+        if not opts.asyncOp and opts.timeout.total_seconds() <= 0 and not debug.DETAIL_ON:
+            collective_ops.barrier(self.accord_group, False)  # the blocking fast path
+            return _finished([])
         timeout = _seconds(getattr(opts, "timeout", None))
         return self._run("barrier", opts, [],
                          lambda a: collective_ops.barrier(self.accord_group, a, timeout))
@@ -315,6 +332,16 @@ class AccordProcessGroup(dist.ProcessGroup):
 
     def _get_sequence_number_for_group(self) -> int:
         return self.accord_group.last_seq
+
+
+#: What a blocking call returns: torch's API discards it (``dist.all_reduce(t)`` only calls
+#: ``wait()``), so one finished Work serves them all instead of a new one per call.
+_FINISHED = completed("completed", [])
+
+
+def _finished(outputs: list[Any]) -> TorchWork:
+    _FINISHED._outputs = outputs
+    return _FINISHED
 
 
 def _options(cls: Any, op: Any) -> Any:

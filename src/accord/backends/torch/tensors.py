@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 
 from ...arrays import tensor_memory
@@ -65,8 +66,61 @@ def as_array(tensor: torch.Tensor) -> Any:
     return flat if tensor.dim() == 1 else flat.reshape(tensor.shape)
 
 
+#: Plain element types whose memory NumPy reads as is (the blocking fast path's).
+_PLAIN_TYPESTR = {torch.float32: "<f4", torch.float64: "<f8", torch.float16: "<f2",
+                  torch.int64: "<i8", torch.int32: "<i4", torch.int16: "<i2", torch.int8: "|i1",
+                  torch.uint8: "|u1", torch.bool: "|b1"}
+_views: dict[tuple[int, int, str], np.ndarray] = {}
+_MAX_VIEWS = 256
+
+
+def plain_array(tensor: Any) -> np.ndarray | None:
+    """A NumPy array over a plain (CPU, dense, contiguous, non-complex, not negated) tensor's
+    memory, or None for anything else. The blocking fast path of the hot collectives.
+
+    Arrays are cached by (address, length, type) *without* holding the tensor: one is used
+    only while the caller holds a live tensor with that very memory, so it never outlives
+    what it points to in use; the cache is bounded.
+    """
+    if type(tensor) is not torch.Tensor:
+        return None
+    typestr = _PLAIN_TYPESTR.get(tensor.dtype)
+    if (typestr is None or not tensor.is_cpu or tensor.layout is not _STRIDED
+            or not tensor.is_contiguous() or tensor.is_neg()):
+        return None
+    key = (tensor.data_ptr(), tensor.numel(), typestr)
+    array = _views.get(key)
+    if array is None:
+        if len(_views) >= _MAX_VIEWS:
+            _views.clear()
+        array = _views[key] = _unowned_view(*key)
+    return array
+
+
+_STRIDED = torch.strided
+
+
+class _Memory:
+    __slots__ = ("__array_interface__",)
+
+
+def _unowned_view(address: int, count: int, typestr: str) -> np.ndarray:
+    if count == 0:
+        return np.empty(0, dtype=np.dtype(typestr))
+    holder = _Memory()
+    holder.__array_interface__ = {"data": (address, False), "shape": (count,),
+                                  "typestr": typestr, "version": 3}
+    return np.asarray(holder)
+
+
+def fast_op(op: Any) -> ReduceOp | None:
+    """accord's op for torch's plain ReduceOps (not PREMUL_SUM), by their value; else None."""
+    return _BY_VALUE.get(op.op.value)
+
+
 _BY_NAME = {name: ReduceOp(RedOpType[name])
             for name in ("SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR")}
+_BY_VALUE = {int(RedOpType[name]): op for name, op in _BY_NAME.items()}
 
 
 def reduce_op(op: Any, tensor: torch.Tensor | None, what: str) -> ReduceOp:
