@@ -42,9 +42,9 @@ def check_dense(tensor: Any, what: str, sparse_ok: bool = False) -> None:
         raise ArgumentError(f"{what}: expected a torch.Tensor, got {type(tensor).__name__}")
     if not tensor.is_cpu:
         raise ArgumentError(
-            f"{what}: a tensor on {tensor.device}, but the accord backend works on CPU tensors. "
-            f"Move it with .cpu(), or give CUDA tensors their own backend: "
-            f"init_process_group(\"cpu:accord,cuda:nccl\")")
+            f"{what}: a tensor on {tensor.device}, but the accord backend takes CPU tensors "
+            f"only. Move it with .cpu(), or run this group on a backend for that device "
+            f"(nccl for CUDA)")
     if tensor.layout is not torch.strided and not (sparse_ok and tensor.layout is torch.sparse_coo):
         takes = "dense (strided) tensors, and sparse COO for all_reduce" if not sparse_ok else \
             "dense (strided) and sparse COO tensors"
