@@ -16,6 +16,7 @@ import numpy as np
 
 from ..arrays import Buffer, as_buffer
 from ..collectives import registry
+from ..errors import ArgumentError, ArgumentTypeError
 from ..reduce_ops import Kernel, as_reduce_op, make_kernel
 from .arguments import buffer_list, equal_chunks, row_splits, same_count, same_dtype
 from .process_group import ProcessGroup
@@ -24,9 +25,9 @@ from .work import Work
 
 def check_group_rank(group: ProcessGroup, rank: int, what: str) -> int:
     if isinstance(rank, bool) or not isinstance(rank, int):
-        raise TypeError(f"{what} must be an int rank, got {type(rank).__name__}")
+        raise ArgumentTypeError(f"{what} must be an int rank, got {type(rank).__name__}")
     if not 0 <= rank < group.size():
-        raise ValueError(f"{what}={rank} is out of range for a group of size {group.size()}")
+        raise ArgumentError(f"{what}={rank} is out of range for a group of size {group.size()}")
     return rank
 
 
@@ -213,12 +214,12 @@ def _root_list(group: ProcessGroup, tensors: Any, root: int, what: str, role: st
     title = "destination" if role == "dst" else "source"
     if group.rank() != root:
         if given:
-            raise ValueError(f"Argument {what} must NOT be specified on non-{title} ranks: this "
-                             f"is group rank {group.rank()} and {role} is {root}; pass None here")
+            raise ArgumentError(f"Argument {what} must NOT be specified on non-{title} ranks: this "
+                                f"is group rank {group.rank()} and {role} is {root}; pass None here")
         return None
     if not given:
-        raise ValueError(f"Argument {what} must be specified on the {title} rank ({role} "
-                         f"{root}): pass a list of {group.size()} tensors")
+        raise ArgumentError(f"Argument {what} must be specified on the {title} rank ({role} "
+                            f"{root}): pass a list of {group.size()} tensors")
     bufs = buffer_list(tensors, group.size(), what, writable=writable)
     same_dtype([("tensor", mine), *((f"{what}[{i}]", b) for i, b in enumerate(bufs))])
     for i, b in enumerate(bufs):
@@ -280,8 +281,8 @@ def all_to_all_single(group: ProcessGroup, output: Any, input: Any,  # noqa: A00
     outs, even_out = row_splits(out, output_split_sizes, n, "output")
     ins, even_in = row_splits(inp, input_split_sizes, n, "input")
     if outs[me].size != ins[me].size:
-        raise ValueError(f"this rank keeps input piece {me} ({ins[me].size} elements) in output piece "
-                         f"{me}, which holds {outs[me].size}: check the split sizes")
+        raise ArgumentError(f"this rank keeps input piece {me} ({ins[me].size} elements) in output piece "
+                            f"{me}, which holds {outs[me].size}: check the split sizes")
     even = even_in and even_out
     return launch(group, "all_to_all", inp.nbytes if even else 0, inp, (outs, ins), [out], [output],
                   async_op, count=inp.count if even else 0)

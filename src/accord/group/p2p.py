@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from ..arrays import Buffer, as_buffer
-from ..errors import DistTimeoutError
+from ..errors import ArgumentError, ArgumentTypeError, DistTimeoutError
 from ..timeouts import Deadline
 from ..transport.matching import RecvRequest, SendRequest
 from ..transport.wire import Fingerprint, FrameKind
@@ -23,17 +23,17 @@ from .work import Future, Work
 
 def _check_tag(tag: int) -> int:
     if isinstance(tag, bool) or not isinstance(tag, int):
-        raise TypeError(f"tag must be an int, got {type(tag).__name__}")
+        raise ArgumentTypeError(f"tag must be an int, got {type(tag).__name__}")
     if not -(1 << 63) <= tag < (1 << 63):
-        raise ValueError(f"tag {tag} does not fit in 64 bits")
+        raise ArgumentError(f"tag {tag} does not fit in 64 bits")
     return tag
 
 
 def _peer(group: ProcessGroup, rank: int, what: str) -> int:
     check_group_rank(group, rank, what)
     if rank == group.rank():
-        raise ValueError(f"{what}={rank} is this rank itself; a rank cannot send to or receive "
-                         f"from itself (copy the tensor instead)")
+        raise ArgumentError(f"{what}={rank} is this rank itself; a rank cannot send to or receive "
+                            f"from itself (copy the tensor instead)")
     return rank
 
 

@@ -19,7 +19,7 @@ import numpy as np
 from .. import config
 from ..arrays import DTYPE_NAMES, Buffer
 from ..collectives.registry import ALGORITHMS, COLLECTIVE_NAMES, COLLECTIVES, Algorithm
-from ..errors import DistTimeoutError, PeerError
+from ..errors import ArgumentError, ArgumentTypeError, DistTimeoutError, PeerError
 from ..timeouts import Deadline, to_seconds
 from ..transport.mesh import Channel, Mesh
 from ..transport.wire import Fingerprint, FrameKind
@@ -161,8 +161,8 @@ class ProcessGroup:
     @object_policy.setter
     def object_policy(self, policy: ObjectPolicy | None) -> None:
         if policy is not None and not isinstance(policy, ObjectPolicy):
-            raise TypeError(f"object_policy must be an accord.ObjectPolicy or None, got "
-                            f"{type(policy).__name__}")
+            raise ArgumentTypeError(f"object_policy must be an accord.ObjectPolicy or None, got "
+                                    f"{type(policy).__name__}")
         self._object_policy = policy
 
     # -- torch's accessors ---------------------------------------------------------------------
@@ -196,13 +196,13 @@ class ProcessGroup:
         try:
             return self._group_rank_of[global_rank]
         except KeyError:
-            raise ValueError(f"global rank {global_rank} is not a member of group "
-                             f"{self.group_name!r} (members: {self._ranks})") from None
+            raise ArgumentError(f"global rank {global_rank} is not a member of group "
+                                f"{self.group_name!r} (members: {self._ranks})") from None
 
     def global_rank_of(self, group_rank: int) -> int:
         if not 0 <= group_rank < len(self._ranks):
-            raise ValueError(f"group rank {group_rank} is out of range for group "
-                             f"{self.group_name!r} of size {len(self._ranks)}")
+            raise ArgumentError(f"group rank {group_rank} is out of range for group "
+                                f"{self.group_name!r} of size {len(self._ranks)}")
         return self._ranks[group_rank]
 
     def __repr__(self) -> str:
