@@ -93,6 +93,11 @@ class CallPeers:
     def wait(self, *handles: Any) -> None:
         self._channel.wait(handles, self._deadline, self)
 
+    def settle(self, *handles: Any) -> None:
+        """Wait until each handle ended, well or not, or the call's deadline passed; raises
+        only for the group's failure (the caller judges each handle: ``done``, ``error``)."""
+        self._channel.settle(handles, self._deadline, self)
+
     def scratch(self, count: int, dtype: np.dtype, which: int = 0) -> np.ndarray:
         return self._group._scratch_array(count, dtype, which)
 
