@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import profiling
 from ..arrays import DTYPE_CODES
 from ..collectives.algorithm import COLLECTIVES
 from ..errors import ArgumentError, ArgumentTypeError, DistTimeoutError, ShortListError
@@ -25,7 +26,8 @@ from ..timeouts import Deadline
 from ..transport.wire import Fingerprint, FrameKind
 from . import pickling
 from .collective_ops import check_group_rank
-from .process_group import OBJECT_CALLS, ProcessGroup
+from .call import OBJECT_CALLS
+from .process_group import ProcessGroup
 
 _BYTES = DTYPE_CODES["bytes"]
 _CODE = {name: code for code, name in OBJECT_CALLS.items()}  # fingerprint algo: which call
@@ -155,6 +157,15 @@ def _array(frame: memoryview) -> np.ndarray:
 def send_object_list(group: ProcessGroup, object_list: list[Any], dst: int) -> None:
     """Send the objects of ``object_list`` to ``dst`` (blocking until handed to the transport)."""
     _check_list(object_list, "object_list")
+    event = profiling.begin_if_recording("send_object_list")
+    try:
+        _send_objects(group, object_list, dst)
+    finally:
+        if event is not None:
+            profiling.end(event)
+
+
+def _send_objects(group: ProcessGroup, object_list: list[Any], dst: int) -> None:
     channel = group.channel
     context = f"send_object_list to rank {group.global_rank_of(dst)} on rank {group.global_rank}"
     fp = Fingerprint(0, 0, _BYTES, len(object_list), -1)
@@ -168,6 +179,15 @@ def recv_object_list(group: ProcessGroup, object_list: list[Any], src: int | Non
     """Receive objects into ``object_list`` (same length as the sender's); returns the
     sender's group rank."""
     _check_list(object_list, "object_list")
+    event = profiling.begin_if_recording("recv_object_list")
+    try:
+        return _recv_objects(group, object_list, src)
+    finally:
+        if event is not None:
+            profiling.end(event)
+
+
+def _recv_objects(group: ProcessGroup, object_list: list[Any], src: int | None) -> int:
     channel, deadline = group.channel, Deadline.after(group._timeout)
     source = None if src is None else group.global_rank_of(src)
     context = (f"recv_object_list from {'any rank' if source is None else f'rank {source}'} "
