@@ -176,11 +176,9 @@ class ProcessGroup:
         """
         seq = self.last_seq = next(self._seqs)
         deadline = Deadline.after(self._timeout if timeout is None else timeout)
-        prof = _modules_get(_TORCH_PROFILER)  # None unless torch is imported: one dict lookup
         # The profiler's event opens in the caller's thread (torch records only threads it
         # knows) and closes where the call ends, as gloo's async works do.
-        event = (profiling.begin(op, inputs)
-                 if prof is not None and getattr(prof, "_is_profiler_enabled", False) else None)
+        event = profiling.begin_if_recording(op, inputs)
 
         def execute() -> list[Any]:
             try:
@@ -243,9 +241,14 @@ class ProcessGroup:
         entry = [seq, op, fp, time.monotonic(), 0.0, STARTED, None]
         recorder.ring[seq % recorder.capacity] = recorder.current = entry
         prof = _modules_get(_TORCH_PROFILER)  # None unless torch is imported: one dict lookup
-        if prof is not None and getattr(prof, "_is_profiler_enabled", False):
-            self._run_profiled(op, seq, algorithm, slots, args, inputs, entry)
-            return
+        if prof is not None:  # torch is imported: is its profiler recording? (profiling.recording)
+            try:
+                recording = prof._is_profiler_enabled
+            except AttributeError:  # torch is being imported by another thread
+                recording = False
+            if recording:
+                self._run_profiled(op, seq, algorithm, slots, args, inputs, entry)
+                return
         try:
             algorithm.run(slots, *args)
         except BaseException as exc:
