@@ -171,7 +171,7 @@ def in_new_group(case: Callable[[Any, int, int, Make, Any], Any]) -> CaseFn:
     return run
 
 
-NEW_GROUP_TIMEOUT_S = 2.0
+NEW_GROUP_TIMEOUT_S = 1.0
 
 
 def _object_cases() -> dict[str, CaseFn]:
