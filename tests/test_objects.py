@@ -118,6 +118,24 @@ def test_object_argument_checks():
     assert run_ranks(2, body) == [[0, 1]] * 2
 
 
+def test_object_lists_longer_than_the_group_fill_the_first_slots():
+    """torch's rule: all_gather_object and gather_object write slots 0..n-1 and leave the
+    others as they were; a shorter list raises ShortListError, also an IndexError (torch's)
+    and a RuntimeError, before anything moves."""
+    def body(rank):
+        out = ["keep"] * 4
+        dist.all_gather_object(out, {"r": rank})
+        gathered = ["keep"] * 3 if rank == 0 else None
+        dist.gather_object(rank * 10, gathered, dst=0)
+        with pytest.raises(IndexError, match="one slot per rank") as short:
+            dist.all_gather_object([None], rank)
+        assert isinstance(short.value, (ValueError, RuntimeError))
+        return out, gathered
+
+    assert run_ranks(2, body) == [([{"r": 0}, {"r": 1}, "keep", "keep"], [0, 10, "keep"]),
+                                  ([{"r": 0}, {"r": 1}, "keep", "keep"], None)]
+
+
 def test_broadcast_object_lists_of_different_lengths_are_a_mismatch():
     def body(rank):
         if rank == 0:  # the root only sends: it learns at its next call on the group

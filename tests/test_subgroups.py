@@ -154,9 +154,56 @@ def test_monitored_barrier_names_the_missing_ranks_and_fails_everyone_fast(wait_
     results = run_ranks(4, body, expect_failure=True, timeout=10)
     kind, message, took = results[0]
     assert kind == "DistTimeoutError" and "failed to pass monitored_barrier" in message
-    assert ("rank 1, rank 3" in message) if wait_all else ("rank 1 " in message and "rank 3" not in message)
+    first = message.splitlines()[0]
+    assert ("ranks 1, 3 failed to pass" in first) if wait_all else ("rank 1 failed" in first and "3" not in first)
     kind, message, took = results[2]
-    assert kind == "PeerError" and "rank 1" in message and took < 1.2  # told by rank 0, at once
+    assert kind == "PeerError" and took < 1.2  # told by rank 0, at once
+    assert ("ranks 1, 3 failed" if wait_all else "rank 1 failed") in message
+
+
+@pytest.mark.parametrize("wait_all", [False, True])
+def test_monitored_barrier_names_ranks_that_left_with_the_absent_ones(wait_all):
+    """Ranks 1 and 3 leave without calling it (they return: their world is destroyed, as at
+    exit), rank 2 is alive but does not call it: all three in one message (torch: "Ranks 1,
+    2, 3 failed to pass monitoredBarrier"), or the first one without wait_all_ranks."""
+    def body(rank):
+        if rank in (1, 3):
+            return None
+        if rank == 2:
+            time.sleep(1.5)
+            return None
+        time.sleep(0.1 if rank == 0 else 0.0)
+        with pytest.raises(dist.DistError) as info:
+            dist.monitored_barrier(timeout=timedelta(seconds=0.8), wait_all_ranks=wait_all)
+        return type(info.value).__name__, str(info.value)
+
+    results = run_ranks(5, body, expect_failure=True, timeout=10)
+    kind, message = results[0]
+    if wait_all:
+        assert kind == "DistTimeoutError", message
+        assert "ranks 1, 2, 3 failed to pass monitored_barrier in 800 ms" in message, message
+        assert "ranks 1, 3 have left the group" in message and "rank 2 did not call it" in message
+    else:
+        assert kind == "PeerError" and "rank 1 failed to pass" in message, message
+        assert "rank 1 has left the group" in message and "3" not in message.splitlines()[0]
+    kind, message = results[4]  # arrived: told by rank 0, with rank 0's whole explanation
+    assert kind == "PeerError" and "rank 0 reported a failure" in message, message
+    assert ("ranks 1, 2, 3 failed" if wait_all else "rank 1 failed") in message
+
+
+def test_monitored_barrier_when_every_missing_rank_left_fails_at_once():
+    def body(rank):
+        if rank != 0:
+            return None
+        time.sleep(0.2)  # they have left by now
+        started = time.monotonic()
+        with pytest.raises(dist.PeerError) as info:
+            dist.monitored_barrier(timeout=timedelta(seconds=5), wait_all_ranks=True)
+        return str(info.value), time.monotonic() - started
+
+    message, took = run_ranks(3, body, expect_failure=True, timeout=10)[0]
+    assert "ranks 1, 2 failed to pass monitored_barrier" in message and "have left the group" in message
+    assert took < 2.0, took  # not the 5 s timeout
 
 
 def test_monitored_barrier_without_rank_zero_names_rank_zero():

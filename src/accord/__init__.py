@@ -21,9 +21,10 @@ from .api import (P2POp, all_gather, all_gather_into_tensor, all_gather_object, 
 from .backend_names import Backend, is_backend_available
 from .diagnostics.debug import (DebugLevel, get_debug_level, set_debug_level,
                                 set_debug_level_from_env)
-from .errors import (CollectiveMismatchError, DistBackendError, DistError, DistNetworkError,
-                     DistStoreError, DistTimeoutError, InternalError, NotInitializedError,
-                     PeerError, QueueEmptyError, StoreTimeoutError)
+from .errors import (ArgumentError, ArgumentTypeError, CollectiveMismatchError, DistBackendError,
+                     DistError, DistNetworkError, DistStoreError, DistTimeoutError, InternalError,
+                     NotInitializedError, PeerError, QueueEmptyError, ShortListError,
+                     StoreTimeoutError)
 from .group import Future, ProcessGroup, Work
 from .group.pickling import ObjectPolicy
 from .launcher.spawn import (ProcessException, ProcessExitedException, ProcessRaisedException,
@@ -79,6 +80,7 @@ def is_xccl_available() -> bool:
 
 
 __all__ = [
+    "ArgumentError", "ArgumentTypeError", "ShortListError",
     "Backend", "CollectiveMismatchError", "DistBackendError", "DistError", "DistNetworkError",
     "DistStoreError", "DistTimeoutError", "FileStore", "Future", "GroupMember", "HashStore",
     "InternalError", "NotInitializedError", "PeerError", "PrefixStore", "ProcessGroup",

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from .errors import ArgumentError, ArgumentTypeError
+
 # Codes carried in message headers so that peers can check that they agree on the element type.
 _DTYPE_NAMES = [
     "bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
@@ -104,14 +106,14 @@ def as_buffer(obj: Any, *, writable: bool, what: str = "tensor") -> Buffer:
     if is_tensor(obj):
         return _from_torch(obj, writable, what)
     if isinstance(obj, (list, tuple, int, float, complex, str)) or obj is None:
-        raise TypeError(
+        raise ArgumentTypeError(
             f"{what} must be a NumPy array or a torch tensor, got {type(obj).__name__}; "
             f"wrap Python values first, e.g. numpy.asarray(...)"
         )
     try:
         view = memoryview(obj)
     except TypeError:
-        raise TypeError(
+        raise ArgumentTypeError(
             f"{what} must be a NumPy array, a torch tensor or a buffer, got {type(obj).__name__}"
         ) from None
     return _from_numpy(np.asarray(view), writable, what)
@@ -120,7 +122,7 @@ def as_buffer(obj: Any, *, writable: bool, what: str = "tensor") -> Buffer:
 def _from_numpy(array: np.ndarray, writable: bool, what: str) -> Buffer:
     name = _numpy_dtype_name(array.dtype, what)
     if writable and not array.flags.writeable:
-        raise ValueError(
+        raise ArgumentError(
             f"{what} is read-only (flags.writeable is False) but this call writes its result "
             f"into it; pass a writable array, e.g. array.copy()"
         )
@@ -138,12 +140,12 @@ def _numpy_dtype_name(dtype: np.dtype, what: str) -> str:
     if name is not None:
         return name
     if dtype.byteorder == ">" or (dtype.byteorder == "=" and sys.byteorder == "big"):
-        raise TypeError(f"{what} has a big-endian dtype ({dtype}); convert it with astype first")
+        raise ArgumentTypeError(f"{what} has a big-endian dtype ({dtype}); convert it with astype first")
     name = dtype.name
     if name in DTYPE_CODES:
         _NAMES[dtype] = name
         return name
-    raise TypeError(
+    raise ArgumentTypeError(
         f"{what} has dtype {dtype}, which accord cannot send: use a bool, integer, float or "
         f"complex dtype (for objects, use the *_object collectives)"
     )
@@ -152,16 +154,17 @@ def _numpy_dtype_name(dtype: np.dtype, what: str) -> str:
 def _from_torch(tensor: Any, writable: bool, what: str) -> Buffer:
     torch = sys.modules["torch"]
     if tensor.device.type != "cpu":
-        raise ValueError(
+        raise ArgumentError(
             f"{what} is on device {tensor.device}, but accord's backend works on CPU tensors; "
             f"move it with .cpu() (a GPU backend is not available yet)"
         )
     if tensor.layout != torch.strided:
-        raise TypeError(f"{what} has layout {tensor.layout}; only dense (strided) tensors are supported")
+        raise ArgumentTypeError(f"{what} has layout {tensor.layout}; only dense (strided) tensors "
+                                f"are supported")
     key = str(tensor.dtype)
     typestr = _TORCH_TYPESTR.get(key)
     if typestr is None:
-        raise TypeError(f"{what} has dtype {tensor.dtype}, which accord cannot send")
+        raise ArgumentTypeError(f"{what} has dtype {tensor.dtype}, which accord cannot send")
     name = key[6:]  # "torch.bfloat16" -> "bfloat16"
     shape = tuple(tensor.shape)
     if tensor.is_contiguous() and not (tensor.is_conj() or tensor.is_neg()):

@@ -10,7 +10,9 @@ classes subclass the nearest built-in as well:
 ======================  ====================================  ==================================
 class                   whose fault                           also a
 ======================  ====================================  ==================================
-ValueError/TypeError    the caller: fix the call              (raised as built-ins at the edge)
+ArgumentError           the caller: fix the call              ValueError, RuntimeError
+ArgumentTypeError       the caller: wrong kind of argument    TypeError, ValueError, RuntimeError
+ShortListError          the caller: a list too short          IndexError, ValueError, RuntimeError
 NotInitializedError     the caller: init_process_group first  ValueError (as torch raises)
 DistTimeoutError        the world: a peer or store too slow   TimeoutError
 PeerError               the world: a peer died or went away   ConnectionError
@@ -19,12 +21,47 @@ DistStoreError          the store (one type for every store)  RuntimeError
 InternalError           accord itself: please report it       RuntimeError
 ======================  ====================================  ==================================
 
+Argument errors belong to several built-in classes on purpose. For one kind of mistake torch
+raises a ValueError from its Python checks, a RuntimeError from its C++ checks (a bitwise op
+on floats, a list of the wrong length for gloo), a TypeError from its bindings, an IndexError
+where it writes past the end of a list: code written for torch catches whichever torch
+raises. accord raises its own, clearer message as an ``ArgumentError`` (a ValueError and a
+RuntimeError), an ``ArgumentTypeError`` (also a TypeError) or a ``ShortListError`` (also an
+IndexError), so that the ``except`` clause written for torch catches it too
+(tests/differential/test_error_survey.py checks this case by case against torch). They are
+not DistErrors: nothing failed in the distributed system.
+
 Messages answer what, where, why and what next, e.g. "all_reduce #12 on rank 2: nothing from
 rank 3 in 30 s. Is rank 3 alive, and did every rank call the same collectives in the same
 order?"
 """
 
 from __future__ import annotations
+
+
+class ArgumentError(ValueError, RuntimeError):
+    """An argument of a call is wrong: the caller's fault, found before any byte moved.
+
+    A ValueError (accord's rule for a wrong value) and a RuntimeError (what torch's C++
+    checks raise for most of the same mistakes), so that either ``except`` catches it.
+    """
+
+
+class ArgumentTypeError(ArgumentError, TypeError):
+    """An argument of the wrong kind (not a tensor, an op its dtype does not support …).
+
+    Also a TypeError, which torch's bindings raise for the wrong kind of argument, while
+    its checks raise ValueError or RuntimeError for others (a bitwise op on floats is a
+    RuntimeError, MAX on complex a ValueError): this class is all three.
+    """
+
+
+class ShortListError(ArgumentError, IndexError):
+    """A list argument shorter than the call needs (one slot per rank, at least one op).
+
+    Also an IndexError: torch writes past the end of such a list (all_gather_object,
+    gather_object) or reads its first element (batch_isend_irecv) and raises IndexError.
+    """
 
 
 class DistError(RuntimeError):
@@ -110,6 +147,8 @@ def with_context(error: BaseException, context: object) -> BaseException:
 
 
 __all__ = [
+    "ArgumentError",
+    "ArgumentTypeError",
     "CollectiveMismatchError",
     "DistBackendError",
     "DistError",
@@ -121,6 +160,7 @@ __all__ = [
     "PeerError",
     "ProtocolError",
     "QueueEmptyError",
+    "ShortListError",
     "StoreTimeoutError",
     "with_context",
 ]

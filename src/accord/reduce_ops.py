@@ -16,6 +16,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .errors import ArgumentError, ArgumentTypeError
+
 
 class RedOpType(enum.IntEnum):
     """The operation codes, with torch's numbering."""
@@ -64,7 +66,8 @@ class ReduceOp:
         try:
             self.op = RedOpType(int(op))
         except (ValueError, TypeError):
-            raise ValueError(f"unknown reduce op {op!r}; use one of {[m.name for m in RedOpType]}") from None
+            raise ArgumentError(f"unknown reduce op {op!r}; use one of "
+                                f"{[m.name for m in RedOpType]}") from None
         self.factor = factor
 
     def __eq__(self, other: object) -> bool:
@@ -87,7 +90,8 @@ def _make_nccl_premul_sum(factor: Any) -> ReduceOp:
     try:
         value = float(factor.item() if hasattr(factor, "item") else factor)
     except (TypeError, ValueError):
-        raise TypeError(f"premul_sum factor must be a number or a one-element tensor, got {factor!r}") from None
+        raise ArgumentTypeError(f"premul_sum factor must be a number or a one-element tensor, "
+                                f"got {factor!r}") from None
     return ReduceOp(RedOpType.PREMUL_SUM, value)
 
 
@@ -132,9 +136,9 @@ def as_reduce_op(op: Any) -> ReduceOp:
     elif isinstance(op, (RedOpType, int)) and not isinstance(op, bool):
         reduce = ReduceOp(op)
     else:
-        raise TypeError(f"op must be a ReduceOp (e.g. ReduceOp.SUM), got {op!r}")
+        raise ArgumentTypeError(f"op must be a ReduceOp (e.g. ReduceOp.SUM), got {op!r}")
     if reduce.op == RedOpType.PREMUL_SUM and reduce.factor is None:
-        raise ValueError("ReduceOp.PREMUL_SUM needs a factor: use _make_nccl_premul_sum(factor)")
+        raise ArgumentTypeError("ReduceOp.PREMUL_SUM needs a factor: use _make_nccl_premul_sum(factor)")
     return reduce
 
 
@@ -171,16 +175,16 @@ def check_dtype(op: ReduceOp, dtype: np.dtype, dtype_name: str) -> None:
     if dtype_name == "bfloat16":
         kind = "f"
     if kind == "c" and op.op in _NO_COMPLEX:
-        raise TypeError(
+        raise ArgumentTypeError(
             f"ReduceOp.{op.op.name} is not defined for complex {dtype_name}: "
             f"use SUM, AVG or PREMUL_SUM (see supports_complex)"
         )
     if op.op in _BITWISE and kind not in "biu":
-        raise TypeError(f"ReduceOp.{op.op.name} needs an integer or bool dtype, got {dtype_name}")
+        raise ArgumentTypeError(f"ReduceOp.{op.op.name} needs an integer or bool dtype, got {dtype_name}")
     if kind == "b" and op.op in (RedOpType.AVG, RedOpType.PREMUL_SUM):
-        raise TypeError(f"ReduceOp.{op.op.name} is not defined for bool tensors")
+        raise ArgumentTypeError(f"ReduceOp.{op.op.name} is not defined for bool tensors")
     if kind not in "biufc":
-        raise TypeError(f"cannot reduce elements of dtype {dtype_name}")
+        raise ArgumentTypeError(f"cannot reduce elements of dtype {dtype_name}")
 
 
 def _bf16_to_f32(bits: np.ndarray) -> np.ndarray:

@@ -15,7 +15,7 @@ import time
 from datetime import timedelta
 from typing import Protocol
 
-from .errors import DistTimeoutError
+from .errors import ArgumentError, ArgumentTypeError, DistTimeoutError
 
 #: torch's default for gloo/CPU process groups.
 DEFAULT_PG_TIMEOUT = timedelta(minutes=30)
@@ -64,16 +64,17 @@ def to_seconds(timeout: timedelta | float | int | None, default: timedelta | flo
     """
     if timeout is None:
         if default is None:
-            raise ValueError("a timeout is required here")
+            raise ArgumentError("a timeout is required here")
         timeout = default
     if isinstance(timeout, timedelta):
         seconds = timeout.total_seconds()
     elif isinstance(timeout, (int, float)) and not isinstance(timeout, bool):
         seconds = float(timeout)
     else:
-        raise TypeError(f"timeout must be a datetime.timedelta or seconds, got {type(timeout).__name__}")
+        raise ArgumentTypeError(f"timeout must be a datetime.timedelta or seconds, got "
+                                f"{type(timeout).__name__}")
     if seconds < 0:
-        raise ValueError(f"timeout must be >= 0, got {seconds} s")
+        raise ArgumentError(f"timeout must be >= 0, got {seconds} s")
     return seconds
 
 

@@ -327,6 +327,22 @@ def orderly_exit(ctx: Ctx, port: int, how: str, receiver_first: bool) -> None:
     dist.destroy_process_group()
 
 
+def monitored_barrier_after_exit(ctx: Ctx, port: int, transport: str, delay: float) -> None:
+    """The docs' example: only rank 0 calls monitored_barrier(wait_all_ranks=True), ``delay``
+    seconds after init; the others exit at once (the atexit hook says goodbye)."""
+    import accord as dist
+
+    os.environ["ACCORD_TRANSPORT"] = transport
+    _init(ctx, "env", port=port)
+    if ctx.rank != 0:
+        return
+    time.sleep(delay)
+    ctx.attempt("monitored_barrier", dist.monitored_barrier, timeout=timedelta(seconds=10),
+                wait_all_ranks=True)
+    ctx.wait_for("release")
+    dist.destroy_process_group()
+
+
 def raise_then_destroy(ctx: Ctx, port: int, culprit: int) -> None:
     """The culprit's own code raises; its finally destroys the world. The others are in an
     all_reduce with it and must hear that it left."""
@@ -418,6 +434,7 @@ SCENARIOS: dict[str, Callable[..., None]] = {
     "frozen_peer": frozen_peer,
     "mismatch": mismatch,
     "orderly_exit": orderly_exit,
+    "monitored_barrier_after_exit": monitored_barrier_after_exit,
     "raise_then_destroy": raise_then_destroy,
     "large_messages": large_messages,
 }

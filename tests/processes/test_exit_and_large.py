@@ -30,6 +30,23 @@ def test_the_last_message_arrives_then_the_peer_has_left(start_job, how, receive
     assert job.join(timeout=20, ranks=[1]) == {1: 0}
 
 
+@pytest.mark.parametrize("transport, delay", [("auto", 0.0), ("tcp", 1.0)])
+def test_monitored_barrier_names_every_rank_that_exited(start_job, transport, delay) -> None:
+    """Ranks 1-3 exit right after init; rank 0's monitored_barrier(wait_all_ranks=True) names
+    them all in one message (torch: "Ranks 1, 2, 3 failed to pass monitoredBarrier"), at
+    once rather than after its 10 s timeout, whether they left before it started or while it
+    waited."""
+    job = start_job("monitored_barrier_after_exit", 4, port=free_port(), transport=transport,
+                    delay=delay)
+    report = job.expect("monitored_barrier", ranks=[0], timeout=30)[0]
+    assert report.type_name == "PeerError" and report.is_a("RuntimeError"), report
+    assert "ranks 1, 2, 3 failed to pass monitored_barrier" in report.message, report
+    assert "have left the group" in report.message, report
+    assert report.info["elapsed"] < 5, report
+    job.set("release")
+    assert job.join(timeout=20) == {0: 0, 1: 0, 2: 0, 3: 0}
+
+
 def test_64_mib_both_ways_at_once_and_all_reduce(start_job) -> None:
     job = start_job("large_messages", 2, port=free_port(), mib=64)
     for key in ("isend_recv", "send_recv", "all_reduce"):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+from ..errors import ArgumentError, ArgumentTypeError
 from ..group.process_group import ProcessGroup
 from ..world import NON_GROUP_MEMBER, current_world
 
@@ -26,26 +27,27 @@ def resolve_group(group: Any, op: str) -> ProcessGroup | None:
         return None
     if isinstance(group, ProcessGroup):
         return group
-    raise TypeError(f"group must be a ProcessGroup from init_process_group/new_group, "
-                    f"or None for the default group; got {type(group).__name__}")
+    raise ArgumentTypeError(f"group must be a ProcessGroup from init_process_group/new_group, "
+                            f"or None for the default group; got {type(group).__name__}")
 
 
 def group_rank(group: ProcessGroup, global_rank: int | None, local_rank: int | None, what: str) -> int:
     """The group rank named either by a global rank (``src``) or a group rank (``group_src``)."""
     if local_rank is not None:
         if global_rank is not None:
-            raise ValueError(f"pass either {what} or group_{what}, not both")
+            raise ArgumentError(f"pass either {what} or group_{what}, not both")
         if isinstance(local_rank, bool) or not isinstance(local_rank, int):
-            raise TypeError(f"group_{what} must be an int, got {type(local_rank).__name__}")
+            raise ArgumentTypeError(f"group_{what} must be an int, got {type(local_rank).__name__}")
         if not 0 <= local_rank < group.size():
-            raise ValueError(f"group_{what}={local_rank} is out of range for a group of size {group.size()}")
+            raise ArgumentError(f"group_{what}={local_rank} is out of range for a group of size "
+                                f"{group.size()}")
         return local_rank
     if global_rank is None:
-        raise ValueError(f"{what} is required (a global rank), or group_{what} (a rank in the group)")
+        raise ArgumentError(f"{what} is required (a global rank), or group_{what} (a rank in the group)")
     if isinstance(global_rank, bool) or not isinstance(global_rank, int):
-        raise TypeError(f"{what} must be an int rank, got {type(global_rank).__name__}")
+        raise ArgumentTypeError(f"{what} must be an int rank, got {type(global_rank).__name__}")
     world = current_world()
     assert world is not None
     if not 0 <= global_rank < world.size:
-        raise ValueError(f"{what}={global_rank} is out of range for a world of size {world.size}")
+        raise ArgumentError(f"{what}={global_rank} is out of range for a world of size {world.size}")
     return group.group_rank_of(global_rank)

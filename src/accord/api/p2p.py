@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ..arrays import as_buffer
+from ..errors import ArgumentError, ShortListError
 from ..group import objects, p2p
 from ..group.work import Work
 from .common import group_rank, resolve_group
@@ -17,8 +18,8 @@ from .common import group_rank, resolve_group
 
 def check_not_self(pg: Any, rank: int, what: str) -> None:
     if rank == pg.rank():
-        raise ValueError(f"{what} is this rank itself (group rank {rank}); a rank cannot send "
-                         f"to or receive from itself")
+        raise ArgumentError(f"{what} is this rank itself (group rank {rank}); a rank cannot send "
+                            f"to or receive from itself")
 
 
 def isend(tensor: Any, dst: int | None = None, group: Any = None, tag: int = 0,
@@ -68,13 +69,13 @@ class P2POp:
     def __init__(self, op: Callable[..., Any], tensor: Any, peer: int | None = None, group: Any = None,
                  tag: int = 0, group_peer: int | None = None) -> None:
         if op is not isend and op is not irecv:
-            raise ValueError("Invalid op: expected accord.isend or accord.irecv (the functions "
-                             f"themselves), got {op!r}")
+            raise ArgumentError("Invalid op: expected accord.isend or accord.irecv (the functions "
+                                f"themselves), got {op!r}")
         as_buffer(tensor, writable=op is irecv)  # TypeError/ValueError now, not in the batch
         self.op, self.tensor, self.tag = op, tensor, tag
         pg = resolve_group(group, "P2POp")
         if pg is None:
-            raise ValueError("P2POp: this rank is not a member of the given group")
+            raise ArgumentError("P2POp: this rank is not a member of the given group")
         self.group = pg  # resolved, as torch's (None → the default group)
         self.group_peer = group_rank(pg, peer, group_peer, "peer")
         self.peer = pg.global_rank_of(self.group_peer)
@@ -88,12 +89,12 @@ def batch_isend_irecv(p2p_op_list: list[P2POp]) -> list[Work]:
     before everything is posted, so the order of the list (and a ring of batches on every
     rank) cannot deadlock. All ops must use the same group."""
     if not isinstance(p2p_op_list, list) or not all(isinstance(p, P2POp) for p in p2p_op_list):
-        raise ValueError("Invalid p2p_op_list: each op is expected to be an accord.P2POp")
+        raise ArgumentError("Invalid p2p_op_list: each op is expected to be an accord.P2POp")
     if not p2p_op_list:
-        raise ValueError("p2p_op_list is empty: pass at least one P2POp")
+        raise ShortListError("p2p_op_list is empty: pass at least one P2POp")
     group = p2p_op_list[0].group
     if any(p.group is not group for p in p2p_op_list):
-        raise ValueError("All ops need to use the same group: batch_isend_irecv posts them on one group")
+        raise ArgumentError("All ops need to use the same group: batch_isend_irecv posts them on one group")
     pg = resolve_group(group, "batch_isend_irecv")
     if pg is None:
         return []

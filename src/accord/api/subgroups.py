@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
+from ..errors import ArgumentError, ArgumentTypeError
 from ..group.process_group import ProcessGroup
 from ..world import current_world
 from .common import resolve_group
@@ -27,21 +28,21 @@ def new_subgroups(group_size: int | None = None, group: Any = None, timeout: tim
     on CPU.
     """
     if group_size is None:
-        raise ValueError("group_size is required: torch defaults it to the number of CUDA devices, "
-                         "which does not apply to accord's CPU backend")
+        raise ArgumentError("group_size is required: torch defaults it to the number of CUDA devices, "
+                            "which does not apply to accord's CPU backend")
     if isinstance(group_size, bool) or not isinstance(group_size, int):
-        raise TypeError(f"group_size must be an int, got {type(group_size).__name__}")
+        raise ArgumentTypeError(f"group_size must be an int, got {type(group_size).__name__}")
     if group_size <= 0:
-        raise ValueError(f"The arg 'group_size' ({group_size}) must be positive")
+        raise ArgumentError(f"The arg 'group_size' ({group_size}) must be positive")
     pg = resolve_group(group, "new_subgroups")
     if pg is None:
-        raise ValueError("new_subgroups: this rank is not a member of the given group")
+        raise ArgumentError("new_subgroups: this rank is not a member of the given group")
     ranks = pg.ranks
     if len(ranks) < group_size:
-        raise ValueError(f"The arg 'group_size' ({group_size}) must not exceed the group size "
-                         f"({len(ranks)})")
+        raise ArgumentError(f"The arg 'group_size' ({group_size}) must not exceed the group size "
+                            f"({len(ranks)})")
     if len(ranks) % group_size:
-        raise ValueError(f"The group size ({len(ranks)}) must be divisible by group_size={group_size}")
+        raise ArgumentError(f"The group size ({len(ranks)}) must be divisible by group_size={group_size}")
     chunks = [ranks[i:i + group_size] for i in range(0, len(ranks), group_size)]
     return new_subgroups_by_enumeration(chunks, timeout, backend, pg_options, group_desc)
 
@@ -53,13 +54,13 @@ def new_subgroups_by_enumeration(ranks_per_subgroup_list: Any, timeout: timedelt
     subgroup or None, every subgroup: NON_GROUP_MEMBER where this rank is not a member).
     Every rank of the world calls it with the same lists."""
     if not ranks_per_subgroup_list:
-        raise ValueError("The arg 'ranks_per_subgroup_list' cannot be empty")
+        raise ArgumentError("The arg 'ranks_per_subgroup_list' cannot be empty")
     seen: dict[int, list[int]] = {}
     for ranks in ranks_per_subgroup_list:
         for rank in ranks:
             if rank in seen:
-                raise ValueError(f"Rank {rank} has appeared in both subgroup {seen[rank]} and "
-                                 f"{list(ranks)}: subgroups must not overlap")
+                raise ArgumentError(f"Rank {rank} has appeared in both subgroup {seen[rank]} and "
+                                    f"{list(ranks)}: subgroups must not overlap")
             seen[rank] = list(ranks)
     world = current_world()
     assert world is not None
@@ -81,17 +82,17 @@ def split_group(parent_pg: Any = None, split_ranks: Any = None, timeout: timedel
     of the parent calls it with the same lists. (torch allows it for NCCL only; accord's
     groups need no device.)"""
     if not split_ranks:
-        raise ValueError("split_ranks cannot be None or empty")
+        raise ArgumentError("split_ranks cannot be None or empty")
     parent = resolve_group(parent_pg, "split_group")
     if parent is None:
-        raise ValueError("split_group: this rank is not part of the parent group")
+        raise ArgumentError("split_group: this rank is not part of the parent group")
     splits = [_check_split(split, parent.size()) for split in split_ranks]
     owner: dict[int, list[int]] = {}
     for split in splits:
         for rank in split:
             if rank in owner:
-                raise ValueError(f"rank {rank} is in both split {owner[rank]} and {split}: splits "
-                                 f"must not overlap")
+                raise ArgumentError(f"rank {rank} is in both split {owner[rank]} and {split}: splits "
+                                    f"must not overlap")
             owner[rank] = split
     mine = owner.get(parent.rank())
     if mine is None:
@@ -105,12 +106,12 @@ def _check_split(split: Any, size: int) -> list[int]:
     try:
         ranks = sorted(int(r) for r in split)
     except (TypeError, ValueError):
-        raise TypeError(f"each split must be a list of group ranks, got {split!r}") from None
+        raise ArgumentTypeError(f"each split must be a list of group ranks, got {split!r}") from None
     if not ranks:
-        raise ValueError("the split group cannot be empty")
+        raise ArgumentError("the split group cannot be empty")
     if len(set(ranks)) != len(ranks):
-        raise ValueError(f"the split group cannot have duplicate ranks: {list(split)}")
+        raise ArgumentError(f"the split group cannot have duplicate ranks: {list(split)}")
     if ranks[0] < 0 or ranks[-1] >= size:
-        raise ValueError(f"split {list(split)} has ranks out of range for a parent group of "
-                         f"size {size}")
+        raise ArgumentError(f"split {list(split)} has ranks out of range for a parent group of "
+                            f"size {size}")
     return ranks

@@ -14,16 +14,17 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..arrays import Buffer, as_buffer
+from ..errors import ArgumentError, ArgumentTypeError
 
 
 def buffer_list(tensors: Any, size: int, what: str, writable: bool) -> list[Buffer]:
     """One Buffer per rank from a list (or tuple) of ``size`` tensors."""
     if not isinstance(tensors, (list, tuple)):
-        raise TypeError(f"{what} must be a list of tensors (one per rank), got "
-                        f"{type(tensors).__name__}")
+        raise ArgumentTypeError(f"{what} must be a list of tensors (one per rank), got "
+                                f"{type(tensors).__name__}")
     if len(tensors) != size:
-        raise ValueError(f"{what} has {len(tensors)} tensors, but the group has {size} ranks: "
-                         f"pass exactly one per rank")
+        raise ArgumentError(f"{what} has {len(tensors)} tensors, but the group has {size} ranks: "
+                            f"pass exactly one per rank")
     return [as_buffer(t, writable=writable, what=f"{what}[{i}]") for i, t in enumerate(tensors)]
 
 
@@ -32,14 +33,14 @@ def same_dtype(named: Sequence[tuple[str, Buffer]]) -> None:
     first_name, first = named[0]
     for name, buf in named[1:]:
         if buf.dtype_name != first.dtype_name:
-            raise ValueError(f"{name} is {buf.describe()} but {first_name} is {first.describe()}: "
-                             f"the tensors of one collective must all have the same dtype")
+            raise ArgumentError(f"{name} is {buf.describe()} but {first_name} is {first.describe()}: "
+                                f"the tensors of one collective must all have the same dtype")
 
 
 def same_count(buf: Buffer, count: int, what: str, why: str) -> None:
     if buf.count != count:
-        raise ValueError(f"{what} is {buf.describe()} ({buf.count} elements) but must hold "
-                         f"{count} elements: {why}")
+        raise ArgumentError(f"{what} is {buf.describe()} ({buf.count} elements) but must hold "
+                            f"{count} elements: {why}")
 
 
 def equal_chunks(flat: np.ndarray, parts: int) -> list[np.ndarray]:
@@ -55,23 +56,23 @@ def row_splits(buf: Buffer, split_sizes: Any, size: int, what: str) -> tuple[lis
     views and whether the split was the default (even) one.
     """
     if not buf.shape:
-        raise ValueError(f"{what} is a 0-d tensor; all_to_all_single splits along dim 0, so it "
-                         f"needs at least one dimension")
+        raise ArgumentError(f"{what} is a 0-d tensor; all_to_all_single splits along dim 0, so it "
+                            f"needs at least one dimension")
     rows = buf.shape[0]
     if split_sizes is None or len(split_sizes) == 0:
         if rows % size:
-            raise ValueError(f"{what} has {rows} rows along dim 0, which do not split evenly "
-                             f"among {size} ranks: pass {what}_split_sizes")
+            raise ArgumentError(f"{what} has {rows} rows along dim 0, which do not split evenly "
+                                f"among {size} ranks: pass {what}_split_sizes")
         return equal_chunks(buf.flat, size), True
     splits = _int_list(split_sizes, f"{what}_split_sizes")
     if len(splits) != size:
-        raise ValueError(f"{what}_split_sizes has {len(splits)} entries, but the group has "
-                         f"{size} ranks: give one per rank")
+        raise ArgumentError(f"{what}_split_sizes has {len(splits)} entries, but the group has "
+                            f"{size} ranks: give one per rank")
     if any(s < 0 for s in splits):
-        raise ValueError(f"{what}_split_sizes {splits} has a negative entry")
+        raise ArgumentError(f"{what}_split_sizes {splits} has a negative entry")
     if sum(splits) != rows:
-        raise ValueError(f"{what}_split_sizes {splits} sum to {sum(splits)}, but {what} has "
-                         f"{rows} rows along dim 0 ({buf.describe()}): they must sum to dim 0")
+        raise ArgumentError(f"{what}_split_sizes {splits} sum to {sum(splits)}, but {what} has "
+                            f"{rows} rows along dim 0 ({buf.describe()}): they must sum to dim 0")
     per_row = math.prod(buf.shape[1:])
     views, start = [], 0
     for s in splits:
@@ -86,7 +87,7 @@ def _int_list(values: Any, what: str) -> list[int]:
     try:
         out = [int(v) for v in values]
     except (TypeError, ValueError):
-        raise TypeError(f"{what} must be a list of ints, got {values!r}") from None
+        raise ArgumentTypeError(f"{what} must be a list of ints, got {values!r}") from None
     if any(isinstance(v, bool) for v in values):
-        raise TypeError(f"{what} must be a list of ints, got {values!r}")
+        raise ArgumentTypeError(f"{what} must be a list of ints, got {values!r}")
     return out

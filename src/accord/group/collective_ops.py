@@ -16,6 +16,7 @@ import numpy as np
 
 from ..arrays import Buffer, as_buffer
 from ..collectives import registry
+from ..errors import ArgumentError, ArgumentTypeError
 from ..reduce_ops import Kernel, as_reduce_op, make_kernel
 from .arguments import buffer_list, equal_chunks, row_splits, same_count, same_dtype
 from .process_group import ProcessGroup
@@ -24,27 +25,29 @@ from .work import Work
 
 def check_group_rank(group: ProcessGroup, rank: int, what: str) -> int:
     if isinstance(rank, bool) or not isinstance(rank, int):
-        raise TypeError(f"{what} must be an int rank, got {type(rank).__name__}")
+        raise ArgumentTypeError(f"{what} must be an int rank, got {type(rank).__name__}")
     if not 0 <= rank < group.size():
-        raise ValueError(f"{what}={rank} is out of range for a group of size {group.size()}")
+        raise ArgumentError(f"{what}={rank} is out of range for a group of size {group.size()}")
     return rank
 
 
 def launch(group: ProcessGroup, collective: str, nbytes: int, fp_buf: Buffer | None, args: Sequence[Any],
            outputs: Sequence[Buffer], result: list[Any], async_op: bool, root: int = -1,
-           timeout: float | None = None, count: int | None = None) -> Work | None:
+           timeout: float | None = None, count: int | None = None,
+           inputs: Sequence[Any] = ()) -> Work | None:
     """Choose the algorithm for ``nbytes`` on this group, then run ``algorithm(call, *args)``.
 
     ``fp_buf`` gives the dtype and count every rank must agree on (``count`` replaces the
     count); ``outputs`` are written back (non-contiguous views) once the call succeeded;
-    ``result`` is what Work.result() returns.
+    ``result`` is what Work.result() returns; ``inputs`` are the user's input tensors (the
+    shapes torch's profiler records, as gloo's).
     """
     algorithm = registry.choose(collective, nbytes, group.size(), group.tunables, group.shared, group.cma)
     fp = group.fingerprint(collective, algorithm, fp_buf, root)
     if count is not None:
         fp = fp._replace(count=count)
     if not async_op and timeout is None and algorithm.kind != registry.MESSAGES:
-        group.run_planned(collective, fp, algorithm, args)  # blocking, shared memory: short path
+        group.run_planned(collective, fp, algorithm, args, inputs)  # blocking, shared memory: short path
         for out in outputs:
             out.finish()
         return None
@@ -53,7 +56,7 @@ def launch(group: ProcessGroup, collective: str, nbytes: int, fp_buf: Buffer | N
         algorithm.run(call, *args)
 
     return group.run_collective(collective, fp, body, outputs, result, async_op, timeout,
-                                shared=algorithm.kind != registry.MESSAGES)
+                                shared=algorithm.kind != registry.MESSAGES, inputs=inputs)
 
 
 def _plan(group: ProcessGroup, key: tuple[Any, ...], make: Callable[..., tuple[Any, ...] | None],
@@ -89,12 +92,13 @@ def all_reduce(group: ProcessGroup, tensor: Any, op: Any, async_op: bool) -> Wor
             plan = _plan(group, ("all_reduce", op, tensor.dtype, tensor.size), _plan_all_reduce, tensor, op)
             if plan is not None:
                 group.run_planned("all_reduce", plan[0], plan[1],
-                                  (tensor if tensor.ndim == 1 else tensor.reshape(-1), plan[2]))
+                                  (tensor if tensor.ndim == 1 else tensor.reshape(-1), plan[2]), (tensor,))
                 return None
     reduce = as_reduce_op(op)
     buf = as_buffer(tensor, writable=True)
     kernel = make_kernel(reduce, buf.flat.dtype, buf.dtype_name)
-    return launch(group, "all_reduce", buf.nbytes, buf, (buf.flat, kernel), [buf], [tensor], async_op)
+    return launch(group, "all_reduce", buf.nbytes, buf, (buf.flat, kernel), [buf], [tensor], async_op,
+                  inputs=(tensor,))
 
 
 def _plan_all_reduce(group: ProcessGroup, tensor: np.ndarray, op: Any) -> tuple[Any, ...] | None:
@@ -119,12 +123,12 @@ def broadcast(group: ProcessGroup, tensor: Any, src: int, async_op: bool) -> Wor
     if _short(group, tensor, async_op, writes=group.rank() != src):
         plan = _plan(group, ("broadcast", src, tensor.dtype, tensor.size), _plan_broadcast, tensor, src)
         if plan is not None:
-            group.run_planned("broadcast", plan[0], plan[1], (_flat(tensor), src))
+            group.run_planned("broadcast", plan[0], plan[1], (_flat(tensor), src), (tensor,))
             return None
     is_root = group.rank() == src
     buf = as_buffer(tensor, writable=not is_root)
     return launch(group, "broadcast", buf.nbytes, buf, (buf.flat, src), [] if is_root else [buf],
-                  [tensor], async_op, root=src)
+                  [tensor], async_op, root=src, inputs=(tensor,))
 
 
 def barrier(group: ProcessGroup, async_op: bool, timeout: float | None = None) -> Work | None:
@@ -154,7 +158,7 @@ def reduce(group: ProcessGroup, tensor: Any, dst: int, op: Any, async_op: bool) 
     buf = as_buffer(tensor, writable=is_root)
     kernel = _kernel(op, buf)
     return launch(group, "reduce", buf.nbytes, buf, (buf.flat, kernel, dst), [buf] if is_root else [],
-                  [tensor], async_op, root=dst)
+                  [tensor], async_op, root=dst, inputs=(tensor,))
 
 
 def all_gather(group: ProcessGroup, tensor_list: Any, tensor: Any, async_op: bool) -> Work | None:
@@ -166,7 +170,7 @@ def all_gather(group: ProcessGroup, tensor_list: Any, tensor: Any, async_op: boo
                "it receives this rank's own tensor")
     total = sum(o.count for o in outs)
     return launch(group, "all_gather", total * inp.itemsize, inp, (inp.flat, [o.flat for o in outs]),
-                  outs, [list(tensor_list)], async_op, count=total)
+                  outs, [list(tensor_list)], async_op, count=total, inputs=(tensor,))
 
 
 def all_gather_into_tensor(group: ProcessGroup, output_tensor: Any, input_tensor: Any,
@@ -181,7 +185,7 @@ def all_gather_into_tensor(group: ProcessGroup, output_tensor: Any, input_tensor
                f"group size × input_tensor's {inp.count} elements ({n} × {inp.describe()})")
     outs = equal_chunks(out.flat, n)
     return launch(group, "all_gather", out.nbytes, inp, (inp.flat, outs), [out], [output_tensor],
-                  async_op, count=out.count)
+                  async_op, count=out.count, inputs=(input_tensor,))
 
 
 def gather(group: ProcessGroup, tensor: Any, gather_list: Any, dst: int, async_op: bool) -> Work | None:
@@ -191,7 +195,7 @@ def gather(group: ProcessGroup, tensor: Any, gather_list: Any, dst: int, async_o
     outs = _root_list(group, gather_list, dst, "gather_list", "dst", inp, writable=True)
     flats = None if outs is None else [o.flat for o in outs]
     return launch(group, "gather", inp.nbytes, inp, (inp.flat, flats, dst), outs or [],
-                  [gather_list] if outs is not None else [], async_op, root=dst)
+                  [gather_list] if outs is not None else [], async_op, root=dst, inputs=(tensor,))
 
 
 def scatter(group: ProcessGroup, tensor: Any, scatter_list: Any, src: int,
@@ -202,7 +206,7 @@ def scatter(group: ProcessGroup, tensor: Any, scatter_list: Any, src: int,
     ins = _root_list(group, scatter_list, src, "scatter_list", "src", out, writable=False)
     flats = None if ins is None else [b.flat for b in ins]
     return launch(group, "scatter", out.nbytes, out, (out.flat, flats, src), [out], [tensor],
-                  async_op, root=src)
+                  async_op, root=src, inputs=(scatter_list,) if ins is not None else ())
 
 
 def _root_list(group: ProcessGroup, tensors: Any, root: int, what: str, role: str, mine: Buffer,
@@ -213,12 +217,12 @@ def _root_list(group: ProcessGroup, tensors: Any, root: int, what: str, role: st
     title = "destination" if role == "dst" else "source"
     if group.rank() != root:
         if given:
-            raise ValueError(f"Argument {what} must NOT be specified on non-{title} ranks: this "
-                             f"is group rank {group.rank()} and {role} is {root}; pass None here")
+            raise ArgumentError(f"Argument {what} must NOT be specified on non-{title} ranks: this "
+                                f"is group rank {group.rank()} and {role} is {root}; pass None here")
         return None
     if not given:
-        raise ValueError(f"Argument {what} must be specified on the {title} rank ({role} "
-                         f"{root}): pass a list of {group.size()} tensors")
+        raise ArgumentError(f"Argument {what} must be specified on the {title} rank ({role} "
+                            f"{root}): pass a list of {group.size()} tensors")
     bufs = buffer_list(tensors, group.size(), what, writable=writable)
     same_dtype([("tensor", mine), *((f"{what}[{i}]", b) for i, b in enumerate(bufs))])
     for i, b in enumerate(bufs):
@@ -238,7 +242,7 @@ def reduce_scatter(group: ProcessGroup, output: Any, input_list: Any, op: Any,
     total = sum(b.count for b in ins)
     return launch(group, "reduce_scatter", total * out.itemsize, out,
                   (out.flat, [b.flat for b in ins], _kernel(op, out)), [out], [output], async_op,
-                  count=total)
+                  count=total, inputs=(input_list,))
 
 
 def reduce_scatter_tensor(group: ProcessGroup, output: Any, input: Any, op: Any,  # noqa: A002
@@ -252,7 +256,7 @@ def reduce_scatter_tensor(group: ProcessGroup, output: Any, input: Any, op: Any,
                f"({n} × {out.describe()})")
     return launch(group, "reduce_scatter", inp.nbytes, out,
                   (out.flat, equal_chunks(inp.flat, n), _kernel(op, out)), [out], [output], async_op,
-                  count=inp.count)
+                  count=inp.count, inputs=(input,))
 
 
 def all_to_all(group: ProcessGroup, output_tensor_list: Any, input_tensor_list: Any,
@@ -266,7 +270,7 @@ def all_to_all(group: ProcessGroup, output_tensor_list: Any, input_tensor_list: 
     same_count(outs[me], ins[me].count, f"output_tensor_list[{me}]",
                f"it receives this rank's own input_tensor_list[{me}]")
     return launch(group, "all_to_all", 0, ins[0], ([o.flat for o in outs], [b.flat for b in ins]),
-                  outs, [list(output_tensor_list)], async_op, count=0)
+                  outs, [list(output_tensor_list)], async_op, count=0, inputs=(input_tensor_list,))
 
 
 def all_to_all_single(group: ProcessGroup, output: Any, input: Any,  # noqa: A002
@@ -280,8 +284,8 @@ def all_to_all_single(group: ProcessGroup, output: Any, input: Any,  # noqa: A00
     outs, even_out = row_splits(out, output_split_sizes, n, "output")
     ins, even_in = row_splits(inp, input_split_sizes, n, "input")
     if outs[me].size != ins[me].size:
-        raise ValueError(f"this rank keeps input piece {me} ({ins[me].size} elements) in output piece "
-                         f"{me}, which holds {outs[me].size}: check the split sizes")
+        raise ArgumentError(f"this rank keeps input piece {me} ({ins[me].size} elements) in output piece "
+                            f"{me}, which holds {outs[me].size}: check the split sizes")
     even = even_in and even_out
     return launch(group, "all_to_all", inp.nbytes if even else 0, inp, (outs, ins), [out], [output],
-                  async_op, count=inp.count if even else 0)
+                  async_op, count=inp.count if even else 0, inputs=(input,))

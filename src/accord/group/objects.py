@@ -18,14 +18,16 @@ from typing import Any
 
 import numpy as np
 
+from .. import profiling
 from ..arrays import DTYPE_CODES
 from ..collectives.algorithm import COLLECTIVES
-from ..errors import DistTimeoutError
+from ..errors import ArgumentError, ArgumentTypeError, DistTimeoutError, ShortListError
 from ..timeouts import Deadline
 from ..transport.wire import Fingerprint, FrameKind
 from . import pickling
 from .collective_ops import check_group_rank
-from .process_group import OBJECT_CALLS, ProcessGroup
+from .call import OBJECT_CALLS
+from .process_group import ProcessGroup
 
 _BYTES = DTYPE_CODES["bytes"]
 _CODE = {name: code for code, name in OBJECT_CALLS.items()}  # fingerprint algo: which call
@@ -46,7 +48,8 @@ def broadcast_object_list(group: ProcessGroup, object_list: list[Any], src: int)
 
 
 def all_gather_object(group: ProcessGroup, object_list: list[Any], obj: Any) -> None:
-    """``object_list[i]`` gets (a copy of) rank i's ``obj``."""
+    """``object_list[i]`` gets (a copy of) rank i's ``obj`` (slots beyond the group's size
+    are left as they were, as torch leaves them)."""
     _check_list(object_list, "object_list", group.size())
     me, frames = group.rank(), pickling.dumps(obj)
     others = [r for r in range(group.size()) if r != me]
@@ -56,17 +59,18 @@ def all_gather_object(group: ProcessGroup, object_list: list[Any], obj: Any) -> 
 
 
 def gather_object(group: ProcessGroup, obj: Any, object_gather_list: list[Any] | None, dst: int) -> None:
-    """On ``dst``, ``object_gather_list[i]`` gets rank i's ``obj``; it must be None elsewhere."""
+    """On ``dst``, ``object_gather_list[i]`` gets rank i's ``obj`` (slots beyond the group's
+    size are left as they were); it must be None elsewhere."""
     check_group_rank(group, dst, "dst")
     me = group.rank()
     if me == dst:
         if object_gather_list is None:
-            raise ValueError(f"Argument object_gather_list must be specified on the destination "
-                             f"rank (dst {dst}): pass a list of {group.size()} slots")
+            raise ArgumentError(f"Argument object_gather_list must be specified on the destination "
+                                f"rank (dst {dst}): pass a list of {group.size()} slots")
         _check_list(object_gather_list, "object_gather_list", group.size())
     elif object_gather_list is not None:
-        raise ValueError(f"Argument object_gather_list must NOT be specified on non-destination "
-                         f"ranks: this is group rank {me} and dst is {dst}; pass None here")
+        raise ArgumentError(f"Argument object_gather_list must NOT be specified on non-destination "
+                            f"ranks: this is group rank {me} and dst is {dst}; pass None here")
     frames = pickling.dumps(obj)
     sends = {} if me == dst else {dst: frames}
     others = [r for r in range(group.size()) if r != me] if me == dst else []
@@ -82,15 +86,15 @@ def scatter_object_list(group: ProcessGroup, output_list: list[Any], input_list:
     """``output_list[0]`` on rank i gets ``input_list[i]`` of ``src``."""
     check_group_rank(group, src, "src")
     if not isinstance(output_list, list) or len(output_list) < 1:
-        raise ValueError("Expected argument scatter_object_output_list to be a list of size at "
-                         f"least 1, got {output_list!r}")
+        raise ArgumentError("Expected argument scatter_object_output_list to be a list of size at "
+                            f"least 1, got {output_list!r}")
     me, n = group.rank(), group.size()
     sends: dict[int, list[memoryview]] = {}
     if me == src:
         if input_list is None:
-            raise ValueError(f"source rank must provide non-None scatter_object_input_list "
-                             f"(src {src}): a list of {n} objects, one per rank")
-        _check_list(input_list, "scatter_object_input_list", n)
+            raise ArgumentError(f"source rank must provide non-None scatter_object_input_list "
+                                f"(src {src}): a list of {n} objects, one per rank")
+        _check_list(input_list, "scatter_object_input_list", n, exact=True)
         sends = {r: pickling.dumps(input_list[r]) for r in range(n)}
     mine = sends.pop(me, None)
     got = _exchange(group, "scatter_object_list", 0, src, sends, [src] if me != src else [])
@@ -98,18 +102,28 @@ def scatter_object_list(group: ProcessGroup, output_list: list[Any], input_list:
     output_list[0] = pickling.loads(frames, group.object_policy)
 
 
-def _check_list(objects: Any, what: str, size: int | None = None) -> None:
+def _check_list(objects: Any, what: str, size: int | None = None, exact: bool = False) -> None:
+    """``objects`` is a list with a slot per rank (``size``): at least that many, or exactly
+    as many with ``exact``. Longer output lists are torch's rule too: the first slots are
+    filled, the others left as they were."""
     if not isinstance(objects, list):
-        raise TypeError(f"{what} must be a list, got {type(objects).__name__} (it is filled in place)")
-    if size is not None and len(objects) != size:
-        raise ValueError(f"{what} has {len(objects)} slots, but the group has {size} ranks: "
-                         f"pass a list with one slot per rank, e.g. [None] * {size}")
+        raise ArgumentTypeError(f"{what} must be a list, got {type(objects).__name__} (it is "
+                                f"filled in place)")
+    if size is None or len(objects) == size:
+        return
+    if len(objects) < size:
+        raise ShortListError(f"{what} has {len(objects)} slots, but the group has {size} ranks: "
+                             f"pass a list with one slot per rank, e.g. [None] * {size}")
+    if exact:
+        raise ArgumentError(f"{what} has {len(objects)} objects, but the group has {size} ranks: "
+                            f"pass exactly one object per rank")
 
 
 def _fill(object_list: list[Any], got: dict[int, list[Any]], policy: Any) -> None:
-    """Unpickle every rank's object first, then write them all (all or nothing)."""
-    objects = [pickling.loads(got[r], policy) for r in range(len(object_list))]
-    object_list[:] = objects
+    """Unpickle every rank's object first, then write them all (all or nothing) into the
+    first slots; slots beyond the group's size keep what they held."""
+    objects = [pickling.loads(got[r], policy) for r in range(len(got))]
+    object_list[:len(objects)] = objects
 
 
 def _exchange(group: ProcessGroup, op: str, count: int, root: int,
@@ -143,6 +157,15 @@ def _array(frame: memoryview) -> np.ndarray:
 def send_object_list(group: ProcessGroup, object_list: list[Any], dst: int) -> None:
     """Send the objects of ``object_list`` to ``dst`` (blocking until handed to the transport)."""
     _check_list(object_list, "object_list")
+    event = profiling.begin_if_recording("send_object_list")
+    try:
+        _send_objects(group, object_list, dst)
+    finally:
+        if event is not None:
+            profiling.end(event)
+
+
+def _send_objects(group: ProcessGroup, object_list: list[Any], dst: int) -> None:
     channel = group.channel
     context = f"send_object_list to rank {group.global_rank_of(dst)} on rank {group.global_rank}"
     fp = Fingerprint(0, 0, _BYTES, len(object_list), -1)
@@ -156,6 +179,15 @@ def recv_object_list(group: ProcessGroup, object_list: list[Any], src: int | Non
     """Receive objects into ``object_list`` (same length as the sender's); returns the
     sender's group rank."""
     _check_list(object_list, "object_list")
+    event = profiling.begin_if_recording("recv_object_list")
+    try:
+        return _recv_objects(group, object_list, src)
+    finally:
+        if event is not None:
+            profiling.end(event)
+
+
+def _recv_objects(group: ProcessGroup, object_list: list[Any], src: int | None) -> int:
     channel, deadline = group.channel, Deadline.after(group._timeout)
     source = None if src is None else group.global_rank_of(src)
     context = (f"recv_object_list from {'any rank' if source is None else f'rank {source}'} "
@@ -170,8 +202,8 @@ def recv_object_list(group: ProcessGroup, object_list: list[Any], src: int | Non
         _wait_recv(group, req, deadline, context)
     objects = pickling.loads([head.buf, *(r.buf for r in rest)], group.object_policy)
     if len(objects) != len(object_list):
-        raise ValueError(f"{context}: rank {head.source} sent {len(objects)} objects, but "
-                         f"object_list has {len(object_list)} slots; pass a list of the sender's length")
+        raise ArgumentError(f"{context}: rank {head.source} sent {len(objects)} objects, but "
+                            f"object_list has {len(object_list)} slots; pass a list of the sender's length")
     object_list[:] = objects
     return group.group_rank_of(head.source)
 

@@ -12,29 +12,36 @@ import threading
 import time
 from typing import Any
 
+from .. import profiling
 from ..arrays import Buffer, as_buffer
-from ..errors import DistTimeoutError
+from ..errors import ArgumentError, ArgumentTypeError, DistTimeoutError
 from ..timeouts import Deadline
 from ..transport.matching import RecvRequest, SendRequest
 from ..transport.wire import Fingerprint, FrameKind
 from .collective_ops import check_group_rank
-from .process_group import ProcessGroup, byte_view
+from .call import byte_view
+from .process_group import ProcessGroup
 from .work import Future, Work
+
+
+def _event(op: str, tensor: Any) -> Any:
+    """The profiler event of this call while torch's profiler records, else None."""
+    return profiling.begin_if_recording(op, (tensor,))
 
 
 def _check_tag(tag: int) -> int:
     if isinstance(tag, bool) or not isinstance(tag, int):
-        raise TypeError(f"tag must be an int, got {type(tag).__name__}")
+        raise ArgumentTypeError(f"tag must be an int, got {type(tag).__name__}")
     if not -(1 << 63) <= tag < (1 << 63):
-        raise ValueError(f"tag {tag} does not fit in 64 bits")
+        raise ArgumentError(f"tag {tag} does not fit in 64 bits")
     return tag
 
 
 def _peer(group: ProcessGroup, rank: int, what: str) -> int:
     check_group_rank(group, rank, what)
     if rank == group.rank():
-        raise ValueError(f"{what}={rank} is this rank itself; a rank cannot send to or receive "
-                         f"from itself (copy the tensor instead)")
+        raise ArgumentError(f"{what}={rank} is this rank itself; a rank cannot send to or receive "
+                            f"from itself (copy the tensor instead)")
     return rank
 
 
@@ -62,6 +69,15 @@ def _post_recv(group: ProcessGroup, tensor: Any, src: int | None, tag: int) -> t
 
 def send(group: ProcessGroup, tensor: Any, dst: int, tag: int) -> None:
     """Blocking send, in the caller's thread (no Work, no background progress)."""
+    event = _event("send", tensor)
+    try:
+        _send(group, tensor, dst, tag)
+    finally:
+        if event is not None:
+            profiling.end(event)
+
+
+def _send(group: ProcessGroup, tensor: Any, dst: int, tag: int) -> None:
     start = time.monotonic()
     req, deadline, context = _post_send(group, tensor, dst, tag)
     try:
@@ -74,6 +90,15 @@ def send(group: ProcessGroup, tensor: Any, dst: int, tag: int) -> None:
 
 def recv(group: ProcessGroup, tensor: Any, src: int | None, tag: int) -> int:
     """Blocking receive; returns the sender's group rank."""
+    event = _event("recv" if src is not None else "recv_any", tensor)
+    try:
+        return _recv(group, tensor, src, tag)
+    finally:
+        if event is not None:
+            profiling.end(event)
+
+
+def _recv(group: ProcessGroup, tensor: Any, src: int | None, tag: int) -> int:
     start = time.monotonic()
     req, deadline, context, buf = _post_recv(group, tensor, src, tag)
     try:
@@ -94,18 +119,27 @@ def recv(group: ProcessGroup, tensor: Any, src: int | None, tag: int) -> int:
 
 def isend(group: ProcessGroup, tensor: Any, dst: int, tag: int) -> Work:
     req, deadline, context = _post_send(group, tensor, dst, tag)
-    return _work(group, req, deadline, context, [tensor], buf=None)
+    return _work(group, req, deadline, context, [tensor], buf=None, event=_event("send", tensor))
 
 
 def irecv(group: ProcessGroup, tensor: Any, src: int | None, tag: int) -> Work:
     req, deadline, context, buf = _post_recv(group, tensor, src, tag)
-    return _work(group, req, deadline, context, [tensor], buf=buf)
+    event = _event("recv" if src is not None else "recv_any", tensor)
+    return _work(group, req, deadline, context, [tensor], buf=buf, event=event)
 
 
 def _work(group: ProcessGroup, req: SendRequest | RecvRequest, deadline: Deadline, context: str,
-          result: list[Any], buf: Any) -> Work:
+          result: list[Any], buf: Any, event: Any) -> Work:
+    """The Work of a posted isend/irecv; its profiler ``event`` (if any) ends with it."""
     channel = group.channel
     op, start = ("irecv" if buf is not None else "isend"), time.monotonic()
+    events = [event] if event is not None else []
+
+    def end_event() -> None:
+        try:
+            profiling.end(events.pop())
+        except IndexError:  # no event, or it ended already
+            pass
 
     settled = threading.Lock()  # taken once, by the first thread to see the request done
 
@@ -113,6 +147,7 @@ def _work(group: ProcessGroup, req: SendRequest | RecvRequest, deadline: Deadlin
         if not req.done or future._done.is_set() or not settled.acquire(blocking=False):
             return
         took = time.monotonic() - start  # until this rank saw it done
+        end_event()
         if req.error is not None:
             group.recorder.count(op, 0, took, failed=True)
             future.set_exception(req.error)
@@ -131,9 +166,11 @@ def _work(group: ProcessGroup, req: SendRequest | RecvRequest, deadline: Deadlin
                 return  # only the caller's shorter Work.wait timeout passed: the operation goes on
             if isinstance(req, RecvRequest) and not channel.cancel(req) and req.claimed:
                 group._break(context, exc)
+            end_event()
             future.set_exception(exc)
             raise
         except BaseException as exc:
+            end_event()
             future.set_exception(exc)
             raise
         settle()

@@ -24,6 +24,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from ..errors import ArgumentTypeError
+
 _COUNT = struct.Struct("<Q")
 
 #: Globals every policy allows: they rebuild plain data and cannot run code of the sender's
@@ -55,7 +57,7 @@ class ObjectPolicy:
     def __post_init__(self) -> None:
         entries = (self.allowed,) if isinstance(self.allowed, str) else self.allowed
         if any(not isinstance(e, str) or not e for e in entries):
-            raise TypeError(f"ObjectPolicy.allowed must be names (str), got {self.allowed!r}")
+            raise ArgumentTypeError(f"ObjectPolicy.allowed must be names (str), got {self.allowed!r}")
         object.__setattr__(self, "allowed", tuple(entries))
 
     def exact(self, module: str, name: str) -> bool:

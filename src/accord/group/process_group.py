@@ -9,6 +9,7 @@ know about environment variables, rendezvous or the CLI.
 from __future__ import annotations
 
 import itertools
+import sys
 import threading
 import time
 from datetime import timedelta
@@ -16,85 +17,25 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .. import config
-from ..arrays import DTYPE_NAMES, Buffer
-from ..collectives.registry import ALGORITHMS, COLLECTIVE_NAMES, COLLECTIVES, Algorithm
-from ..errors import DistTimeoutError, PeerError
+from .. import config, profiling
+from ..arrays import Buffer
+from ..collectives.registry import COLLECTIVES, Algorithm
+from ..errors import ArgumentError, ArgumentTypeError, DistTimeoutError, PeerError
 from ..timeouts import Deadline, to_seconds
 from ..transport.mesh import Channel, Mesh
-from ..transport.wire import Fingerprint, FrameKind
 from ..transport.shm import ShmDomain
+from ..transport.wire import Fingerprint
 from . import shared_memory
+from .call import CallPeers, describe_call
 from .executor import AsyncExecutor
 from .pickling import ObjectPolicy
 from .recorder import STARTED, FlightRecorder
 from .shared_memory import CallSlots
 from .work import Future, Work
 
-_ALGO_NAMES = {(COLLECTIVES[c], a.code): n for c, table in ALGORITHMS.items() for n, a in table.items()}
+_modules_get = sys.modules.get  # the profiler check: is torch's profiler module even loaded?
+_TORCH_PROFILER = profiling.TORCH_PROFILER
 
-
-#: The object collectives share the "object" code; the fingerprint's algo field tells them apart.
-OBJECT_CALLS = {1: "broadcast_object_list", 2: "all_gather_object", 3: "gather_object",
-                4: "scatter_object_list"}
-
-
-def describe_call(fp: Fingerprint, seq: int) -> str:
-    """'all_reduce #12 (float32, 1024 elements, ring)', for mismatch messages."""
-    if fp.op == COLLECTIVES["object"]:
-        root = f", root {fp.root}" if fp.root >= 0 else ""
-        return f"{OBJECT_CALLS.get(fp.algo, 'object collective')} #{seq} ({fp.count} objects{root})"
-    name = COLLECTIVE_NAMES.get(fp.op, f"collective {fp.op}")
-    parts = [] if fp.dtype == 0 and fp.count == 0 else [DTYPE_NAMES.get(fp.dtype, "?"),
-                                                         f"{fp.count} elements"]
-    if fp.root >= 0:
-        parts.append(f"root {fp.root}")
-    algo = _ALGO_NAMES.get((fp.op, fp.algo))
-    if algo:
-        parts.append(f"algorithm {algo}")
-    return f"{name} #{seq} ({', '.join(parts)})"
-
-
-def byte_view(array: np.ndarray) -> memoryview:
-    """The bytes of a contiguous 1-D array, for the transport."""
-    return memoryview(array.view(np.uint8))
-
-
-class CallPeers:
-    """The ``Peers`` of one collective call: group ranks → mesh ranks, bound to (seq, fp).
-
-    It is also the call's context for messages: ``str(peers)`` is 'all_reduce #12 on rank 2',
-    formatted only when an error needs it.
-    """
-
-    __slots__ = ("rank", "size", "tunables", "_group", "_channel", "_ranks", "_seq", "_fp",
-                 "_deadline", "_op")
-
-    def __init__(self, group: ProcessGroup, op: str, seq: int, fp: Fingerprint, deadline: Deadline) -> None:
-        self.rank, self.size, self.tunables = group._rank, len(group._ranks), group.tunables
-        self._group, self._channel, self._ranks = group, group._channel, group._ranks
-        self._op, self._seq, self._fp, self._deadline = op, seq, fp, deadline
-
-    def __str__(self) -> str:
-        return self._group.context(self._op, self._seq)
-
-    def isend(self, peer: int, buf: np.ndarray, step: int) -> Any:
-        return self._channel.isend(self._ranks[peer], FrameKind.COLL, self._seq, step, 0, self._fp,
-                                   byte_view(buf), self)
-
-    def irecv(self, peer: int, buf: np.ndarray, step: int) -> Any:
-        return self._channel.irecv(self._ranks[peer], FrameKind.COLL, self._seq, step, 0, self._fp,
-                                   byte_view(buf), self)
-
-    def irecv_any(self, peer: int, step: int) -> Any:
-        return self._channel.irecv(self._ranks[peer], FrameKind.COLL, self._seq, step, 0, self._fp,
-                                   None, self)
-
-    def wait(self, *handles: Any) -> None:
-        self._channel.wait(handles, self._deadline, self)
-
-    def scratch(self, count: int, dtype: np.dtype, which: int = 0) -> np.ndarray:
-        return self._group._scratch_array(count, dtype, which)
 
 
 class ProcessGroup:
@@ -161,8 +102,8 @@ class ProcessGroup:
     @object_policy.setter
     def object_policy(self, policy: ObjectPolicy | None) -> None:
         if policy is not None and not isinstance(policy, ObjectPolicy):
-            raise TypeError(f"object_policy must be an accord.ObjectPolicy or None, got "
-                            f"{type(policy).__name__}")
+            raise ArgumentTypeError(f"object_policy must be an accord.ObjectPolicy or None, got "
+                                    f"{type(policy).__name__}")
         self._object_policy = policy
 
     # -- torch's accessors ---------------------------------------------------------------------
@@ -196,13 +137,13 @@ class ProcessGroup:
         try:
             return self._group_rank_of[global_rank]
         except KeyError:
-            raise ValueError(f"global rank {global_rank} is not a member of group "
-                             f"{self.group_name!r} (members: {self._ranks})") from None
+            raise ArgumentError(f"global rank {global_rank} is not a member of group "
+                                f"{self.group_name!r} (members: {self._ranks})") from None
 
     def global_rank_of(self, group_rank: int) -> int:
         if not 0 <= group_rank < len(self._ranks):
-            raise ValueError(f"group rank {group_rank} is out of range for group "
-                             f"{self.group_name!r} of size {len(self._ranks)}")
+            raise ArgumentError(f"group rank {group_rank} is out of range for group "
+                                f"{self.group_name!r} of size {len(self._ranks)}")
         return self._ranks[group_rank]
 
     def __repr__(self) -> str:
@@ -224,38 +165,27 @@ class ProcessGroup:
 
     def run_collective(self, op: str, fp: Fingerprint, body: Callable[[Any], None],
                        outputs: Sequence[Buffer], result: list[Any], async_op: bool,
-                       timeout: float | None = None, shared: bool = False) -> Work | None:
+                       timeout: float | None = None, shared: bool = False,
+                       inputs: Sequence[Any] = ()) -> Work | None:
         """Run ``body`` as call #seq of this group: now, or on the async worker.
 
         ``body`` gets the call's Peers, or its Slots when ``shared`` (a shared-memory
         algorithm). Calls run one at a time, in sequence order. The call's deadline starts
-        when it is submitted: ``timeout`` seconds, else the group's.
+        when it is submitted: ``timeout`` seconds, else the group's. ``inputs`` (the user's
+        tensors) give the shapes of the call's event when torch's profiler records.
         """
         seq = self.last_seq = next(self._seqs)
         deadline = Deadline.after(self._timeout if timeout is None else timeout)
+        # The profiler's event opens in the caller's thread (torch records only threads it
+        # knows) and closes where the call ends, as gloo's async works do.
+        event = profiling.begin_if_recording(op, inputs)
 
         def execute() -> list[Any]:
-            peers = CallPeers(self, op, seq, fp, deadline)
-            if self._broken is not None or self._channel.error is not None:
-                self._raise_broken(str(peers))
-            if self._finished < seq - 1:
-                self._await_turn(seq, deadline, peers)
-            channel = self._channel
-            entry = self.recorder.start(seq, op, fp)
             try:
-                channel.begin(seq, fp, peers)
-                body(self._slots(peers, seq, fp, deadline) if shared else peers)
-            except BaseException as exc:
-                self.recorder.end(entry, exc)
-                self._break(str(peers), exc)
-                raise
+                return self._execute(op, seq, fp, deadline, body, outputs, result, shared)
             finally:
-                channel.end(seq)
-                self._end_turn(seq)
-            self.recorder.end(entry)
-            for out in outputs:
-                out.finish()
-            return result
+                if event is not None:
+                    profiling.end(event)
 
         if not async_op:
             execute()
@@ -266,13 +196,41 @@ class ProcessGroup:
         self._executor.submit(execute, future)
         return Work(self.context(op, seq), result, future)
 
+    def _execute(self, op: str, seq: int, fp: Fingerprint, deadline: Deadline,
+                 body: Callable[[Any], None], outputs: Sequence[Buffer], result: list[Any],
+                 shared: bool) -> list[Any]:
+        """Run call #seq now, in this thread, after the calls before it (run_collective)."""
+        peers = CallPeers(self, op, seq, fp, deadline)
+        if self._broken is not None or self._channel.error is not None:
+            self._raise_broken(str(peers))
+        if self._finished < seq - 1:
+            self._await_turn(seq, deadline, peers)
+        channel = self._channel
+        entry = self.recorder.start(seq, op, fp)
+        try:
+            channel.begin(seq, fp, peers)
+            body(self._slots(peers, seq, fp, deadline) if shared else peers)
+        except BaseException as exc:
+            self.recorder.end(entry, exc)
+            self._break(str(peers), exc)
+            raise
+        finally:
+            channel.end(seq)
+            self._end_turn(seq)
+        self.recorder.end(entry)
+        for out in outputs:
+            out.finish()
+        return result
+
     def _slots(self, peers: CallPeers, seq: int, fp: Fingerprint, deadline: Deadline) -> CallSlots:
         assert self._call_slots is not None
         return self._call_slots.reset(peers._op, seq, fp, deadline.expires_at, deadline.budget)
 
-    def run_planned(self, op: str, fp: Fingerprint, algorithm: Algorithm, args: Sequence[Any]) -> None:
+    def run_planned(self, op: str, fp: Fingerprint, algorithm: Algorithm, args: Sequence[Any],
+                    inputs: Sequence[Any] = ()) -> None:
         """The short path of a blocking shared-memory call whose plan (algorithm, fingerprint,
-        kernel) the caller already has: no Work, no Peers, the deadline made only if needed."""
+        kernel) the caller already has: no Work, no Peers, the deadline made only if needed.
+        ``inputs``: as for run_collective."""
         seq = self.last_seq = next(self._seqs)
         if self._broken is not None or self._channel.error is not None:
             self._raise_broken(self.context(op, seq))
@@ -284,6 +242,15 @@ class ProcessGroup:
         recorder = self.recorder  # recorder.start(), written out: this path is a few µs
         entry = [seq, op, fp, time.monotonic(), 0.0, STARTED, None]
         recorder.ring[seq % recorder.capacity] = recorder.current = entry
+        prof = _modules_get(_TORCH_PROFILER)  # None unless torch is imported: one dict lookup
+        if prof is not None:  # torch is imported: is its profiler recording? (profiling.recording)
+            try:
+                recording = prof._is_profiler_enabled
+            except AttributeError:  # torch is being imported by another thread
+                recording = False
+            if recording:
+                self._run_profiled(op, seq, algorithm, slots, args, inputs, entry)
+                return
         try:
             algorithm.run(slots, *args)
         except BaseException as exc:
@@ -293,6 +260,21 @@ class ProcessGroup:
         finally:
             self._end_turn(seq)
         recorder.end(entry)
+
+    def _run_profiled(self, op: str, seq: int, algorithm: Algorithm, slots: CallSlots,
+                      args: Sequence[Any], inputs: Sequence[Any], entry: list[Any]) -> None:
+        """run_planned's end while torch's profiler records: the call inside its event."""
+        event = profiling.begin(op, inputs)
+        try:
+            algorithm.run(slots, *args)
+        except BaseException as exc:
+            self.recorder.end(entry, exc)
+            self._break(self.context(op, seq), exc)
+            raise
+        finally:
+            profiling.end(event)
+            self._end_turn(seq)
+        self.recorder.end(entry)
 
     def _await_turn(self, seq: int, deadline: Deadline, context: object) -> None:
         """Wait for the calls before this one (queued async calls) to end."""

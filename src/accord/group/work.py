@@ -13,7 +13,7 @@ import time
 from datetime import timedelta
 from typing import Any, Callable
 
-from ..errors import DistTimeoutError
+from ..errors import ArgumentError, DistTimeoutError
 from ..timeouts import format_seconds, to_seconds
 
 Drive = Callable[["float | None"], None]
@@ -154,7 +154,7 @@ class Work:
     def source_rank(self) -> int:
         """The group rank that sent the data of a completed any-source receive."""
         if self._source is None:
-            raise ValueError(f"{self.name}: source_rank() is only defined for receives")
+            raise ArgumentError(f"{self.name}: source_rank() is only defined for receives")
         self.wait()
         return self._source()
 

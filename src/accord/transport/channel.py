@@ -71,6 +71,10 @@ class Channel:
     def wait(self, requests: Sequence[SendRequest | RecvRequest], deadline: Deadline, context: Any) -> None:
         self.mesh.wait(requests, deadline, context, self)
 
+    def settle(self, requests: Sequence[SendRequest | RecvRequest], deadline: Deadline, context: Any) -> None:
+        """Wait until each request ended, well or not, or the deadline passed (see Waiting.settle)."""
+        self.mesh.settle(requests, deadline, context, self)
+
     def fail(self, error: BaseException, notify_peers: bool) -> None:
         """Break this group here; with notify_peers, tell its live members why (POISON)."""
         self.mesh.break_channel(self, error, notify_peers)

@@ -3,7 +3,8 @@
 Owns: ``Waiting``, a part of ``Mesh``: one waiting thread drives the transport's I/O at a
 time while the others sleep on the mesh's Condition; every wait ends in a result, the group's
 error, a destroyed mesh, a peer that left before the call could complete, or a timeout that
-names who sent nothing. Must not know about algorithms or process groups.
+names who sent nothing; ``settle`` waits the same way but leaves it to the caller to judge
+each request. Must not know about algorithms or process groups.
 """
 
 from __future__ import annotations
@@ -73,19 +74,46 @@ class Waiting:
             remaining = deadline.remaining()
             if remaining <= 0:
                 raise self._timeout_error(requests, deadline, context)
-            with self.lock:
-                drive = self.needs_driver and not self._driving
-                if drive:
-                    self._driving = True
-                else:
-                    self._sleep(requests, channel, min(remaining, _TICK))
+            self._step(requests, channel, remaining)
+
+    def settle(self, requests: Sequence[SendRequest | RecvRequest], deadline: Deadline, context: Any,
+               channel: Channel) -> None:
+        """Block until every request has ended, well or not, or the deadline passed; the caller
+        looks at each request (``done``, ``error``) to see which.
+
+        Unlike ``wait``, neither a request's error (a receive from a peer that left ends with
+        a PeerError naming it) nor a member that left nor the deadline raises here: for calls
+        that must account for every peer (monitored_barrier names all the missing ranks).
+        The group's own failure and a destroyed mesh still raise.
+        """
+        while True:
+            if channel.error is not None:  # checked first: the root cause of requests' errors
+                raise with_context(channel.error, context)
+            if all(req.done for req in requests):
+                return
+            if self.closed:
+                raise PeerError(f"{context}: the process group was destroyed while this call waited")
+            remaining = deadline.remaining()
+            if remaining <= 0:
+                return
+            self._step(requests, channel, remaining)
+
+    def _step(self, requests: Sequence[SendRequest | RecvRequest], channel: Channel,
+              remaining: float) -> None:
+        """Drive the transport for a tick if nobody else does, else sleep until woken."""
+        with self.lock:
+            drive = self.needs_driver and not self._driving
             if drive:
-                try:
-                    self._drive(min(remaining, _TICK))
-                finally:
-                    with self.lock:
-                        self._driving = False
-                        self._notify_locked()
+                self._driving = True
+            else:
+                self._sleep(requests, channel, min(remaining, _TICK))
+        if drive:
+            try:
+                self._drive(min(remaining, _TICK))
+            finally:
+                with self.lock:
+                    self._driving = False
+                    self._notify_locked()
 
     def _check_leavers(self, channel: Channel, context: Any) -> None:
         """Raise if a member that left (GOODBYE) ended its part of this group before the

@@ -3,7 +3,7 @@
 Owns: the tensor checks (a list of CPU tensors, dense — or sparse COO where the operation
 takes it —, of an element type accord can send), torch's ReduceOp → accord's, and the
 zero-copy NumPy view of a plain tensor (so that accord's short shared-memory path applies).
-Errors are ``ArgumentError``: a ValueError and a RuntimeError both, so ``except
+Errors are accord's ``ArgumentError``: a ValueError and a RuntimeError both, so ``except
 RuntimeError`` (torch's habit) and ``except ValueError`` (accord's) both catch them. Must not
 know about groups or the store.
 """
@@ -16,11 +16,8 @@ import numpy as np
 import torch
 
 from ...arrays import tensor_memory
+from ...errors import ArgumentError
 from ...reduce_ops import ReduceOp, RedOpType, _make_nccl_premul_sum
-
-
-class ArgumentError(ValueError, RuntimeError):
-    """A call the torch backend cannot do; raised before anything is sent."""
 
 
 _DTYPES = {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,

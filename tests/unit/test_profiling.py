@@ -1,0 +1,72 @@
+"""accord.profiling: events in torch's profiler (names, input shapes and dtypes as gloo
+records them, NumPy stand-ins, cross-thread ends) and the check that costs nothing when torch
+is not recording. Real collectives under the profiler are checked against gloo's events in
+tests/differential/test_docs_examples.py."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+from accord import profiling
+
+torch = pytest.importorskip("torch")
+
+pytestmark = pytest.mark.torch
+
+
+def accord_events(prof) -> list[tuple[str, list, list]]:
+    return [(e.name, [list(s) for s in e.input_shapes], list(e.input_dtypes))
+            for e in prof.events() if e.name.startswith("accord:")]
+
+
+def test_not_recording_outside_the_profiler():
+    assert not profiling.recording()
+    assert profiling.begin_if_recording("all_reduce", (torch.ones(2),)) is None
+
+
+def test_events_carry_names_shapes_and_dtypes():
+    tensor = torch.ones(20, 10)
+    with torch.profiler.profile(record_shapes=True) as prof:
+        assert profiling.recording()
+        handle = profiling.begin_if_recording("all_reduce", (tensor,))
+        profiling.end(handle)
+        profiling.end(profiling.begin("all_to_all", ([torch.zeros(2, dtype=torch.int32)] * 3,)))
+        profiling.end(profiling.begin("recv_any", (np.zeros((4, 5), dtype=np.float64),)))
+        profiling.end(profiling.begin("barrier"))
+    assert accord_events(prof) == [
+        ("accord:all_reduce", [[20, 10]], ["float"]),
+        ("accord:all_to_all", [[2], [2], [2]], ["int", "int", "int"]),
+        ("accord:recvAnySource", [[4, 5]], ["double"]),  # torch's name for it
+        ("accord:barrier", [], []),
+    ]
+
+
+def test_numpy_stand_ins_are_cached_and_own_one_element():
+    first = profiling._stand_in(torch, "float32", (1000, 1000))
+    assert first.shape == (1000, 1000) and first.dtype == torch.float32
+    assert first.untyped_storage().nbytes() == 4  # nothing the size of the array
+    assert profiling._stand_in(torch, "float32", (1000, 1000)) is first
+    assert profiling._stand_in(torch, "not_a_dtype", (2,)) is None
+
+
+def test_an_event_may_end_in_another_thread():
+    """An async call's event opens in the caller's thread and closes where the call ends."""
+    with torch.profiler.profile(record_shapes=True) as prof:
+        handle = profiling.begin("all_reduce", (torch.ones(3),))
+        worker = threading.Thread(target=profiling.end, args=(handle,))
+        worker.start()
+        worker.join()
+    assert accord_events(prof) == [("accord:all_reduce", [[3]], ["float"])]
+
+
+def test_accord_never_imports_torch_for_this():
+    code = ("import sys, numpy as np, accord\n"
+            "from accord import profiling\n"
+            "assert not profiling.recording() and profiling.begin_if_recording('send') is None\n"
+            "assert 'torch' not in sys.modules, 'accord imported torch'\n")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
