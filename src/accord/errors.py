@@ -122,6 +122,10 @@ class NotInitializedError(DistError, ValueError):
     """The functional API was used before ``init_process_group()``."""
 
 
+class DestroyedBeforeInitError(NotInitializedError, AssertionError):
+    """``destroy_process_group()`` with nothing to destroy (torch raises AssertionError)."""
+
+
 class InternalError(DistError):
     """An internal invariant broke. Never raised for a user's mistake: please report it."""
 

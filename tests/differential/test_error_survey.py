@@ -128,11 +128,7 @@ def test_where_torch_dies_accord_raises(runs, impl: str, case: str) -> None:
 
 #: Calls where accord's class is known to differ, with the reason (outside this module's
 #: reach); strict, so that a fix shows up as XPASS.
-UNINITIALIZED_DIFFERENCES: dict[str, str] = {
-    "destroy_process_group":
-        "torch raises AssertionError('Process group cannot be None'); accord raises "
-        "NotInitializedError (a ValueError), from api/lifecycle.py",
-}
+UNINITIALIZED_DIFFERENCES: dict[str, str] = {}
 
 
 def raised(fn: Callable[[], Any]) -> BaseException | None:

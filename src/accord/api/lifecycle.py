@@ -20,6 +20,7 @@ from ..backend_names import Backend, resolve_backend
 from ..diagnostics import debug, fail_fast, flight_recorder
 from ..diagnostics.monitor import Monitor
 from ..diagnostics.progress import ProgressBoard
+from ..errors import DestroyedBeforeInitError
 from ..group.mesh_barrier import mesh_barrier
 from ..group.process_group import ProcessGroup
 from ..rendezvous import rendezvous
@@ -173,8 +174,11 @@ def _destroy_default_world() -> None:
 def destroy_process_group(group: Any = None) -> None:
     """Destroy ``group``, or with None the whole world: peers are told we left (GOODBYE),
     pending calls on the destroyed groups raise, and init_process_group may be called again."""
-    world = current_world()
-    assert world is not None
+    world = current_world(required=False)
+    if world is None:
+        raise DestroyedBeforeInitError(
+            "destroy_process_group: there is no process group to destroy (init_process_group "
+            "was not called, or the world was destroyed already)")
     if group is None or group is world.default_group:
         if not clear_scoped_world():
             set_process_world(None)
