@@ -113,6 +113,13 @@ MV2_SIZE = _setting("MV2_COMM_WORLD_SIZE", None, "MVAPICH mpirun_rsh: world size
 MV2_LOCAL_RANK = _setting("MV2_COMM_WORLD_LOCAL_RANK", None, "MVAPICH: rank on this node.")
 MV2_LOCAL_SIZE = _setting("MV2_COMM_WORLD_LOCAL_SIZE", None, "MVAPICH: ranks on this node.")
 
+# -- store -----------------------------------------------------------------------------------
+STORE_EXIT_GRACE = _setting(
+    "ACCORD_STORE_EXIT_GRACE", "5",
+    "Seconds a process hosting a TCPStore server keeps serving, when it closes the store or "
+    "exits, until the clients of other processes have disconnected (0: stop at once). A rank "
+    "that finishes first then does not take the store from ranks still reading it.")
+
 # -- transport ---------------------------------------------------------------------------------
 SOCKET_IFNAME = _setting(
     "ACCORD_SOCKET_IFNAME",
@@ -350,6 +357,10 @@ def env_float(setting: Setting, minimum: float = 0.0) -> float:
     if value < minimum:
         raise ValueError(f"environment variable {setting.name}={value:g} must be >= {minimum:g}")
     return value
+
+
+def store_exit_grace() -> float:
+    return env_float(STORE_EXIT_GRACE)
 
 
 def launcher_worker_store() -> str:

@@ -8,6 +8,12 @@ misbehaving clients, and shutdown. What a request means is ``tcp_engine``'s; the
 A client that breaks the protocol (garbage, a frame above the size limit, a truncated frame
 followed by a disconnect) is dropped: its socket is closed, its parked request forgotten, and
 no other client notices. The server listens on every interface, as torch's does.
+
+Closing with a grace period (what the owning TCPStore does, and what happens at interpreter
+exit to a server nobody closed): the server keeps serving until every connection from
+*another* process has closed, at most ``grace`` seconds, so that a rank which finishes first
+does not pull the store from under ranks still reading it. Connections from this process's
+own clients (``note_local_client``) do not hold it up: they end with the process.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import socket
 import sys
 import threading
 import time
+import weakref
 from collections import deque
 
 from ..errors import DistStoreError, ProtocolError
@@ -30,6 +37,50 @@ _BACKLOG = 2048
 _RECV_BYTES = 1 << 16
 _MAX_SLEEP_S = 60.0  # a client may send any finite timeout; select() must not overflow
 _LISTENER, _WAKER = object(), object()
+
+# Why module-level state: whether a connection comes from this very process can only be
+# known where every client socket of the process is seen. Local addresses (host, port) of
+# this process's open client sockets; a server draining at close ignores connections from
+# them. And every running server, so that interpreter exit drains the ones nobody closed.
+_LOCAL_CLIENTS: set[tuple[str, int]] = set()
+_LIVE_SERVERS: "weakref.WeakSet[TCPStoreServer]" = weakref.WeakSet()
+_REGISTRY_LOCK = threading.Lock()
+
+
+def _address(name: object) -> tuple[str, int] | None:
+    """(host, port) of a socket address, IPv4-mapped IPv6 hosts written as IPv4."""
+    if not isinstance(name, tuple) or len(name) < 2:
+        return None
+    host = str(name[0])
+    return (host[len("::ffff:"):] if host.startswith("::ffff:") else host, int(name[1]))
+
+
+def note_local_client(sock: socket.socket) -> tuple[str, int] | None:
+    """Remember that ``sock`` is a client of this process; returns the token to forget it."""
+    try:
+        address = _address(sock.getsockname())
+    except OSError:
+        return None
+    if address is not None:
+        with _REGISTRY_LOCK:
+            _LOCAL_CLIENTS.add(address)
+    return address
+
+
+def forget_local_client(address: tuple[str, int] | None) -> None:
+    if address is not None:
+        with _REGISTRY_LOCK:
+            _LOCAL_CLIENTS.discard(address)
+
+
+def drain_at_exit(grace: float) -> None:
+    """Close every server of this process still running, each after its peers left (at most
+    ``grace`` seconds in all). Registered with ``atexit`` by ``tcp_store``."""
+    servers = [s for s in list(_LIVE_SERVERS) if s.running]
+    for server in servers:
+        server.begin_close(grace)
+    for server in servers:
+        server.close(grace)
 
 
 def _make_listener(port: int, listen_fd: int | None) -> socket.socket:
@@ -91,9 +142,13 @@ class TCPStoreServer:
         self._selector.register(self._listener, selectors.EVENT_READ, _LISTENER)
         self._selector.register(self._wake_r, selectors.EVENT_READ, _WAKER)
         self._stopping = False
+        self._drain_until: float | None = None
+        self._drain_started = 0.0
+        self._drain_waited_for = 0
         self._thread = threading.Thread(
             target=self._serve, name=f"accord-tcpstore-server:{self.port}", daemon=True)
         self._thread.start()
+        _LIVE_SERVERS.add(self)
 
     def __repr__(self) -> str:
         return f"TCPStoreServer(port={self.port}, clients={len(self._conns)})"
@@ -107,24 +162,55 @@ class TCPStoreServer:
     def running(self) -> bool:
         return self._thread.is_alive()
 
-    def close(self) -> None:
-        """Stop serving, close every socket, and join the thread. Idempotent."""
+    def remote_connections(self) -> int:
+        """Connections from other processes (approximate while the server runs)."""
+        with _REGISTRY_LOCK:
+            local = set(_LOCAL_CLIENTS)
+        return sum(1 for conn in list(self._conns) if _address(conn.peer) not in local)
+
+    def begin_close(self, grace: float) -> None:
+        """Start closing: serve until other processes' connections are gone, at most
+        ``grace`` seconds from now, then stop. Returns at once; ``close`` waits."""
+        if self._drain_until is None and not self._stopping:
+            self._drain_started = time.monotonic()
+            self._drain_waited_for = self.remote_connections()
+            self._drain_until = self._drain_started + max(0.0, grace)
+        self._wake()
+
+    def close(self, grace: float = 0.0) -> None:
+        """Stop serving, close every socket, and join the thread. Idempotent.
+
+        With ``grace`` > 0 the server first keeps serving until every connection from another
+        process has closed, at most ``grace`` seconds (see the module docstring).
+        """
+        here = threading.current_thread() is self._thread
+        finalizing = sys.is_finalizing()
+        if grace > 0 and not here and not finalizing and self._thread.is_alive():
+            self.begin_close(grace)
+            assert self._drain_until is not None
+            self._thread.join(max(0.0, self._drain_until - time.monotonic()) + 1.0)
         self._stopping = True
+        self._wake()
+        # During interpreter shutdown the daemon thread may already be frozen: joining it
+        # would hang forever, and the process is about to close every socket anyway.
+        if not here and not finalizing:
+            self._thread.join()
+        _LIVE_SERVERS.discard(self)
+        self._wake_w.close()
+
+    def _wake(self) -> None:
         try:
             self._wake_w.send(b"x")
         except OSError:
             pass
-        # During interpreter shutdown the daemon thread may already be frozen: joining it
-        # would hang forever, and the process is about to close every socket anyway.
-        if threading.current_thread() is not self._thread and not sys.is_finalizing():
-            self._thread.join()
-        self._wake_w.close()
 
     # -- the loop ---------------------------------------------------------------------------
     def _serve(self) -> None:
         try:
-            while not self._stopping:
+            while not self._stopping and not self._drained():
                 deadline = self._engine.next_deadline()
+                if self._drain_until is not None:
+                    deadline = min(deadline or self._drain_until, self._drain_until)
                 wait = None
                 if deadline is not None:
                     wait = min(max(0.0, deadline - time.monotonic()), _MAX_SLEEP_S)
@@ -135,6 +221,20 @@ class TCPStoreServer:
             log.exception("TCPStore server on port %d stopped by an internal error", self.port)
         finally:
             self._shutdown()
+
+    def _drained(self) -> bool:
+        """While closing with a grace period: whether it is over (logged once, at debug)."""
+        if self._drain_until is None:
+            return False
+        left, now = self.remote_connections(), time.monotonic()
+        if left and now < self._drain_until:
+            return False
+        if self._drain_waited_for:
+            log.debug("TCPStore server on port %d: closed with %d client(s) of other processes "
+                      "connected; waited %.2f s for them to disconnect, %d still connected "
+                      "when it stopped", self.port, self._drain_waited_for,
+                      now - self._drain_started, left)
+        return True
 
     def _dispatch(self, tag: object, events: int) -> None:
         if tag is _LISTENER:

@@ -12,16 +12,19 @@ that blocks for long should use its own connection: ``clone()``.
 
 from __future__ import annotations
 
+import atexit
 import socket
 import threading
 import time
 from datetime import timedelta
 from typing import Sequence, TypeVar
 
+from .. import config
 from ..errors import DistStoreError, ProtocolError, QueueEmptyError, StoreTimeoutError
 from ..timeouts import Deadline, format_seconds
 from . import tcp_protocol as p
 from .base import Store, Value, check_key, check_keys, to_bytes
+from . import tcp_server
 from .tcp_server import TCPStoreServer
 
 R = TypeVar("R")
@@ -60,7 +63,21 @@ def _release_server(server: TCPStoreServer) -> None:
             if entry[1] > 0:
                 return
             del _SHARED_SERVERS[server.port]
-    server.close()
+    server.close(_exit_grace())
+
+
+def _exit_grace() -> float:
+    try:
+        return config.store_exit_grace()
+    except ValueError:  # a malformed variable must not keep a server from closing
+        return float(config.STORE_EXIT_GRACE.default or 0)
+
+
+@atexit.register
+def _drain_servers_at_exit() -> None:
+    """At interpreter exit (daemon threads still run in atexit handlers), stop the servers
+    nobody closed only once other processes' clients have left, bounded by the grace."""
+    tcp_server.drain_at_exit(_exit_grace())
 
 
 def _open_socket(host: str, port: int, timeout: float) -> socket.socket:
@@ -113,6 +130,7 @@ class TCPStore(Store):
         self._lock = threading.Lock()
         self._broken: str | None = None
         self._closing = False
+        self._local: tuple[str, int] | None = None
         if is_master:
             self._server = _acquire_server(self._port, multi_tenant, master_listen_fd)
             self._port = self._server.port
@@ -156,6 +174,7 @@ class TCPStore(Store):
     def _connect(self, is_worker: bool) -> None:
         self._decoder = p.FrameDecoder(requests=False)
         self._sock = _connect(self._host, self._port, self._seconds(None))
+        self._local = tcp_server.note_local_client(self._sock)
         answer = self._call(p.Hello(p.VERSION, is_worker), "HELLO", 0.0)
         if not isinstance(answer, p.OkResponse):
             raise self._unexpected(answer, "HELLO")
@@ -309,7 +328,7 @@ class TCPStore(Store):
         Store.__init__(clone, self.timeout)
         clone._sock, clone._server, clone._broken = None, None, None
         clone._host, clone._port, clone._world_size = self._host, self._port, self._world_size
-        clone._lock, clone._closing = threading.Lock(), False
+        clone._lock, clone._closing, clone._local = threading.Lock(), False, None
         clone._connect(is_worker=False)
         return clone
 
@@ -333,6 +352,7 @@ class TCPStore(Store):
             server, self._server = self._server, None
         if sock is not None:
             sock.close()
+            tcp_server.forget_local_client(self._local)
         if server is not None:
             _release_server(server)
 

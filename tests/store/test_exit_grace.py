@@ -1,0 +1,132 @@
+"""A process hosting the TCPStore server keeps it up, at close or exit, while other processes'
+clients are still connected (bounded by ACCORD_STORE_EXIT_GRACE)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+
+from accord.errors import DistStoreError
+from accord.store import TCPStore
+from accord.store import tcp_protocol as p
+
+HOST = "127.0.0.1"
+TIMEOUT = timedelta(seconds=10)
+
+# The master process: hosts the store, sets a key, says so, and leaves without closing it.
+_MASTER = """
+import sys
+from datetime import timedelta
+from accord.store import TCPStore
+store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                 timeout=timedelta(seconds=10))
+store.set("from-master", "bye")
+print(store.port, flush=True)
+sys.stdin.readline()  # the test says when to exit
+"""
+
+
+def _start_master(grace: float) -> tuple[subprocess.Popen, int]:
+    env = dict(os.environ, ACCORD_STORE_EXIT_GRACE=str(grace))
+    proc = subprocess.Popen([sys.executable, "-c", _MASTER], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, env=env, text=True)
+    assert proc.stdout is not None
+    return proc, int(proc.stdout.readline())
+
+
+def _exit(proc: subprocess.Popen) -> float:
+    """Tell the master to exit; the moment it was told."""
+    assert proc.stdin is not None
+    proc.stdin.write("\n")
+    proc.stdin.flush()
+    return time.monotonic()
+
+
+@pytest.mark.multiprocess
+def test_exiting_master_serves_a_connected_client_until_it_leaves() -> None:
+    proc, port = _start_master(grace=30)
+    try:
+        client = TCPStore(HOST, port, timeout=TIMEOUT)
+        told = _exit(proc)
+        time.sleep(0.5)  # the master's main thread has returned by now
+        assert proc.poll() is None, "the master exited with a client still connected"
+        assert client.get("from-master") == b"bye"
+        client.set("late", "still served")
+        assert client.get("late") == b"still served"
+        client.close()
+        assert proc.wait(timeout=10) == 0
+        assert time.monotonic() - told < 10  # it left as soon as the client did, not at 30 s
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.multiprocess
+def test_the_grace_period_bounds_the_wait() -> None:
+    proc, port = _start_master(grace=0.5)
+    try:
+        client = TCPStore(HOST, port, timeout=TIMEOUT)
+        told = _exit(proc)
+        assert proc.wait(timeout=10) == 0
+        assert 0.4 < time.monotonic() - told < 8
+        with pytest.raises(DistStoreError, match="lost the connection"):
+            client.get("from-master")
+        client.close()
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_close_waits_for_other_processes_and_logs_it(caplog: pytest.LogCaptureFixture,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ACCORD_STORE_EXIT_GRACE", "30")
+    master = TCPStore(HOST, 0, is_master=True, wait_for_workers=False, timeout=TIMEOUT)
+    master.set("k", "v")
+    # A raw socket is not one of this process's TCPStore clients: it stands for another process.
+    peer = socket.create_connection((HOST, master.port), timeout=10)
+    peer.sendall(p.encode_request(p.Hello(p.VERSION, False)))
+    assert p.FrameDecoder(requests=False).feed(peer.recv(4096)) == [p.OkResponse()]
+    with caplog.at_level(logging.DEBUG, logger="accord.store.tcp_server"):
+        closer = threading.Thread(target=master.close)
+        closer.start()
+        time.sleep(0.3)
+        assert closer.is_alive()  # still serving the peer
+        peer.sendall(p.encode_request(p.GetRequest("k", 5.0)))
+        assert p.FrameDecoder(requests=False).feed(peer.recv(4096)) == [p.ValueResponse(b"v")]
+        peer.close()
+        closer.join(10)
+        assert not closer.is_alive()
+    assert "waited" in caplog.text and "1 client(s) of other processes" in caplog.text
+
+
+def test_clients_of_the_same_process_do_not_hold_the_server(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ACCORD_STORE_EXIT_GRACE", "30")
+    master = TCPStore(HOST, 0, is_master=True, wait_for_workers=False, timeout=TIMEOUT)
+    client = TCPStore(HOST, master.port, timeout=TIMEOUT)
+    clone = master.clone()
+    start = time.monotonic()
+    master.close()
+    assert time.monotonic() - start < 2
+    client.close()
+    clone.close()
+
+
+def test_zero_grace_stops_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ACCORD_STORE_EXIT_GRACE", "0")
+    master = TCPStore(HOST, 0, is_master=True, wait_for_workers=False, timeout=TIMEOUT)
+    peer = socket.create_connection((HOST, master.port), timeout=10)
+    start = time.monotonic()
+    master.close()
+    assert time.monotonic() - start < 2
+    peer.settimeout(10)
+    assert peer.recv(10) == b""  # closed by the server
+    peer.close()
