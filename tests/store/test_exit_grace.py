@@ -92,15 +92,16 @@ def test_close_waits_for_other_processes_and_logs_it(caplog: pytest.LogCaptureFi
     master.set("k", "v")
     # A raw socket is not one of this process's TCPStore clients: it stands for another process.
     peer = socket.create_connection((HOST, master.port), timeout=10)
-    peer.sendall(p.encode_request(p.Hello(p.VERSION, False)))
-    assert p.FrameDecoder(requests=False).feed(peer.recv(4096)) == [p.OkResponse()]
+    peer.sendall(p.request(p.Command.VALIDATE, number=p.MAGIC) +
+                 p.request(p.Command.PING, number=7))
+    assert peer.recv(4, socket.MSG_WAITALL) == p.reply_u32(7)
     with caplog.at_level(logging.DEBUG, logger="accord.store.tcp_server"):
         closer = threading.Thread(target=master.close)
         closer.start()
         time.sleep(0.3)
         assert closer.is_alive()  # still serving the peer
-        peer.sendall(p.encode_request(p.GetRequest("k", 5.0)))
-        assert p.FrameDecoder(requests=False).feed(peer.recv(4096)) == [p.ValueResponse(b"v")]
+        peer.sendall(p.request(p.Command.GET, keys=[b"/k"]))
+        assert peer.recv(9, socket.MSG_WAITALL) == p.string(b"v")
         peer.close()
         closer.join(10)
         assert not closer.is_alive()

@@ -1,13 +1,16 @@
 """The TCPStore server: one daemon thread moving bytes between sockets and a StoreEngine.
 
 Owns: the listening socket, accepting, non-blocking reads and writes with ``selectors``,
-per-connection decoders and output queues, waking at the next parked timeout, dropping
-misbehaving clients, and shutdown. What a request means is ``tcp_engine``'s; the bytes are
-``tcp_protocol``'s. Must not know the client (``tcp_store``) or ranks.
+per-connection decoders and output queues, dropping misbehaving clients, and shutdown. What a
+request means is ``tcp_engine``'s; the bytes are ``tcp_protocol``'s (torch's TCPStore
+protocol: torch's C++ clients and accord's are served alike). Must not know the client
+(``tcp_store``) or ranks.
 
-A client that breaks the protocol (garbage, a frame above the size limit, a truncated frame
-followed by a disconnect) is dropped: its socket is closed, its parked request forgotten, and
-no other client notices. The server listens on every interface, as torch's does.
+A client that breaks the protocol (garbage, an unknown command, a key or value above the
+limits, another protocol version) or sends a request the store refuses (ADD on a value that is
+not an integer) is dropped, as torch's server does: a warning names the client and the cause,
+its socket is closed, its parked request forgotten, and no other client notices. The server
+listens on every interface, as torch's does.
 
 Closing with a grace period (what the owning TCPStore does, and what happens at interpreter
 exit to a server nobody closed): the server keeps serving until every connection from
@@ -27,15 +30,14 @@ import time
 import weakref
 from collections import deque
 
-from ..errors import DistStoreError, ProtocolError
-from .tcp_engine import StoreEngine
-from .tcp_protocol import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, encode_response
+from ..errors import DistStoreError
+from .tcp_engine import Refused, StoreEngine
+from .tcp_protocol import Command, RequestDecoder
 
 log = logging.getLogger(__name__)
 
 _BACKLOG = 2048
 _RECV_BYTES = 1 << 16
-_MAX_SLEEP_S = 60.0  # a client may send any finite timeout; select() must not overflow
 _LISTENER, _WAKER = object(), object()
 
 # Why module-level state: whether a connection comes from this very process can only be
@@ -56,7 +58,9 @@ def _address(name: object) -> tuple[str, int] | None:
 
 
 def note_local_client(sock: socket.socket) -> tuple[str, int] | None:
-    """Remember that ``sock`` is a client of this process; returns the token to forget it."""
+    """Remember that ``sock`` is a client of this process (call it before the first byte is
+    sent: a server of this process looks when it reads VALIDATE); returns the token to
+    forget it."""
     try:
         address = _address(sock.getsockname())
     except OSError:
@@ -117,11 +121,12 @@ def _bind(port: int) -> socket.socket:
 
 
 class _Connection:
-    __slots__ = ("sock", "decoder", "out", "peer", "writing")
+    __slots__ = ("sock", "decoder", "out", "peer", "writing", "local")
 
-    def __init__(self, sock: socket.socket, peer: object, max_frame_bytes: int) -> None:
+    def __init__(self, sock: socket.socket, peer: object) -> None:
         self.sock, self.peer = sock, peer
-        self.decoder = FrameDecoder(requests=True, max_frame_bytes=max_frame_bytes)
+        self.local = False  # a client of this process (known from its first request on)
+        self.decoder = RequestDecoder()
         self.out: deque[memoryview] = deque()
         self.writing = False
 
@@ -129,11 +134,9 @@ class _Connection:
 class TCPStoreServer:
     """Serves one store on ``port`` (0: a free one; see ``port``) from a daemon thread."""
 
-    def __init__(self, port: int = 0, *, listen_fd: int | None = None,
-                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+    def __init__(self, port: int = 0, *, listen_fd: int | None = None) -> None:
         self._listener = _make_listener(port, listen_fd)
         self.port: int = self._listener.getsockname()[1]
-        self._max_frame_bytes = max_frame_bytes
         self._engine = StoreEngine()
         self._conns: set[_Connection] = set()
         self._selector = selectors.DefaultSelector()
@@ -163,10 +166,8 @@ class TCPStoreServer:
         return self._thread.is_alive()
 
     def remote_connections(self) -> int:
-        """Connections from other processes (approximate while the server runs)."""
-        with _REGISTRY_LOCK:
-            local = set(_LOCAL_CLIENTS)
-        return sum(1 for conn in list(self._conns) if _address(conn.peer) not in local)
+        """Connections not known to come from this process (approximate while it runs)."""
+        return sum(1 for conn in list(self._conns) if not conn.local)
 
     def begin_close(self, grace: float) -> None:
         """Start closing: serve until other processes' connections are gone, at most
@@ -208,15 +209,11 @@ class TCPStoreServer:
     def _serve(self) -> None:
         try:
             while not self._stopping and not self._drained():
-                deadline = self._engine.next_deadline()
-                if self._drain_until is not None:
-                    deadline = min(deadline or self._drain_until, self._drain_until)
                 wait = None
-                if deadline is not None:
-                    wait = min(max(0.0, deadline - time.monotonic()), _MAX_SLEEP_S)
+                if self._drain_until is not None:
+                    wait = max(0.0, self._drain_until - time.monotonic())
                 for key, events in self._selector.select(wait):
                     self._dispatch(key.data, events)
-                self._deliver(self._engine.expire(time.monotonic()))
         except Exception:  # noqa: BLE001 - a bug here must not vanish silently
             log.exception("TCPStore server on port %d stopped by an internal error", self.port)
         finally:
@@ -261,7 +258,7 @@ class TCPStoreServer:
                 return
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            conn = _Connection(sock, peer, self._max_frame_bytes)
+            conn = _Connection(sock, peer)
             self._conns.add(conn)
             self._selector.register(sock, selectors.EVENT_READ, conn)
 
@@ -273,19 +270,29 @@ class TCPStoreServer:
         except OSError as exc:
             return self._drop(conn, f"read failed: {exc}")
         if not data:
-            why = f"disconnected inside a frame ({conn.decoder.buffered} bytes pending)"
+            why = f"disconnected inside a request ({conn.decoder.buffered} bytes pending)"
             return self._drop(conn, why if conn.decoder.buffered else None)
-        try:
-            requests = conn.decoder.feed(data)
-        except ProtocolError as exc:
-            return self._drop(conn, str(exc))
+        replies: dict[_Connection, list[bytes]] = {}
+        requests = conn.decoder.feed(data)
+        if requests and requests[0].command is Command.VALIDATE:
+            conn.local = _address(conn.peer) in _LOCAL_CLIENTS  # noted before it sent this
         for request in requests:
-            self._deliver(self._engine.submit(conn, request, time.monotonic()))
+            try:
+                answers = self._engine.execute(conn, request)
+            except Refused as exc:
+                self._deliver(replies)
+                return self._drop(conn, f"{request.command.name} refused: {exc}")
+            for target, reply in answers:
+                replies.setdefault(target, []).append(reply)
+        self._deliver(replies)
+        if conn.decoder.failed is not None:
+            self._drop(conn, str(conn.decoder.failed))
 
-    def _deliver(self, replies: list) -> None:
-        for conn, response in replies:
+    def _deliver(self, replies: dict[_Connection, list[bytes]]) -> None:
+        """Queue each connection's replies as one write, and send what the socket takes."""
+        for conn, parts in replies.items():
             if conn in self._conns:
-                conn.out.append(memoryview(encode_response(response)))
+                conn.out.append(memoryview(b"".join(parts)))
                 self._flush(conn)
 
     def _flush(self, conn: _Connection) -> None:
@@ -309,8 +316,9 @@ class TCPStoreServer:
 
     def _drop(self, conn: _Connection, why: str | None) -> None:
         if why is not None:
-            log.warning("TCPStore server on port %d: dropped client %s: %s",
-                        self.port, conn.peer, why)
+            host, port = _address(conn.peer) or (str(conn.peer), 0)
+            log.warning("TCPStore server on port %d: closed the connection of client %s:%d: %s",
+                        self.port, host, port, why)
         self._conns.discard(conn)
         self._engine.disconnect(conn)
         try:
