@@ -75,11 +75,6 @@ HEARTBEAT_TIMEOUT = _setting(
     "ACCORD_LAUNCHER_HEARTBEAT_TIMEOUT", "30",
     "accordrun, several nodes: seconds without a heartbeat before another node's launcher "
     "counts as lost.")
-WORKER_STORE = _setting(
-    "ACCORD_LAUNCHER_WORKER_STORE", "agent",
-    "accordrun: 'agent': workers use the launchers' store (TORCHELASTIC_USE_AGENT_STORE=True); "
-    "'rank0': rank 0 hosts its own on a free port of node 0, as torch.distributed programs "
-    "need (torch's C++ TCPStore client cannot talk to accord's store server).")
 PET_OPTIONS = _setting(
     "PET_<OPTION>", None,
     "accordrun, as torchrun: PET_NNODES, PET_NPROC_PER_NODE, PET_RDZV_ENDPOINT … give defaults "
@@ -361,13 +356,6 @@ def env_float(setting: Setting, minimum: float = 0.0) -> float:
 
 def store_exit_grace() -> float:
     return env_float(STORE_EXIT_GRACE)
-
-
-def launcher_worker_store() -> str:
-    value = (WORKER_STORE.raw() or "agent").lower()
-    if value not in ("agent", "rank0"):
-        raise ValueError(f"ACCORD_LAUNCHER_WORKER_STORE={value!r}: expected 'agent' or 'rank0'")
-    return value
 
 
 def launcher_option_default(dest: str) -> str | None:
