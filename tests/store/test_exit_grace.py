@@ -129,5 +129,8 @@ def test_zero_grace_stops_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     master.close()
     assert time.monotonic() - start < 2
     peer.settimeout(10)
-    assert peer.recv(10) == b""  # closed by the server
+    try:  # closed by the server (reset if it was still in the listener's backlog)
+        assert peer.recv(10) == b""
+    except ConnectionResetError:
+        pass
     peer.close()

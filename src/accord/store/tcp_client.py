@@ -199,3 +199,19 @@ class ClientConnection:
             sock.close()
             tcp_server.forget_local_client(self._local)
             self._local = None
+
+
+class TimedOut:
+    """What a timed-out wait returns from under the lock: the keys still missing."""
+
+    def __init__(self, keys: list[bytes]) -> None:
+        self.keys = keys
+
+
+def missing(conn: ClientConnection, keys: list[bytes], deadline: Deadline) -> list[bytes]:
+    """Which of ``keys`` are absent now (one CHECK each, sent together)."""
+    if len(keys) < 2:
+        return keys
+    conn.send(b"".join(p.request(p.Command.CHECK, keys=[key]) for key in keys))
+    ready = [p.read_u8(lambda n: conn.read(n, deadline)) == p.READY for _ in keys]
+    return [key for key, present in zip(keys, ready) if not present]

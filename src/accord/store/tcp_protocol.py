@@ -195,6 +195,16 @@ def read_string(read, limit: int = 1 << 40) -> bytes:  # noqa: ANN001
     return read(length)
 
 
+def read_popped(read) -> bytes | None:  # noqa: ANN001
+    """QUEUE_POP's reply: the value, or None if the queue was empty."""
+    return read_string(read) if read_i64(read) > 0 else None
+
+
+def read_key_list(read) -> list[str]:  # noqa: ANN001
+    """LIST_KEYS's reply."""
+    return [key_text(read_string(read)) for _ in range(read_i64(read))]
+
+
 # -- decoding requests (the server) ---------------------------------------------------------------
 class _Short(Exception):
     """The buffer ends inside the current request; args[0]: the offset it must reach."""

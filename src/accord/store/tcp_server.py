@@ -21,6 +21,7 @@ own clients (``note_local_client``) do not hold it up: they end with the process
 
 from __future__ import annotations
 
+import atexit
 import logging
 import selectors
 import socket
@@ -30,6 +31,7 @@ import time
 import weakref
 from collections import deque
 
+from .. import config
 from ..errors import DistStoreError
 from .tcp_engine import Refused, StoreEngine
 from .tcp_protocol import Command, RequestDecoder
@@ -79,12 +81,63 @@ def forget_local_client(address: tuple[str, int] | None) -> None:
 
 def drain_at_exit(grace: float) -> None:
     """Close every server of this process still running, each after its peers left (at most
-    ``grace`` seconds in all). Registered with ``atexit`` by ``tcp_store``."""
+    ``grace`` seconds in all)."""
     servers = [s for s in list(_LIVE_SERVERS) if s.running]
     for server in servers:
         server.begin_close(grace)
     for server in servers:
         server.close(grace)
+
+
+def exit_grace() -> float:
+    """ACCORD_STORE_EXIT_GRACE, in seconds."""
+    try:
+        return config.store_exit_grace()
+    except ValueError:  # a malformed variable must not keep a server from closing
+        return float(config.STORE_EXIT_GRACE.default or 0)
+
+
+@atexit.register
+def _drain_servers_at_exit() -> None:
+    """At interpreter exit (daemon threads still run in atexit handlers), stop the servers
+    nobody closed only once other processes' clients have left, bounded by the grace."""
+    drain_at_exit(exit_grace())
+
+
+# Why module-level state: torch promises that every ``TCPStore(is_master=True,
+# multi_tenant=True)`` of one process on one port shares one server. Such objects are created
+# independently (often by different libraries), so the process is the only place they can
+# meet. Port → [server, number of TCPStores using it]; guarded by the lock; an entry goes
+# away when its last TCPStore closes.
+_SHARED_SERVERS: dict[int, list] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def acquire(port: int, multi_tenant: bool, listen_fd: int | None) -> TCPStoreServer:
+    """A server for a master TCPStore: a new one, or with ``multi_tenant`` the one this
+    process already runs on ``port``."""
+    if not multi_tenant:
+        return TCPStoreServer(port, listen_fd=listen_fd)
+    with _SHARED_LOCK:
+        entry = _SHARED_SERVERS.get(port) if port and listen_fd is None else None
+        if entry is None:
+            server = TCPStoreServer(port, listen_fd=listen_fd)
+            entry = _SHARED_SERVERS[server.port] = [server, 0]
+        entry[1] += 1
+        return entry[0]
+
+
+def release(server: TCPStoreServer) -> None:
+    """A master TCPStore is done with ``server``: close it, once no other master shares it
+    (and, within the grace, once other processes' clients have left)."""
+    with _SHARED_LOCK:
+        entry = _SHARED_SERVERS.get(server.port)
+        if entry is not None and entry[0] is server:
+            entry[1] -= 1
+            if entry[1] > 0:
+                return
+            del _SHARED_SERVERS[server.port]
+    server.close(exit_grace())
 
 
 def _make_listener(port: int, listen_fd: int | None) -> socket.socket:

@@ -3,9 +3,9 @@
 Owns: the Store operations in terms of torch's TCPStore protocol, as torch's C++ client sends
 them (keys get a "/" prefix on the wire; ``get`` is WAIT then GET; timeouts are the client's,
 ended by CANCEL_WAIT; ``wait_for_workers`` adds 1 under "init/" and the master polls it), so
-that accord's and torch's clients and servers mix freely; errors that name the cause; and
-sharing one server between ``multi_tenant`` masters. The connection is ``tcp_client``'s, the
-bytes ``tcp_protocol``'s, the server ``tcp_server``'s. Must not know ranks or transports.
+that accord's and torch's clients and servers mix freely; and errors that name the cause.
+The connection is ``tcp_client``'s, the bytes ``tcp_protocol``'s, the server (and the
+sharing of one between masters) ``tcp_server``'s. Must not know ranks or transports.
 
 Threads: a TCPStore may be used from several threads; their operations take turns on the one
 connection, so a blocking ``get`` holds up the other threads' calls until it returns. A thread
@@ -14,19 +14,17 @@ that blocks for long should use its own connection: ``clone()``.
 
 from __future__ import annotations
 
-import atexit
 import threading
 import time
 from datetime import timedelta
 from typing import Callable, Sequence, TypeVar
 
-from .. import config
 from ..errors import DistStoreError, ProtocolError, QueueEmptyError, StoreTimeoutError
 from ..timeouts import Deadline, format_seconds
 from . import tcp_protocol as p
 from . import tcp_server
 from .base import Store, Value, check_key, check_keys, to_bytes
-from .tcp_client import ClientConnection, Lost
+from .tcp_client import ClientConnection, Lost, TimedOut, missing
 from .tcp_server import TCPStoreServer
 
 R = TypeVar("R")
@@ -37,51 +35,6 @@ _REPLY_GRACE_S = 10.0
 #: The key under which ``wait_for_workers`` counts the stores that joined (torch's, no prefix).
 _INIT_KEY = "init/"
 _POLL_S = 0.01
-
-# Why module-level state: torch promises that every ``TCPStore(is_master=True,
-# multi_tenant=True)`` of one process on one port shares one server. Such objects are created
-# independently (often by different libraries), so the process is the only place they can
-# meet. Port → [server, number of TCPStores using it]; guarded by the lock; an entry goes
-# away when its last TCPStore closes.
-_SHARED_SERVERS: dict[int, list] = {}
-_SHARED_LOCK = threading.Lock()
-
-
-def _acquire_server(port: int, multi_tenant: bool, listen_fd: int | None) -> TCPStoreServer:
-    if not multi_tenant:
-        return TCPStoreServer(port, listen_fd=listen_fd)
-    with _SHARED_LOCK:
-        entry = _SHARED_SERVERS.get(port) if port and listen_fd is None else None
-        if entry is None:
-            server = TCPStoreServer(port, listen_fd=listen_fd)
-            entry = _SHARED_SERVERS[server.port] = [server, 0]
-        entry[1] += 1
-        return entry[0]
-
-
-def _release_server(server: TCPStoreServer) -> None:
-    with _SHARED_LOCK:
-        entry = _SHARED_SERVERS.get(server.port)
-        if entry is not None and entry[0] is server:
-            entry[1] -= 1
-            if entry[1] > 0:
-                return
-            del _SHARED_SERVERS[server.port]
-    server.close(_exit_grace())
-
-
-def _exit_grace() -> float:
-    try:
-        return config.store_exit_grace()
-    except ValueError:  # a malformed variable must not keep a server from closing
-        return float(config.STORE_EXIT_GRACE.default or 0)
-
-
-@atexit.register
-def _drain_servers_at_exit() -> None:
-    """At interpreter exit (daemon threads still run in atexit handlers), stop the servers
-    nobody closed only once other processes' clients have left, bounded by the grace."""
-    tcp_server.drain_at_exit(_exit_grace())
 
 
 def _wire(key: str) -> bytes:
@@ -125,7 +78,7 @@ class TCPStore(Store):
         self._closing = False
         self._unanswered: str | None = None  # the last request sent that has no reply
         if is_master:
-            self._server = _acquire_server(self._port, multi_tenant, master_listen_fd)
+            self._server = tcp_server.acquire(self._port, multi_tenant, master_listen_fd)
             self._port = self._server.port
         try:
             self._conn = ClientConnection(host_name, self._port, self._seconds(None))
@@ -242,14 +195,14 @@ class TCPStore(Store):
                 conn.send(p.request(C.WAIT, keys=keys))
                 arrived = conn.await_stop(seconds)
             if not arrived:
-                return _TimedOut(_missing(conn, keys, deadline) if barrier is None else keys)
+                return TimedOut(missing(conn, keys, deadline) if barrier is None else keys)
             if then is None or read is None:
                 return None
             conn.send(then)
             return read(lambda n: conn.read(n, deadline))
         result = self._exchange(what, run)
         self._unanswered = None
-        if isinstance(result, _TimedOut):
+        if isinstance(result, TimedOut):
             names = [p.key_text(key[1:] if key.startswith(b"/") else key) for key in result.keys]
             raise StoreTimeoutError(
                 f"{self._where()}: {what} timed out after {format_seconds(seconds)} waiting for "
@@ -335,12 +288,12 @@ class TCPStore(Store):
         p.check_limits([wire], [], what)
         pop = p.request(C.QUEUE_POP, keys=[wire])
         if not block:
-            value = self._ask(what, pop, _read_popped)
+            value = self._ask(what, pop, p.read_popped)
         else:
             deadline = Deadline.after(self._seconds(None))
             value = None
             while value is None:  # another client may pop first: wait again
-                value = self._await(what, [wire], deadline.remaining(), pop, _read_popped)
+                value = self._await(what, [wire], deadline.remaining(), pop, p.read_popped)
         if value is None:
             raise QueueEmptyError(f"{self._where()}: {what}: the queue is empty")
         return value
@@ -352,7 +305,7 @@ class TCPStore(Store):
 
     def list_keys(self) -> list[str]:
         """The keys set through TCPStore clients (torch's or accord's), sorted."""
-        raw = self._ask("list_keys", p.request(C.LIST_KEYS), _read_key_list)
+        raw = self._ask("list_keys", p.request(C.LIST_KEYS), p.read_key_list)
         return sorted(key[1:] for key in raw if key.startswith("/"))
 
     def barrier(self, key: str, world_size: int, timeout: timedelta | None = None) -> None:
@@ -404,34 +357,10 @@ class TCPStore(Store):
         if conn is not None:
             conn.close()
         if server is not None:
-            _release_server(server)
+            tcp_server.release(server)
 
     def __del__(self) -> None:
         try:
             self.close()
         except Exception:  # noqa: BLE001 - never raise from a finaliser
             pass
-
-
-class _TimedOut:
-    """What a timed-out wait returns from under the lock: the keys still missing."""
-
-    def __init__(self, keys: list[bytes]) -> None:
-        self.keys = keys
-
-
-def _missing(conn: ClientConnection, keys: list[bytes], deadline: Deadline) -> list[bytes]:
-    """Which of ``keys`` are absent now (one CHECK each, sent together)."""
-    if len(keys) < 2:
-        return keys
-    conn.send(b"".join(p.request(C.CHECK, keys=[key]) for key in keys))
-    ready = [p.read_u8(lambda n: conn.read(n, deadline)) == p.READY for _ in keys]
-    return [key for key, present in zip(keys, ready) if not present]
-
-
-def _read_popped(read: Callable[[int], bytes]) -> bytes | None:
-    return p.read_string(read) if p.read_i64(read) > 0 else None
-
-
-def _read_key_list(read: Callable[[int], bytes]) -> list[str]:
-    return [p.key_text(p.read_string(read)) for _ in range(p.read_i64(read))]
