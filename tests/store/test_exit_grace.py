@@ -8,7 +8,6 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 import time
 from datetime import timedelta
 
@@ -85,27 +84,51 @@ def test_the_grace_period_bounds_the_wait() -> None:
         proc.wait()
 
 
-def test_close_waits_for_other_processes_and_logs_it(caplog: pytest.LogCaptureFixture,
-                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ACCORD_STORE_EXIT_GRACE", "30")
-    master = TCPStore(HOST, 0, is_master=True, wait_for_workers=False, timeout=TIMEOUT)
-    master.set("k", "v")
-    # A raw socket is not one of this process's TCPStore clients: it stands for another process.
-    peer = socket.create_connection((HOST, master.port), timeout=10)
+def _peer(port: int) -> socket.socket:
+    """A raw, validated connection: not one of this process's TCPStore clients, so it stands
+    for another process."""
+    peer = socket.create_connection((HOST, port), timeout=10)
     peer.sendall(p.request(p.Command.VALIDATE, number=p.MAGIC) +
                  p.request(p.Command.PING, number=7))
     assert peer.recv(4, socket.MSG_WAITALL) == p.reply_u32(7)
+    return peer
+
+
+def test_close_returns_and_the_server_serves_on_until_the_others_leave(
+        caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ACCORD_STORE_EXIT_GRACE", "30")
+    master = TCPStore(HOST, 0, is_master=True, wait_for_workers=False, timeout=TIMEOUT)
+    master.set("k", "v")
+    server, peer = master._server, _peer(master.port)
+    assert server is not None
     with caplog.at_level(logging.DEBUG, logger="accord.store.tcp_server"):
-        closer = threading.Thread(target=master.close)
-        closer.start()
-        time.sleep(0.3)
-        assert closer.is_alive()  # still serving the peer
+        start = time.monotonic()
+        master.close()  # destroy_process_group on rank 0 must not block on its peers
+        assert time.monotonic() - start < 1
+        assert server.retiring
         peer.sendall(p.request(p.Command.GET, keys=[b"/k"]))
         assert peer.recv(9, socket.MSG_WAITALL) == p.string(b"v")
         peer.close()
-        closer.join(10)
-        assert not closer.is_alive()
+        deadline = time.monotonic() + 10
+        while server.running and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not server.running
     assert "waited" in caplog.text and "1 client(s) of other processes" in caplog.text
+
+
+def test_a_new_master_on_the_port_takes_over_from_a_retiring_server(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ACCORD_STORE_EXIT_GRACE", "30")
+    first = TCPStore(HOST, 0, is_master=True, wait_for_workers=False, timeout=TIMEOUT)
+    first.set("old", "1")
+    peer, server = _peer(first.port), first._server
+    first.close()
+    assert server is not None and server.retiring
+    with TCPStore(HOST, first.port, is_master=True, wait_for_workers=False, multi_tenant=True,
+                  timeout=TIMEOUT) as second:  # init again on the same MASTER_PORT
+        assert not server.running
+        assert second.num_keys() == 0
+    peer.close()
 
 
 def test_clients_of_the_same_process_do_not_hold_the_server(

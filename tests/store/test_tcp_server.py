@@ -15,7 +15,7 @@ from typing import Iterator
 import pytest
 
 from accord.errors import DistStoreError, StoreTimeoutError
-from accord.store import TCPStore, tcp_client, tcp_server
+from accord.store import TCPStore, tcp_client, tcp_server, tcp_store
 from accord.store import tcp_protocol as p
 
 HOST = "127.0.0.1"
@@ -316,3 +316,16 @@ def test_num_keys_after_one_set_is_two_as_on_torch() -> None:
     with TCPStore(HOST, 0, is_master=True, wait_for_workers=False, timeout=TIMEOUT) as store:
         store.set("first_key", "first_value")
         assert store.num_keys() == 1
+
+
+def test_a_wait_longer_than_the_store_timeout_keeps_the_connection(
+        master: TCPStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tcp_store, "_REPLY_GRACE_S", 0.05)  # replies are due 150 ms after a call
+    master.set("present", "1")
+    with TCPStore(HOST, master.port, timeout=timedelta(milliseconds=100)) as client:
+        with pytest.raises(StoreTimeoutError, match=r"waiting for \['absent'\]"):
+            client.wait(["present", "absent"], timedelta(milliseconds=300))
+        threading.Timer(0.2, master.set, ("late", "v")).start()
+        client.wait(["late"], timedelta(seconds=5))
+        client.set_timeout(timedelta(seconds=5))
+        assert client.get("late") == b"v"

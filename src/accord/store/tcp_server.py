@@ -12,11 +12,13 @@ not an integer) is dropped, as torch's server does: a warning names the client a
 its socket is closed, its parked request forgotten, and no other client notices. The server
 listens on every interface, as torch's does.
 
-Closing with a grace period (what the owning TCPStore does, and what happens at interpreter
-exit to a server nobody closed): the server keeps serving until every connection from
-*another* process has closed, at most ``grace`` seconds, so that a rank which finishes first
-does not pull the store from under ranks still reading it. Connections from this process's
-own clients (``note_local_client``) do not hold it up: they end with the process.
+Retiring with a grace period (what the owning TCPStore's close does): the server keeps
+serving, in the background, until every connection from *another* process has closed, at
+most ``grace`` seconds, so that a rank which finishes first does not pull the store from
+under ranks still reading it; at interpreter exit the process waits for that (and retires
+the servers nobody closed). Connections of this process's own clients (``note_local_client``)
+do not hold it up: they end with the process. A new server on the port of a retiring one
+stops it at once (the program started over).
 """
 
 from __future__ import annotations
@@ -80,13 +82,13 @@ def forget_local_client(address: tuple[str, int] | None) -> None:
 
 
 def drain_at_exit(grace: float) -> None:
-    """Close every server of this process still running, each after its peers left (at most
-    ``grace`` seconds in all)."""
+    """Retire every server of this process still running and wait until each has stopped
+    (its peers left, or its grace passed)."""
     servers = [s for s in list(_LIVE_SERVERS) if s.running]
     for server in servers:
-        server.begin_close(grace)
+        server.retire(grace)
     for server in servers:
-        server.close(grace)
+        server.close(wait=True)
 
 
 def exit_grace() -> float:
@@ -116,6 +118,10 @@ _SHARED_LOCK = threading.Lock()
 def acquire(port: int, multi_tenant: bool, listen_fd: int | None) -> TCPStoreServer:
     """A server for a master TCPStore: a new one, or with ``multi_tenant`` the one this
     process already runs on ``port``."""
+    if port and listen_fd is None:
+        for old in list(_LIVE_SERVERS):
+            if old.port == port and old.retiring:
+                old.close()  # the program started over: the new server takes the port
     if not multi_tenant:
         return TCPStoreServer(port, listen_fd=listen_fd)
     with _SHARED_LOCK:
@@ -128,8 +134,7 @@ def acquire(port: int, multi_tenant: bool, listen_fd: int | None) -> TCPStoreSer
 
 
 def release(server: TCPStoreServer) -> None:
-    """A master TCPStore is done with ``server``: close it, once no other master shares it
-    (and, within the grace, once other processes' clients have left)."""
+    """A master TCPStore is done with ``server``: retire it once no other master shares it."""
     with _SHARED_LOCK:
         entry = _SHARED_SERVERS.get(server.port)
         if entry is not None and entry[0] is server:
@@ -137,7 +142,7 @@ def release(server: TCPStoreServer) -> None:
             if entry[1] > 0:
                 return
             del _SHARED_SERVERS[server.port]
-    server.close(exit_grace())
+    server.retire(exit_grace())
 
 
 def _make_listener(port: int, listen_fd: int | None) -> socket.socket:
@@ -222,26 +227,29 @@ class TCPStoreServer:
         """Connections not known to come from this process (approximate while it runs)."""
         return sum(1 for conn in list(self._conns) if not conn.local)
 
-    def begin_close(self, grace: float) -> None:
-        """Start closing: serve until other processes' connections are gone, at most
-        ``grace`` seconds from now, then stop. Returns at once; ``close`` waits."""
-        if self._drain_until is None and not self._stopping:
-            self._drain_started = time.monotonic()
-            self._drain_waited_for = self.remote_connections()
-            self._drain_until = self._drain_started + max(0.0, grace)
+    @property
+    def retiring(self) -> bool:
+        """Serving only until other processes' clients leave (see ``retire``)."""
+        return self._drain_until is not None and self.running
+
+    def retire(self, grace: float) -> None:
+        """Stop serving once every connection from another process has closed, at most
+        ``grace`` seconds from now; returns at once (now, if there is none to wait for)."""
+        if self._stopping or self._drain_until is not None:
+            return
+        waiting_for = self.remote_connections()
+        if grace <= 0 or not waiting_for or sys.is_finalizing():
+            return self.close()
+        self._drain_started, self._drain_waited_for = time.monotonic(), waiting_for
+        self._drain_until = self._drain_started + grace
         self._wake()
 
-    def close(self, grace: float = 0.0) -> None:
-        """Stop serving, close every socket, and join the thread. Idempotent.
-
-        With ``grace`` > 0 the server first keeps serving until every connection from another
-        process has closed, at most ``grace`` seconds (see the module docstring).
-        """
+    def close(self, wait: bool = False) -> None:
+        """Stop serving now and close every socket; with ``wait``, a retiring server is
+        given the rest of its grace first. Idempotent."""
         here = threading.current_thread() is self._thread
         finalizing = sys.is_finalizing()
-        if grace > 0 and not here and not finalizing and self._thread.is_alive():
-            self.begin_close(grace)
-            assert self._drain_until is not None
+        if wait and self._drain_until is not None and not here and not finalizing:
             self._thread.join(max(0.0, self._drain_until - time.monotonic()) + 1.0)
         self._stopping = True
         self._wake()
@@ -386,3 +394,5 @@ class TCPStoreServer:
         self._selector.close()
         self._listener.close()
         self._wake_r.close()
+        self._wake_w.close()
+        _LIVE_SERVERS.discard(self)

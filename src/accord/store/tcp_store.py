@@ -194,12 +194,13 @@ class TCPStore(Store):
             else:
                 conn.send(p.request(C.WAIT, keys=keys))
                 arrived = conn.await_stop(seconds)
+            reply = Deadline.after(deadline.budget)  # counted from now, after the wait
             if not arrived:
-                return TimedOut(missing(conn, keys, deadline) if barrier is None else keys)
+                return TimedOut(missing(conn, keys, reply) if barrier is None else keys)
             if then is None or read is None:
                 return None
             conn.send(then)
-            return read(lambda n: conn.read(n, deadline))
+            return read(lambda n: conn.read(n, reply))
         result = self._exchange(what, run)
         self._unanswered = None
         if isinstance(result, TimedOut):
@@ -339,8 +340,9 @@ class TCPStore(Store):
         return TCPStore(self._host, self._port, None, False, self.timeout, wait_for_workers=False)
 
     def close(self) -> None:
-        """Close the connection; on the master also stop the server (when no one shares it),
-        once other processes' clients have left (at most ACCORD_STORE_EXIT_GRACE seconds).
+        """Close the connection; on the master also retire the server (when no other master
+        shares it): it serves other processes' clients still connected, in the background,
+        until they leave or ACCORD_STORE_EXIT_GRACE seconds pass (at exit the process waits).
 
         A call blocked in another thread on this handle is woken and raises DistStoreError.
         """
