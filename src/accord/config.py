@@ -75,11 +75,6 @@ HEARTBEAT_TIMEOUT = _setting(
     "ACCORD_LAUNCHER_HEARTBEAT_TIMEOUT", "30",
     "accordrun, several nodes: seconds without a heartbeat before another node's launcher "
     "counts as lost.")
-WORKER_STORE = _setting(
-    "ACCORD_LAUNCHER_WORKER_STORE", "agent",
-    "accordrun: 'agent': workers use the launchers' store (TORCHELASTIC_USE_AGENT_STORE=True); "
-    "'rank0': rank 0 hosts its own on a free port of node 0, as torch.distributed programs "
-    "need (torch's C++ TCPStore client cannot talk to accord's store server).")
 PET_OPTIONS = _setting(
     "PET_<OPTION>", None,
     "accordrun, as torchrun: PET_NNODES, PET_NPROC_PER_NODE, PET_RDZV_ENDPOINT … give defaults "
@@ -112,6 +107,13 @@ MV2_RANK = _setting("MV2_COMM_WORLD_RANK", None, "MVAPICH mpirun_rsh: global ran
 MV2_SIZE = _setting("MV2_COMM_WORLD_SIZE", None, "MVAPICH mpirun_rsh: world size.")
 MV2_LOCAL_RANK = _setting("MV2_COMM_WORLD_LOCAL_RANK", None, "MVAPICH: rank on this node.")
 MV2_LOCAL_SIZE = _setting("MV2_COMM_WORLD_LOCAL_SIZE", None, "MVAPICH: ranks on this node.")
+
+# -- store -----------------------------------------------------------------------------------
+STORE_EXIT_GRACE = _setting(
+    "ACCORD_STORE_EXIT_GRACE", "5",
+    "Seconds a process hosting a TCPStore server keeps serving, when it closes the store or "
+    "exits, until the clients of other processes have disconnected (0: stop at once). A rank "
+    "that finishes first then does not take the store from ranks still reading it.")
 
 # -- transport ---------------------------------------------------------------------------------
 SOCKET_IFNAME = _setting(
@@ -352,11 +354,8 @@ def env_float(setting: Setting, minimum: float = 0.0) -> float:
     return value
 
 
-def launcher_worker_store() -> str:
-    value = (WORKER_STORE.raw() or "agent").lower()
-    if value not in ("agent", "rank0"):
-        raise ValueError(f"ACCORD_LAUNCHER_WORKER_STORE={value!r}: expected 'agent' or 'rank0'")
-    return value
+def store_exit_grace() -> float:
+    return env_float(STORE_EXIT_GRACE)
 
 
 def launcher_option_default(dest: str) -> str | None:

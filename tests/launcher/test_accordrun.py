@@ -134,15 +134,3 @@ def test_console_script_is_declared():
         pytest.skip("accordrun is not installed in this environment (pip install -e . makes it)")
     job = Launched([str(installed), "--help"])
     assert job.finish(30) == 0 and "--nproc-per-node" in job.stdout
-
-
-@pytest.mark.torch
-def test_torch_distributed_program_with_rank0_worker_store():
-    """torch's C++ TCPStore client cannot talk to accord's store: with
-    ACCORD_LAUNCHER_WORKER_STORE=rank0 rank 0 hosts a store of its own, as under torchrun."""
-    pytest.importorskip("torch")
-    job = run_to_end("--nproc-per-node", "2", str(SCRIPTS / "torch_allreduce.py"),
-                     env=clean_env(ACCORD_LAUNCHER_WORKER_STORE="rank0"))
-    assert job.proc.returncode == 0, job.stderr
-    assert sorted(job.out) == ["[rank0]: TORCH rank=0 sum=[3.0, 3.0]",
-                               "[rank1]: TORCH rank=1 sum=[3.0, 3.0]"]

@@ -1,124 +1,128 @@
-"""The TCPStore server's logic without sockets: parking, waking, timeouts, order, workers."""
+"""The TCPStore server's logic without sockets: torch's semantics, parking, waking, refusals."""
 
 from __future__ import annotations
 
+import pytest
+
 from accord.store import tcp_protocol as p
-from accord.store.tcp_engine import StoreEngine
+from accord.store.tcp_engine import Refused, StoreEngine
 
-A, B, C = "conn-a", "conn-b", "conn-c"
+C = p.Command
+A, B, D = "conn-a", "conn-b", "conn-d"
+STOP, CANCELED = p.reply_u8(p.STOP_WAITING), p.reply_u8(p.WAIT_CANCELED)
 
 
-def _engine(*conns: str) -> StoreEngine:
+def run(engine: StoreEngine, conn: str, command: p.Command, keys: tuple[str, ...] = (),
+        values: tuple[bytes, ...] = (), number: int = 0) -> list:
+    return engine.execute(conn, p.Request(command, keys, values, number))
+
+
+def test_replies_and_their_absence() -> None:
     engine = StoreEngine()
-    for conn in conns:
-        assert engine.submit(conn, p.Hello(p.VERSION, True), 0.0) == [(conn, p.OkResponse())]
-    return engine
+    assert run(engine, A, C.VALIDATE, number=p.MAGIC) == []
+    assert run(engine, A, C.PING, number=77) == [(A, p.reply_u32(77))]
+    assert run(engine, A, C.SET, ("/k",), (b"v",)) == []  # SET has no reply
+    assert run(engine, A, C.GET, ("/k",)) == [(A, p.string(b"v"))]
+    assert run(engine, A, C.GET, ("/missing",)) == [(A, p.string(b""))]  # as torch's libuv
+    assert run(engine, A, C.ADD, ("/n",), number=5) == [(A, p.reply_i64(5))]
+    assert run(engine, A, C.GETNUMKEYS) == [(A, p.reply_i64(2))]
+    assert run(engine, A, C.DELETE_KEY, ("/k",)) == [(A, p.reply_i64(1))]
+    assert run(engine, A, C.DELETE_KEY, ("/k",)) == [(A, p.reply_i64(0))]
+    assert run(engine, A, C.LIST_KEYS) == [(A, p.reply_key_list(["/n"]))]
+    assert run(engine, A, C.CANCEL_WAIT) == [(A, CANCELED)]  # even with nothing parked
 
 
-def test_get_parks_until_set() -> None:
-    engine = _engine(A, B)
-    assert engine.submit(A, p.GetRequest("k", 5.0), 0.0) == []
+def test_compare_set_as_torch() -> None:
+    engine = StoreEngine()
+    assert run(engine, A, C.COMPARE_SET, ("/c",), (b"", b"new")) == [(A, p.string(b"new"))]
+    assert run(engine, A, C.COMPARE_SET, ("/x",), (b"e", b"d")) == [(A, p.string(b"e"))]
+    assert run(engine, A, C.COMPARE_SET, ("/c",), (b"zz", b"d")) == [(A, p.string(b"new"))]
+    assert run(engine, A, C.COMPARE_SET, ("/c",), (b"new", b"d")) == [(A, p.string(b"d"))]
+    assert "/x" not in engine.table.data
+
+
+def test_wait_parks_until_every_key_is_set() -> None:
+    engine = StoreEngine()
+    run(engine, B, C.SET, ("/x",), (b"1",))
+    assert run(engine, A, C.WAIT, ("/x", "/y", "/z")) == []
     assert engine.num_parked == 1
-    assert engine.next_deadline() == 5.0
-    replies = engine.submit(B, p.SetRequest("k", b"v"), 1.0)
-    assert replies == [(B, p.OkResponse()), (A, p.ValueResponse(b"v"))]
+    assert run(engine, B, C.SET, ("/y",), (b"2",)) == []
+    assert run(engine, B, C.MULTI_SET, ("/z", "/z"), (b"3", b"4")) == [(A, STOP)]
     assert engine.num_parked == 0
-    assert engine.next_deadline() is None
+    assert run(engine, A, C.MULTI_GET, ("/x", "/z", "/nope")) == \
+        [(A, p.reply_strings([b"1", b"4", b""]))]
 
 
-def test_parked_get_times_out_naming_the_key() -> None:
-    engine = _engine(A)
-    engine.submit(A, p.GetRequest("k", 2.0), 10.0)
-    assert engine.expire(11.9) == []
-    assert engine.expire(12.0) == [(A, p.TimeoutResponse(("k",)))]
+def test_a_key_deleted_before_the_last_one_came_is_waited_for_again() -> None:
+    engine = StoreEngine()
+    run(engine, A, C.WAIT, ("/x", "/y"))
+    run(engine, B, C.SET, ("/x",), (b"1",))
+    run(engine, B, C.DELETE_KEY, ("/x",))
+    assert run(engine, B, C.SET, ("/y",), (b"2",)) == []
+    assert run(engine, B, C.APPEND, ("/x",), (b"again",)) == [(A, STOP)]
+
+
+def test_cancel_wait_unparks() -> None:
+    engine = StoreEngine()
+    run(engine, A, C.WAIT, ("/x",))
+    assert run(engine, A, C.CANCEL_WAIT) == [(A, CANCELED)]
     assert engine.num_parked == 0
+    assert run(engine, B, C.SET, ("/x",), (b"1",)) == []  # nobody left to wake
 
 
-def test_zero_timeout_checks_once() -> None:
-    engine = _engine(A)
-    assert engine.submit(A, p.WaitRequest(("x",), 0.0), 0.0) == [(A, p.TimeoutResponse(("x",)))]
-
-
-def test_requests_behind_a_parked_one_wait_their_turn() -> None:
-    engine = _engine(A, B)
-    engine.submit(A, p.WaitRequest(("x", "y"), 9.0), 0.0)
-    assert engine.submit(A, p.NumKeysRequest(), 0.0) == []
-    assert engine.submit(B, p.SetRequest("x", b"1"), 0.0) == [(B, p.OkResponse())]
-    replies = engine.submit(B, p.SetRequest("y", b"2"), 0.0)
-    assert replies == [(B, p.OkResponse()), (A, p.OkResponse()), (A, p.IntResponse(2))]
-
-
-def test_wait_timeout_names_only_missing_keys() -> None:
-    engine = _engine(A, B)
-    engine.submit(A, p.MultiGetRequest(("x", "y"), 1.0), 0.0)
-    engine.submit(B, p.SetRequest("x", b"1"), 0.5)
-    assert engine.expire(1.0) == [(A, p.TimeoutResponse(("y",)))]
-
-
-def test_blocking_pops_are_first_come_first_served() -> None:
-    engine = _engine(A, B, C)
-    engine.submit(A, p.QueuePopRequest("q", True, 9.0), 0.0)
-    engine.submit(B, p.QueuePopRequest("q", True, 9.0), 0.0)
-    replies = engine.submit(C, p.QueuePushRequest("q", b"1"), 0.0)
-    assert replies == [(C, p.OkResponse()), (A, p.ValueResponse(b"1"))]
-    replies = engine.submit(C, p.QueuePushRequest("q", b"2"), 0.0)
-    assert replies == [(C, p.OkResponse()), (B, p.ValueResponse(b"2"))]
-    assert engine.table.queue_len("q") == 0
-
-
-def test_nonblocking_pop_on_empty_is_an_error() -> None:
-    engine = _engine(A)
-    [(conn, reply)] = engine.submit(A, p.QueuePopRequest("q", False, 0.0), 0.0)
-    assert isinstance(reply, p.ErrorResponse) and reply.code == p.ERR_QUEUE_EMPTY
-
-
-def test_add_on_non_integer_is_a_store_error() -> None:
-    engine = _engine(A)
-    engine.submit(A, p.SetRequest("w", b"word"), 0.0)
-    [(conn, reply)] = engine.submit(A, p.AddRequest("w", 1), 0.0)
-    assert isinstance(reply, p.ErrorResponse) and reply.code == p.ERR_STORE and "w" in reply.message
-
-
-def test_disconnect_forgets_parked_and_queued_requests() -> None:
-    engine = _engine(A, B)
-    engine.submit(A, p.QueuePopRequest("q", True, 9.0), 0.0)
-    engine.submit(A, p.NumKeysRequest(), 0.0)
-    engine.disconnect(A)
-    assert engine.num_parked == 0
-    assert engine.next_deadline() is None
-    assert engine.submit(B, p.QueuePushRequest("q", b"kept"), 0.0) == [(B, p.OkResponse())]
-    assert engine.table.queue_len("q") == 1
-
-
-def test_wait_workers_counts_worker_hellos_only() -> None:
-    engine = _engine(A)
-    assert engine.submit(A, p.WaitWorkersRequest(2, 5.0), 0.0) == []
-    assert engine.submit(B, p.Hello(p.VERSION, False), 0.0) == [(B, p.OkResponse())]
-    replies = engine.submit(C, p.Hello(p.VERSION, True), 1.0)
-    assert replies == [(C, p.OkResponse()), (A, p.IntResponse(2))]
-
-
-def test_wait_workers_timeout_reports_how_many_joined() -> None:
-    engine = _engine(A)
-    engine.submit(A, p.WaitWorkersRequest(3, 5.0), 0.0)
-    assert engine.expire(5.0) == [(A, p.IntResponse(1))]
-
-
-def test_one_set_releases_many_waiters() -> None:
+def test_every_waiter_of_a_key_wakes_and_disconnect_forgets() -> None:
+    engine = StoreEngine()
     conns = [f"c{i}" for i in range(50)]
-    engine = _engine(*conns, A)
     for conn in conns:
-        engine.submit(conn, p.GetRequest("go", 9.0), 0.0)
-    replies = engine.submit(A, p.SetRequest("go", b"1"), 0.0)
-    assert sorted(c for c, _ in replies[1:]) == sorted(conns)
-    assert engine.num_parked == 0
+        run(engine, conn, C.WAIT, ("/go",))
+    engine.disconnect("c7")
+    replies = run(engine, A, C.ADD, ("/go",), number=1)
+    assert replies[0] == (A, p.reply_i64(1))
+    assert sorted(c for c, _ in replies[1:]) == sorted(set(conns) - {"c7"})
 
 
-def test_released_request_can_wake_another() -> None:
-    engine = _engine(A, B, C)
-    engine.submit(A, p.GetRequest("first", 9.0), 0.0)
-    engine.submit(A, p.SetRequest("second", b"from A"), 0.0)  # queued behind A's get
-    engine.submit(B, p.GetRequest("second", 9.0), 0.0)
-    replies = engine.submit(C, p.SetRequest("first", b"1"), 0.0)
-    assert (B, p.ValueResponse(b"from A")) in replies
-    assert engine.num_parked == 0
+def test_queues_as_torch_libuv() -> None:
+    engine = StoreEngine()
+    assert run(engine, A, C.QUEUE_POP, ("/q",)) == [(A, p.reply_popped(None, 0))]
+    assert run(engine, A, C.CHECK, ("/q",)) == [(A, p.reply_u8(p.NOT_READY))]
+    run(engine, A, C.QUEUE_PUSH, ("/q",), (b"1",))
+    run(engine, A, C.QUEUE_PUSH, ("/q",), (b"2",))
+    assert run(engine, A, C.CHECK, ("/q",)) == [(A, p.reply_u8(p.READY))]  # queues count
+    assert run(engine, A, C.QUEUE_LEN, ("/q",)) == [(A, p.reply_i64(2))]
+    assert run(engine, A, C.GETNUMKEYS) == [(A, p.reply_i64(0))]  # but are not keys
+    assert run(engine, A, C.QUEUE_POP, ("/q",)) == [(A, p.reply_popped(b"1", 2))]
+    assert run(engine, A, C.QUEUE_POP, ("/q",)) == [(A, p.reply_popped(b"2", 1))]
+
+
+def test_a_push_wakes_one_waiter_first_come_first_served() -> None:
+    engine = StoreEngine()
+    run(engine, A, C.WAIT, ("/q",))
+    run(engine, B, C.WAIT, ("/q",))
+    assert run(engine, D, C.QUEUE_PUSH, ("/q",), (b"1",)) == [(A, STOP)]
+    assert run(engine, D, C.QUEUE_PUSH, ("/q",), (b"2",)) == [(B, STOP)]
+
+
+def test_barrier_releases_everyone_at_world_size() -> None:
+    engine = StoreEngine()
+    assert run(engine, A, C.BARRIER, ("/b",), number=3) == []
+    assert run(engine, B, C.BARRIER, ("/b",), number=3) == []
+    replies = run(engine, D, C.BARRIER, ("/b",), number=3)
+    assert sorted(replies) == sorted([(A, STOP), (B, STOP), (D, STOP)])
+    assert engine.table.data["/b"] == b"3"
+
+
+@pytest.mark.parametrize("requests, message", [
+    ([(C.SET, ("/w",), (b"word",), 0), (C.ADD, ("/w",), (), 1)], "not an integer"),
+    ([(C.ADD, ("/n",), (), (1 << 63) - 1), (C.ADD, ("/n",), (), 1)], "beyond 64 bits"),
+    ([(C.SET, ("/b",), (b"x",), 0), (C.BARRIER, ("/b",), (), 2)], "not an integer"),
+    ([(C.WAIT, ("/x",), (), 0), (C.WAIT, ("/y",), (), 0)], "still waiting"),
+], ids=["add-word", "add-overflow", "barrier-word", "second-wait"])
+def test_refused_requests_change_nothing(requests: list, message: str) -> None:
+    engine = StoreEngine()
+    *before, last = requests
+    for command, keys, values, number in before:
+        run(engine, A, command, keys, values, number)
+    data = dict(engine.table.data)
+    with pytest.raises(Refused, match=message):
+        run(engine, A, *last)
+    assert engine.table.data == data

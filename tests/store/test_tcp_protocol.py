@@ -1,7 +1,12 @@
-"""The TCPStore wire codec: round trips, arbitrary chunking, and rejection of bad input."""
+"""torch's TCPStore wire codec: exact bytes, any chunking, limits, and rejection of bad input.
+
+The expected bytes below are what torch 2.13's C++ client sent, captured with a logging proxy
+between it and torch's own server (see docs/wire-protocols.md).
+"""
 
 from __future__ import annotations
 
+import re
 import struct
 
 import pytest
@@ -11,177 +16,160 @@ from hypothesis import strategies as st
 from accord.errors import ProtocolError
 from accord.store import tcp_protocol as p
 
-REQUESTS = [
-    p.Hello(p.VERSION, True),
-    p.SetRequest("k", b"v\x00"),
-    p.GetRequest("ключ", 1.5),
-    p.AddRequest("n", -(2**63)),
-    p.CompareSetRequest("k", b"", b"new"),
-    p.WaitRequest(("a", "b"), 0.0),
-    p.CheckRequest(()),
-    p.DeleteKeyRequest("k"),
-    p.NumKeysRequest(),
-    p.AppendRequest("k", b"more"),
-    p.MultiGetRequest(("x", "y", ""), 300.0),
-    p.MultiSetRequest(("x", "y"), (b"1", b"")),
-    p.QueuePushRequest("q", b"item"),
-    p.QueuePopRequest("q", False, 0.25),
-    p.QueueLenRequest("q"),
-    p.ListKeysRequest(),
-    p.WaitWorkersRequest(8, 30.0),
+C = p.Command
+HANDSHAKE = bytes.fromhex("00cef7853c") + bytes.fromhex("0db4680000")  # VALIDATE, PING 26804
+
+# (request as accord encodes it, bytes torch's client sent for the same call)
+CAPTURED = [
+    (p.request(C.SET, keys=[b"/k"], values=[b"v1"]),
+     "0102000000000000002f6b02000000000000007631"),
+    (p.request(C.WAIT, keys=[b"/k"]), "06010000000000000002000000000000002f6b"),
+    (p.request(C.GET, keys=[b"/k"]), "0302000000000000002f6b"),
+    (p.request(C.ADD, keys=[b"/c"], number=-2), "0402000000000000002f63feffffffffffffff"),
+    (p.request(C.COMPARE_SET, keys=[b"/cs"], values=[b"", b"new"]),
+     "0203000000000000002f6373000000000000000003000000000000006e6577"),
+    (p.request(C.CHECK, keys=[b"/k", b"/c"]),
+     "05020000000000000002000000000000002f6b02000000000000002f63"),
+    (p.request(C.CANCEL_WAIT), "0c"),
+    (p.request(C.GETNUMKEYS), "07"),
+    (p.request(C.DELETE_KEY, keys=[b"/k"]), "0802000000000000002f6b"),
+    (p.request(C.APPEND, keys=[b"/ap"], values=[b"ab"]),
+     "0903000000000000002f617002000000000000006162"),
+    (p.request(C.MULTI_SET, keys=[b"/m1", b"/m2"], values=[b"1", b"2"]),
+     "0b020000000000000003000000000000002f6d3101000000000000003103000000000000002f6d3201000000"
+     "0000000032"),
+    (p.request(C.MULTI_GET, keys=[b"/m1", b"/m2"]),
+     "0a020000000000000003000000000000002f6d3103000000000000002f6d32"),
+    (p.request(C.QUEUE_PUSH, keys=[b"/q"], values=[b"x1"]),
+     "0e02000000000000002f7102000000000000007831"),
+    (p.request(C.QUEUE_POP, keys=[b"/q"]), "0f02000000000000002f71"),
+    (p.request(C.QUEUE_LEN, keys=[b"/q"]), "1002000000000000002f71"),
+    (p.request(C.LIST_KEYS), "11"),
+    (p.request(C.BARRIER, keys=[b"/b"], number=1), "1202000000000000002f620100000000000000"),
 ]
-RESPONSES = [
-    p.OkResponse(),
-    p.ValueResponse(b"\xff" * 3),
-    p.IntResponse(2**63 - 1),
-    p.BoolResponse(False),
-    p.ValuesResponse((b"a", b"", b"c")),
-    p.KeysResponse(("k1", "k2")),
-    p.TimeoutResponse(("missing",)),
-    p.ErrorResponse(p.ERR_STORE, "add('w'): not an integer"),
+# (reply as accord's server encodes it, bytes torch's libuv server sent)
+CAPTURED_REPLIES = [
+    (p.reply_u32(26804), "b4680000"),
+    (p.reply_u8(p.STOP_WAITING), "00"),
+    (p.reply_u8(p.NOT_READY), "01"),
+    (p.string(b"v1"), "02000000000000007631"),
+    (p.reply_i64(3), "0300000000000000"),
+    (p.reply_strings([b"1", b"2"]), "010000000000000031010000000000000032"),
+    (p.reply_popped(b"x1", 1), "010000000000000002000000000000007831"),
+    (p.reply_popped(None, 0), "0000000000000000"),
+    (p.reply_key_list(["/m2", "/c"]),
+     "020000000000000003000000000000002f6d3202000000000000002f63"),
 ]
 
 
-def test_every_message_type_is_covered() -> None:
-    assert {type(m) for m in REQUESTS} == set(p.REQUESTS.values())
-    assert {type(m) for m in RESPONSES} == set(p.RESPONSES.values())
+@pytest.mark.parametrize("ours, theirs", CAPTURED, ids=lambda v: v if isinstance(v, str) else "")
+def test_requests_are_byte_for_byte_torchs(ours: bytes, theirs: str) -> None:
+    assert ours.hex() == theirs
 
 
-def _requests_stream() -> bytes:
-    return b"".join(p.encode_request(m) for m in REQUESTS)
+@pytest.mark.parametrize("ours, theirs", CAPTURED_REPLIES,
+                         ids=lambda v: v if isinstance(v, str) else "")
+def test_replies_are_byte_for_byte_torchs(ours: bytes, theirs: str) -> None:
+    assert ours.hex() == theirs
 
 
-@pytest.mark.parametrize("message", RESPONSES, ids=lambda m: type(m).__name__)
-def test_response_round_trip(message: object) -> None:
-    assert p.FrameDecoder(requests=False).feed(p.encode_response(message)) == [message]
+def test_every_command_is_covered() -> None:
+    covered = {ours[0] for ours, _ in CAPTURED} | {C.VALIDATE, C.PING, C.GETNUMKEYS}
+    assert covered == set(C)
 
 
-@pytest.mark.parametrize("index", range(1, len(REQUESTS)), ids=lambda i: type(REQUESTS[i]).__name__)
-def test_request_round_trip(index: int) -> None:
-    frames = p.encode_request(REQUESTS[0]) + p.encode_request(REQUESTS[index])
-    assert p.FrameDecoder(requests=True).feed(frames) == [REQUESTS[0], REQUESTS[index]]
+def _stream() -> bytes:
+    return HANDSHAKE + b"".join(ours for ours, _ in CAPTURED)
 
 
-def test_stream_split_at_every_byte() -> None:
-    stream = _requests_stream()
-    for cut in range(len(stream) + 1):
-        decoder = p.FrameDecoder(requests=True)
-        messages = decoder.feed(stream[:cut]) + decoder.feed(stream[cut:])
-        assert messages == REQUESTS, cut
-        assert decoder.buffered == 0
+def test_the_decoder_reads_back_what_torchs_client_sends() -> None:
+    requests = p.RequestDecoder().feed(_stream())
+    assert [r.command for r in requests] == [C.VALIDATE, C.PING] + [C(o[0]) for o, _ in CAPTURED]
+    assert requests[1].number == 26804
+    assert requests[2] == p.Request(C.SET, ("/k",), (b"v1",))
+    assert requests[5] == p.Request(C.ADD, ("/c",), (), -2)
+    assert requests[12] == p.Request(C.MULTI_SET, ("/m1", "/m2"), (b"1", b"2"))
 
 
-def test_stream_fed_one_byte_at_a_time() -> None:
-    decoder = p.FrameDecoder(requests=False)
-    stream = b"".join(p.encode_response(m) for m in RESPONSES)
-    messages = [m for i in range(len(stream)) for m in decoder.feed(stream[i:i + 1])]
-    assert messages == RESPONSES
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.integers(min_value=1, max_value=40), min_size=1, max_size=60))
+def test_any_chunking_gives_the_same_requests(sizes: list[int]) -> None:
+    data, decoder, got, pos = _stream(), p.RequestDecoder(), [], 0
+    for size in sizes * (len(data) // sum(sizes) + 1):
+        got += decoder.feed(data[pos:pos + size])
+        pos += size
+        if pos >= len(data):
+            break
+    assert got == p.RequestDecoder().feed(data)
+    assert decoder.buffered == 0
 
 
-_text = st.text(max_size=20)
-_blob = st.binary(max_size=64)
-_seconds = st.floats(min_value=0, max_value=1e9, allow_nan=False, allow_infinity=False)
-_int64 = st.integers(min_value=-(2**63), max_value=2**63 - 1)
-_any_request = st.one_of(
-    st.builds(p.SetRequest, _text, _blob),
-    st.builds(p.GetRequest, _text, _seconds),
-    st.builds(p.AddRequest, _text, _int64),
-    st.builds(p.CompareSetRequest, _text, _blob, _blob),
-    st.builds(p.WaitRequest, st.lists(_text, max_size=4).map(tuple), _seconds),
-    st.builds(p.MultiSetRequest, st.lists(_text, max_size=4).map(tuple),
-              st.lists(_blob, max_size=4).map(tuple)),
-    st.builds(p.QueuePopRequest, _text, st.booleans(), _seconds),
-    st.builds(p.WaitWorkersRequest, _int64, _seconds),
-    st.builds(p.NumKeysRequest),
-)
+def test_a_large_value_arriving_in_pieces_is_parsed_once() -> None:
+    value = bytes(range(256)) * 4096  # 1 MiB
+    data = HANDSHAKE + p.request(C.SET, keys=[b"/big"], values=[value])
+    decoder = p.RequestDecoder()
+    pieces = [decoder.feed(data[i:i + 4096]) for i in range(0, len(data), 4096)]
+    assert [len(found) for found in pieces[1:-1]] == [0] * (len(pieces) - 2)
+    assert pieces[-1][-1] == p.Request(C.SET, ("/big",), (value,))
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.lists(_any_request, max_size=6), st.lists(st.integers(0, 200), max_size=8))
-def test_round_trip_property(messages: list, cuts: list[int]) -> None:
-    stream = b"".join(p.encode_request(m) for m in [p.Hello(p.VERSION, False), *messages])
-    decoder = p.FrameDecoder(requests=True)
-    decoded, start = [], 0
-    for cut in sorted(c % (len(stream) + 1) for c in cuts) + [len(stream)]:
-        decoded += decoder.feed(stream[start:cut])
-        start = max(start, cut)
-    assert decoded == [p.Hello(p.VERSION, False), *messages]
+def test_keys_that_are_not_utf8_survive() -> None:
+    raw = b"/\xff\xfe"
+    [_, _, request] = p.RequestDecoder().feed(HANDSHAKE + p.request(C.GET, keys=[raw]))
+    assert p.key_bytes(request.keys[0]) == raw
 
 
-# -- rejection ---------------------------------------------------------------------------------
-def _after_hello(frame: bytes) -> bytes:
-    return p.encode_request(p.Hello(p.VERSION, True)) + frame
+# -- rejection ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("data, message", [
+    (b"GET / HTTP/1.1\r\n", "did not start with VALIDATE"),
+    (b"AS\x01\x01\x00\x00\x00\x09", "accord's own store protocol"),
+    (p.request(C.VALIDATE, number=0x12345678), "0x12345678, not torch's 0x3C85F7CE"),
+    (HANDSHAKE + b"\x63", "unknown command 99"),
+    (HANDSHAKE + HANDSHAKE, "VALIDATE a second time"),
+    (HANDSHAKE + b"\x01" + struct.pack("<Q", p.MAX_KEY_BYTES + 1), "key of 8193 bytes"),
+    (HANDSHAKE + b"\x01" + p.string(b"/k") + struct.pack("<Q", p.MAX_VALUE_BYTES + 1),
+     "value of 8388609 bytes"),
+    (HANDSHAKE + b"\x06" + struct.pack("<Q", 1 << 40), "1099511627776 keys"),
+    (HANDSHAKE + b"\x0b" + struct.pack("<q", -1), "-1 keys"),
+], ids=["http", "old-accord", "magic", "unknown", "validate-twice", "key", "value", "count",
+        "negative-count"])
+def test_bad_input_is_a_protocol_error_naming_the_cause(data: bytes, message: str) -> None:
+    decoder = p.RequestDecoder()
+    before = decoder.feed(data)  # the requests before the violation still count
+    assert [r.command for r in before] == [C.VALIDATE, C.PING][:len(before)]
+    assert isinstance(decoder.failed, ProtocolError)
+    assert re.search(message, str(decoder.failed))
+    with pytest.raises(ProtocolError, match=message):  # and the decoder stays failed
+        decoder.feed(HANDSHAKE)
 
 
-@pytest.mark.parametrize("garbage", [b"GET / HTTP/1.1\r\n\r\n", b"\x00" * 16, b"A\x00"])
-def test_garbage_raises(garbage: bytes) -> None:
-    with pytest.raises(ProtocolError, match="magic"):
-        p.FrameDecoder(requests=True).feed(garbage)
+def test_limits_at_the_edge_are_accepted() -> None:
+    key, value = b"/" + b"k" * (p.MAX_KEY_BYTES - 1), b"v" * p.MAX_VALUE_BYTES
+    p.check_limits([key], [value], "set")
+    data = HANDSHAKE + p.request(C.SET, keys=[key], values=[value])
+    assert p.RequestDecoder().feed(data)[-1].values == (value,)
 
 
-def test_oversized_frame_raises_from_the_header_alone() -> None:
-    decoder = p.FrameDecoder(requests=True, max_frame_bytes=1024)
-    header = p.HEADER.pack(p.MAGIC, p.VERSION, p.SetRequest.OP, 1025)
-    with pytest.raises(ProtocolError, match="limit"):
-        decoder.feed(_after_hello(header))
-
-
-def test_default_limit_is_one_gib() -> None:
-    header = p.HEADER.pack(p.MAGIC, p.VERSION, p.SetRequest.OP, (1 << 30) + 1)
-    with pytest.raises(ProtocolError, match="limit"):
-        p.FrameDecoder(requests=True).feed(_after_hello(header))
-
-
-def test_encoder_refuses_frames_above_the_limit() -> None:
-    with pytest.raises(ValueError, match="limit"):
-        p.encode_request(p.SetRequest("k", b"x" * 100), max_frame_bytes=50)
-
-
-@pytest.mark.parametrize("header, match", [
-    (p.HEADER.pack(p.MAGIC, p.VERSION + 1, p.SetRequest.OP, 0), "version"),
-    (p.HEADER.pack(p.MAGIC, p.VERSION, 0x7F, 0), "opcode"),
-    (p.HEADER.pack(p.MAGIC, p.VERSION, p.OkResponse.OP, 0), "opcode"),
+@pytest.mark.parametrize("keys, values, message", [
+    ([b"k" * (p.MAX_KEY_BYTES + 1)], [], "key of 8193 bytes.*limit of 8192"),
+    ([b"k"], [b"v" * (p.MAX_VALUE_BYTES + 1)], "value of 8388609 bytes.*8 MiB"),
+    ([b"k"] * (p.MAX_KEY_COUNT + 1), [], "131073 keys in one call"),
 ])
-def test_bad_headers_raise(header: bytes, match: str) -> None:
-    with pytest.raises(ProtocolError, match=match):
-        p.FrameDecoder(requests=True).feed(_after_hello(header))
+def test_a_client_checks_the_limits_before_sending(keys: list[bytes], values: list[bytes],
+                                                   message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        p.check_limits(keys, values, "set('k')")
 
 
-def _frame(op: int, body: bytes) -> bytes:
-    return p.HEADER.pack(p.MAGIC, p.VERSION, op, len(body)) + body
+def test_reading_replies() -> None:
+    data = bytearray(p.reply_i64(-5) + p.string(b"abc") + p.reply_u8(1) + p.reply_u32(9))
 
+    def read(n: int) -> bytes:
+        chunk = bytes(data[:n])
+        del data[:n]
+        return chunk
 
-@pytest.mark.parametrize("frame", [
-    _frame(p.SetRequest.OP, struct.pack("!I", 5) + b"ab"),                      # short field
-    _frame(p.NumKeysRequest.OP, b"extra"),                                      # stray bytes
-    _frame(p.DeleteKeyRequest.OP, struct.pack("!I", 2) + b"\xff\xfe"),         # not UTF-8
-    _frame(p.GetRequest.OP, struct.pack("!I", 1) + b"k" + struct.pack("!d", float("nan"))),
-    _frame(p.GetRequest.OP, struct.pack("!I", 1) + b"k" + struct.pack("!d", -1.0)),
-    _frame(p.QueuePopRequest.OP, struct.pack("!I", 1) + b"q\x07" + struct.pack("!d", 1.0)),
-    _frame(p.CheckRequest.OP, struct.pack("!I", 10**9)),                        # huge count
-], ids=["short", "stray", "utf8", "nan", "negative", "bool", "count"])
-def test_malformed_bodies_raise(frame: bytes) -> None:
-    with pytest.raises(ProtocolError):
-        p.FrameDecoder(requests=True).feed(_after_hello(frame))
-
-
-def test_hello_must_come_first_and_once() -> None:
-    with pytest.raises(ProtocolError, match="HELLO"):
-        p.FrameDecoder(requests=True).feed(p.encode_request(p.NumKeysRequest()))
-    with pytest.raises(ProtocolError, match="HELLO"):
-        p.FrameDecoder(requests=True).feed(_after_hello(p.encode_request(p.Hello(p.VERSION, True))))
-
-
-def test_a_failed_decoder_stays_failed() -> None:
-    decoder = p.FrameDecoder(requests=False)
-    with pytest.raises(ProtocolError):
-        decoder.feed(b"junk")
-    with pytest.raises(ProtocolError):
-        decoder.feed(p.encode_response(p.OkResponse()))
-
-
-def test_encoding_a_message_of_the_wrong_direction_is_a_type_error() -> None:
-    with pytest.raises(TypeError):
-        p.encode_request(p.OkResponse())  # type: ignore[arg-type]
-    with pytest.raises(TypeError):
-        p.encode_response(p.SetRequest("k", b""))  # type: ignore[arg-type]
+    assert (p.read_i64(read), p.read_string(read), p.read_u8(read), p.read_u32(read)) == \
+        (-5, b"abc", 1, 9)
+    with pytest.raises(ProtocolError, match="corrupt"):
+        p.read_string(lambda n: b"\xff" * n)

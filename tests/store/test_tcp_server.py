@@ -1,4 +1,8 @@
-"""TCPStore server and client over real sockets: scale, misbehaving clients, startup, tenancy."""
+"""TCPStore server and client over real sockets: scale, misbehaving clients, startup, tenancy.
+
+Raw sockets here speak torch's protocol by hand (tcp_protocol's encoders); torch's own
+clients and servers are in test_torch_interop.py.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ from typing import Iterator
 import pytest
 
 from accord.errors import DistStoreError, StoreTimeoutError
-from accord.store import TCPStore, tcp_store
+from accord.store import TCPStore, tcp_client, tcp_server, tcp_store
 from accord.store import tcp_protocol as p
 
 HOST = "127.0.0.1"
@@ -41,8 +45,9 @@ def _read_until_closed(sock: socket.socket) -> bytes:
     return data
 
 
-HELLO = p.encode_request(p.Hello(p.VERSION, False))
-OK = p.encode_response(p.OkResponse())
+C = p.Command
+HELLO = p.request(C.VALIDATE, number=p.MAGIC) + p.request(C.PING, number=5)
+OK = p.reply_u32(5)
 
 
 # -- scale -------------------------------------------------------------------------------------
@@ -78,7 +83,7 @@ def _garbage(port: int) -> bytes:
 
 def _truncated(port: int) -> bytes:
     sock = _raw(port)
-    sock.sendall(HELLO + p.encode_request(p.SetRequest("k", b"value"))[:11])
+    sock.sendall(HELLO + p.request(C.SET, keys=[b"/k"], values=[b"value"])[:11])
     sock.shutdown(socket.SHUT_WR)
     return _read_until_closed(sock)
 
@@ -87,15 +92,36 @@ def _oversized(port: int) -> bytes:
     sock = _raw(port)
     sock.sendall(HELLO)
     answer = sock.recv(len(OK), socket.MSG_WAITALL)
-    sock.sendall(p.HEADER.pack(p.MAGIC, p.VERSION, p.SetRequest.OP, (1 << 30) + 1))
+    sock.sendall(b"\x01" + p.string(b"/k") + (p.MAX_VALUE_BYTES + 1).to_bytes(8, "little"))
     return answer + _read_until_closed(sock)
 
 
-@pytest.mark.parametrize("misbehave, answered", [
-    (_garbage, b""), (_truncated, OK), (_oversized, OK),
-], ids=["garbage", "truncated", "oversized"])
-def test_bad_client_is_dropped_and_nobody_notices(master: TCPStore, misbehave,
-                                                  answered: bytes) -> None:
+def _unknown_command(port: int) -> bytes:
+    sock = _raw(port)
+    sock.sendall(HELLO + b"\x42")
+    return _read_until_closed(sock)
+
+
+def _no_validate(port: int) -> bytes:
+    sock = _raw(port)
+    sock.sendall(p.request(C.PING, number=5))
+    return _read_until_closed(sock)
+
+
+def _old_accord(port: int) -> bytes:
+    sock = _raw(port)
+    sock.sendall(b"AS\x01\x01\x00\x00\x00\x09" + bytes(9))
+    return _read_until_closed(sock)
+
+
+@pytest.mark.parametrize("misbehave, answered, logged", [
+    (_garbage, b"", "did not start with VALIDATE"), (_truncated, OK, "inside a request"),
+    (_oversized, OK, "value of 8388609 bytes is above the limit"),
+    (_unknown_command, OK, "unknown command 66"), (_no_validate, b"", "did not start"),
+    (_old_accord, b"", "accord's own store protocol"),
+], ids=["garbage", "truncated", "oversized", "unknown", "no-validate", "old-accord"])
+def test_bad_client_is_dropped_and_nobody_notices(master: TCPStore, misbehave, answered: bytes,
+                                                  logged: str, caplog) -> None:
     with TCPStore(HOST, master.port, timeout=TIMEOUT) as good, good.clone() as waiting, \
             ThreadPoolExecutor(1) as pool:
         parked = pool.submit(waiting.get, "after")
@@ -103,16 +129,20 @@ def test_bad_client_is_dropped_and_nobody_notices(master: TCPStore, misbehave,
         good.set("after", "still fine")
         assert parked.result(timeout=10) == b"still fine"
         assert good.num_keys() == 1
+    assert "closed the connection of client 127.0.0.1:" in caplog.text and logged in caplog.text
 
 
-def test_parked_get_times_out_on_the_server(master: TCPStore) -> None:
+def test_a_parked_wait_ends_with_cancel_wait(master: TCPStore) -> None:
     sock = _raw(master.port)
-    sock.sendall(HELLO + p.encode_request(p.GetRequest("nobody-sets-this", 0.05)))
-    decoder, replies = p.FrameDecoder(requests=False), []
-    while len(replies) < 2:
-        replies += decoder.feed(sock.recv(4096))
+    sock.sendall(HELLO + p.request(C.WAIT, keys=[b"/nobody-sets-this"]))
+    assert sock.recv(len(OK), socket.MSG_WAITALL) == OK
+    sock.sendall(p.request(C.CANCEL_WAIT))
+    assert sock.recv(1) == p.reply_u8(p.WAIT_CANCELED)
+    master.set("nobody-sets-this", "late")  # no STOP_WAITING follows: the wait is gone
+    assert master.check(["nobody-sets-this"])  # (a reply on master's connection: set is done)
+    sock.sendall(p.request(C.GET, keys=[b"/nobody-sets-this"]))
+    assert sock.recv(12, socket.MSG_WAITALL) == p.string(b"late")
     sock.close()
-    assert replies == [p.OkResponse(), p.TimeoutResponse(("nobody-sets-this",))]
 
 
 def test_client_timeout_error_names_the_key(master: TCPStore) -> None:
@@ -129,7 +159,7 @@ def test_client_started_before_the_server_retries(monkeypatch: pytest.MonkeyPatc
     placeholder.bind((HOST, 0))
     port = placeholder.getsockname()[1]
     refused = threading.Event()
-    real_open = tcp_store._open_socket
+    real_open = tcp_client.open_socket
 
     def spy(host: str, port: int, timeout: float) -> socket.socket:
         try:
@@ -138,7 +168,7 @@ def test_client_started_before_the_server_retries(monkeypatch: pytest.MonkeyPatc
             refused.set()
             raise
 
-    monkeypatch.setattr(tcp_store, "_open_socket", spy)
+    monkeypatch.setattr(tcp_client, "open_socket", spy)
 
     def start_server_after_a_refusal() -> TCPStore:
         assert refused.wait(10)
@@ -161,7 +191,7 @@ def test_unreachable_server_message() -> None:
         TCPStore(HOST, port, timeout=timedelta(milliseconds=50))
     placeholder.close()
     message = str(info.value)
-    assert f"could not reach {HOST}:{port}" in message and "MASTER_ADDR" in message
+    assert f"{HOST}:{port}: could not reach the store" in message and "MASTER_ADDR" in message
     assert isinstance(info.value, DistStoreError)
 
 
@@ -218,7 +248,7 @@ def test_multi_tenant_masters_share_one_server() -> None:
     assert second.get("shared") == b"yes"  # the server lives while a tenant remains
     second.close()
     assert server is not None and not server.running
-    assert first.port not in tcp_store._SHARED_SERVERS
+    assert first.port not in tcp_server._SHARED_SERVERS
 
 
 def test_lost_server_names_host_and_port() -> None:
@@ -267,14 +297,35 @@ def test_close_from_another_thread_interrupts_a_blocked_get(master: TCPStore) ->
             blocked.result(timeout=10)
 
 
-def test_a_huge_timeout_does_not_break_the_server(master: TCPStore) -> None:
+def test_the_server_answers_pipelined_requests_in_order(master: TCPStore) -> None:
     sock = _raw(master.port)
-    sock.sendall(HELLO + p.encode_request(p.GetRequest("k", 1e300)))
-    assert sock.recv(len(OK), socket.MSG_WAITALL) == OK
-    master.set("k", "v")  # the server loop survived and wakes the parked get
-    decoder = p.FrameDecoder(requests=False)
-    replies: list = []
-    while not replies:
-        replies += decoder.feed(sock.recv(4096))
+    sock.sendall(HELLO + p.request(C.SET, keys=[b"/a"], values=[b"1"]) +
+                 p.request(C.ADD, keys=[b"/n"], number=2) + p.request(C.GET, keys=[b"/a"]) +
+                 p.request(C.CHECK, keys=[b"/a", b"/b"]))
+    expected = OK + p.reply_i64(2) + p.string(b"1") + p.reply_u8(p.NOT_READY)
+    assert sock.recv(len(expected), socket.MSG_WAITALL) == expected
     sock.close()
-    assert replies == [p.ValueResponse(b"v")]
+
+
+def test_num_keys_after_one_set_is_two_as_on_torch() -> None:
+    """The reference page's example: the store of a world_size counts "init/" (wait_for_workers)."""
+    with TCPStore(HOST, 0, 1, True, TIMEOUT) as store:
+        store.set("first_key", "first_value")
+        assert store.num_keys() == 2
+        assert store.list_keys() == ["first_key"]
+    with TCPStore(HOST, 0, is_master=True, wait_for_workers=False, timeout=TIMEOUT) as store:
+        store.set("first_key", "first_value")
+        assert store.num_keys() == 1
+
+
+def test_a_wait_longer_than_the_store_timeout_keeps_the_connection(
+        master: TCPStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tcp_store, "_REPLY_GRACE_S", 0.05)  # replies are due 150 ms after a call
+    master.set("present", "1")
+    with TCPStore(HOST, master.port, timeout=timedelta(milliseconds=100)) as client:
+        with pytest.raises(StoreTimeoutError, match=r"waiting for \['absent'\]"):
+            client.wait(["present", "absent"], timedelta(milliseconds=300))
+        threading.Timer(0.2, master.set, ("late", "v")).start()
+        client.wait(["late"], timedelta(seconds=5))
+        client.set_timeout(timedelta(seconds=5))
+        assert client.get("late") == b"v"

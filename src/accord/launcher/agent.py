@@ -114,7 +114,14 @@ class Agent:
                 f"stopped.")
 
     def _attempts(self, store: TCPStore, hosting: bool, reaper: Reaper, rundir: RunDir) -> int:
-        rendezvous = Rendezvous(store, self.cfg, self.shutdown.check)
+        rendezvous = Rendezvous(store, self.cfg, self.shutdown.check, hosting)
+        try:
+            return self._rounds(rendezvous, hosting, reaper, rundir)
+        finally:
+            rendezvous.close()
+
+    def _rounds(self, rendezvous: Rendezvous, hosting: bool, reaper: Reaper,
+                rundir: RunDir) -> int:
         restart, expected = 0, None
         while True:
             info = rendezvous.join(restart, expected)
@@ -151,7 +158,7 @@ class Agent:
                error_files: list[str], rundir: RunDir) -> None:
         cfg = self.cfg
         job = JobFacts(cfg.role, info.master_addr, info.master_port, cfg.run_id, info.restart,
-                       cfg.max_restarts, ",".join(cfg.signals), info.use_agent_store)
+                       cfg.max_restarts, ",".join(cfg.signals))
         places = info.places()
         envs = [worker_env(self.environ, place, job, error_files[place.local_rank])
                 for place in places]

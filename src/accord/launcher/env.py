@@ -16,11 +16,10 @@ ROLE_NAME                       --role (default "default")
 ROLE_RANK                       rank among the workers of this role (all nodes)
 ROLE_WORLD_SIZE                 workers of this role (all nodes)
 MASTER_ADDR, MASTER_PORT        the store the launchers share (node 0's or --rdzv-endpoint's);
-                                workers connect to it as clients. With ACCORD_LAUNCHER_WORKER_
-                                STORE=rank0: node 0's address and a free port there, for rank 0
-TORCHELASTIC_USE_AGENT_STORE    "True": env:// connects to the launcher's store, keys under
-                                /worker/attempt_<TORCHELASTIC_RESTART_COUNT> ("False" with
-                                ACCORD_LAUNCHER_WORKER_STORE=rank0: rank 0 hosts a store)
+                                workers connect to it as clients (accord's and torch's alike:
+                                it speaks torch's TCPStore protocol)
+TORCHELASTIC_USE_AGENT_STORE    "True": env:// connects to the launcher's store (accord: keys
+                                under /worker/attempt_<TORCHELASTIC_RESTART_COUNT>)
 TORCHELASTIC_RUN_ID             --rdzv-id (a fresh uuid with --standalone / one node)
 TORCHELASTIC_RESTART_COUNT      restarts so far: 0 on the first attempt
 TORCHELASTIC_MAX_RESTARTS       --max-restarts
@@ -64,7 +63,6 @@ class JobFacts:
     restart_count: int
     max_restarts: int
     signals: str
-    use_agent_store: bool = True
 
 
 def worker_env(base: Mapping[str, str], place: WorkerPlace, job: JobFacts,
@@ -83,7 +81,7 @@ def worker_env(base: Mapping[str, str], place: WorkerPlace, job: JobFacts,
         "ROLE_WORLD_SIZE": str(place.role_world_size),
         "MASTER_ADDR": job.master_addr,
         "MASTER_PORT": str(job.master_port),
-        "TORCHELASTIC_USE_AGENT_STORE": str(job.use_agent_store),
+        "TORCHELASTIC_USE_AGENT_STORE": "True",
         "TORCHELASTIC_RUN_ID": job.run_id,
         "TORCHELASTIC_RESTART_COUNT": str(job.restart_count),
         "TORCHELASTIC_MAX_RESTARTS": str(job.max_restarts),

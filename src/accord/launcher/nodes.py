@@ -4,9 +4,12 @@ Owns: opening the agent store (static: node 0 hosts it at --master-addr:--master
 launcher that can bind the --rdzv-endpoint host hosts it, the others connect), the join
 protocol of each attempt (static: every node claims its --node-rank; c10d: nodes take ranks in
 order of arrival, the first one waits for MAX nodes, or for MIN plus ``last_call_timeout``),
-and ``RoundInfo``: every worker's ranks follow from it, and where the workers' store is (this
-agent store; with ACCORD_LAUNCHER_WORKER_STORE=rank0 a free port on node 0). Keys live under
-``accordrun/<run_id>/r<attempt>/``; workers' keys under ``/worker/attempt_<n>`` never meet them.
+and ``RoundInfo``: every worker's ranks follow from it, and where the workers' store is. Each
+attempt's workers get a store of their own, served next to the agent store by the launcher
+that hosts that (same address, a fresh port): a restarted torch program never reads the keys
+of a failed attempt (torch's programs put theirs under fixed names such as ``default_pg/…``),
+and accord's and torch's clients alike speak to it. Keys of the launchers live under
+``accordrun/<run_id>/r<attempt>/`` in the agent store.
 Must not know how workers are started or watched.
 """
 
@@ -20,9 +23,9 @@ from dataclasses import asdict, dataclass
 from datetime import timedelta
 from typing import Callable
 
-from .. import config
 from ..errors import DistStoreError, StoreTimeoutError
 from ..store.prefix_store import PrefixStore
+from ..store.tcp_server import TCPStoreServer
 from ..store.tcp_store import TCPStore
 from ..timeouts import format_seconds
 from .env import WorkerPlace
@@ -64,7 +67,6 @@ class RoundInfo:
     nodes: tuple[NodeRecord, ...]
     master_addr: str
     master_port: int
-    use_agent_store: bool = True
 
     @property
     def nnodes(self) -> int:
@@ -133,14 +135,21 @@ def open_store(cfg: LaunchConfig) -> tuple[TCPStore, bool]:
 class Rendezvous:
     """The join protocol of every attempt, over the agent store."""
 
-    def __init__(self, store: TCPStore, cfg: LaunchConfig, tick: Tick) -> None:
+    def __init__(self, store: TCPStore, cfg: LaunchConfig, tick: Tick, hosting: bool) -> None:
         self.store = PrefixStore(f"accordrun/{cfg.run_id}", store)
         self.port = store.port
         self.addr = store.local_address() or "127.0.0.1"
-        self.worker_store = config.launcher_worker_store()
         self.cfg = cfg
         self.tick = tick
         self.host = socket.gethostname()
+        self.hosting = hosting
+        self._workers_store: TCPStoreServer | None = None
+
+    def close(self) -> None:
+        """Stop serving the last attempt's workers' store (if this launcher serves it)."""
+        server, self._workers_store = self._workers_store, None
+        if server is not None:
+            server.close()
 
     def join(self, restart: int, expected: int | None = None) -> RoundInfo:
         """Meet the other nodes for attempt ``restart``; ``expected`` is the previous attempt's
@@ -159,21 +168,20 @@ class Rendezvous:
                               f"{other.host}: give every node its own --node-rank (0 … "
                               f"{nnodes - 1}).")
         nodes = self._gather(restart, nnodes)
-        if self.worker_store == "agent":
-            return RoundInfo(restart, node_rank, nodes, self.cfg.rdzv_host, self.port)
-        return RoundInfo(restart, node_rank, nodes, nodes[0].addr,
-                         self._rank0_port(restart, node_rank == 0, nodes[0].addr), False)
+        return RoundInfo(restart, node_rank, nodes, self.cfg.rdzv_host, self._workers_port(restart))
 
-    def _rank0_port(self, restart: int, mine: bool, addr: str) -> int:
-        """A port that was free on node 0 a moment ago, for rank 0's own store."""
-        key = f"r{restart}/worker_port"
-        if mine:
-            with socket.socket() as probe:
-                probe.bind((addr, 0))
-                self.store.set(key, str(probe.getsockname()[1]))
+    def _workers_port(self, restart: int) -> int:
+        """The port of attempt ``restart``'s workers' store: the hosting launcher starts it
+        (closing the previous attempt's) and publishes the port; every launcher reads it."""
+        key = f"r{restart}/workers_port"
+        if self.hosting:
+            self.close()
+            self._workers_store = TCPStoreServer(0)
+            self.store.set(key, str(self._workers_store.port))
         if self.wait_keys([key], self.cfg.join_timeout):
-            raise LaunchError(f"node 0 never published the port for rank 0's store (attempt "
-                              f"{restart}); is its accordrun alive?")
+            raise LaunchError(f"the launcher hosting the store at {self.cfg.rdzv_host}:"
+                              f"{self.port} never published attempt {restart}'s workers' store; "
+                              f"is it alive?")
         return int(self.store.get(key))
 
     def _gather(self, restart: int, nnodes: int) -> tuple[NodeRecord, ...]:

@@ -127,7 +127,10 @@ def env_handler(url: str, **kwargs: Any) -> Iterator[tuple[Store, int, int]]:
     if attempt is None:
         yield _tcp_store(addr, port, rank, size, timeout), rank, size
         return
-    client = TCPStore(addr, port, world_size=size, is_master=False, timeout=timeout)
+    # No wait_for_workers: the launcher already knows who joined, and the "init/" counter of
+    # an agent store that outlives attempts would count every attempt's workers.
+    client = TCPStore(addr, port, world_size=size, is_master=False, timeout=timeout,
+                      wait_for_workers=False)
     yield AgentAttemptStore(f"/worker/attempt_{attempt}", client), rank, size
 
 

@@ -15,9 +15,13 @@ Semantics, identical for every store (HashStore, FileStore, PrefixStore, TCPStor
   ``expected`` is empty) it is set to ``desired``; the call returns the value now stored — or,
   for a missing key with a non-empty ``expected``, ``expected`` itself (torch's behaviour).
 - Queues (``queue_push``/``queue_pop``/``queue_len``) live in their own namespace: they are
-  not keys for ``get``, ``check`` or ``num_keys``. ``queue_pop(block=False)`` on an empty
-  queue raises ``QueueEmptyError``.
-- ``num_keys`` and ``list_keys`` count only the user's keys: no store adds hidden ones.
+  not keys for ``get`` or ``num_keys``. ``queue_pop(block=False)`` on an empty queue raises
+  ``QueueEmptyError``. TCPStore only, as torch's server: ``check`` and ``wait`` count a
+  non-empty queue as present (a blocking ``queue_pop`` waits that way).
+- ``list_keys`` lists the user's keys. ``num_keys`` counts them too, except on TCPStore,
+  which counts every key of the server as torch's does: that includes "init/", which the
+  stores of a ``world_size`` with ``wait_for_workers`` add to (so after one ``set`` on a
+  fresh ``TCPStore(host, 0, 1, True)``, ``num_keys()`` is 2, as the reference page says).
 """
 
 from __future__ import annotations

@@ -1,254 +1,224 @@
-"""The TCPStore server's logic without IO: requests in, responses out, waiting requests parked.
+"""The TCPStore server's logic without IO: decoded requests in, reply bytes out.
 
-Owns: executing decoded requests against one KeyValueTable in order per connection, parking
-the ones that must wait (get, wait, multi_get, blocking queue_pop, wait_for_workers) until
-their keys appear or their timeout passes, and counting workers. Connections are opaque
-hashable tokens and time is a number passed in, so this module knows no sockets, threads or
-clocks; ``tcp_server`` moves the bytes.
+Owns: what each command of torch's protocol does to one KeyValueTable, with torch's
+semantics and reply codes, and the clients parked in WAIT or BARRIER until their keys appear
+(or until CANCEL_WAIT, or until they disconnect). Connections are opaque hashable tokens, so
+this module knows no sockets, threads or clocks; ``tcp_server`` moves the bytes. Timeouts are
+the clients' (torch's protocol carries none): a client that gives up sends CANCEL_WAIT.
 
-Ordering: a connection's requests run one at a time in arrival order. While one is parked,
-the ones behind it wait in that connection's inbox, so each client sees its answers in order.
-Blocking queue pops are served first come, first served.
+Semantics beyond the reply layouts (docs/wire-protocols.md): a name is *present* when it is a
+key or a non-empty queue (CHECK and WAIT see both, as torch's server does); GET and MULTI_GET
+of a missing key answer an empty value (torch's clients WAIT first); QUEUE_PUSH wakes one
+waiter of that name, every other change wakes all of them. A request this server will not run
+(ADD on a value that is not an integer, a result beyond 64 bits, a second WAIT while one is
+parked) raises Refused: the server then closes that connection, as torch's does.
 """
 
 from __future__ import annotations
 
-import heapq
-import itertools
-from collections import deque
-from dataclasses import dataclass
-from typing import Hashable, Optional
+from dataclasses import dataclass, field
+from typing import Callable, Hashable, Optional
 
-from ..errors import DistStoreError, QueueEmptyError
+from ..errors import DistStoreError
 from . import tcp_protocol as p
+from .base import parse_counter
 from .kv import KeyValueTable
 
-Reply = tuple[Hashable, object]
-
-_PARKABLE = (p.GetRequest, p.WaitRequest, p.MultiGetRequest, p.QueuePopRequest,
-             p.WaitWorkersRequest)
-
-
-class QueueKey(str):
-    """Marks a changed name as a queue rather than a key (for waking waiters)."""
+Reply = tuple[Hashable, bytes]
+C = p.Command
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+_STOP = p.reply_u8(p.STOP_WAITING)
 
 
-#: Marks "the number of workers changed" (for waking wait_for_workers).
-WORKERS = object()
-
-
-def _keys_of(request: object) -> tuple[str, ...]:
-    """The keys a GET, WAIT or MULTI_GET waits for."""
-    if isinstance(request, p.GetRequest):
-        return (request.key,)
-    return request.keys  # type: ignore[attr-defined]
+class Refused(Exception):
+    """The server will not run this request; the message says why (for the server's log)."""
 
 
 @dataclass
-class _Parked:
-    request: object
-    token: int
+class _Waiter:
+    """A parked WAIT (``keys``, of which ``missing`` were absent when last looked at) or
+    BARRIER (``world_size`` set: wait until the counter under ``keys[0]`` reaches it)."""
+
+    keys: tuple[str, ...]
+    missing: set[str] = field(default_factory=set)
+    world_size: Optional[int] = None
 
 
 class StoreEngine:
-    """One store's table and waiters; every method returns the replies it produced."""
+    """One store's table and parked clients; ``execute`` returns the replies it produced."""
 
     def __init__(self) -> None:
         self.table = KeyValueTable()
-        self.workers_joined = 0
-        self._inbox: dict[Hashable, deque[object]] = {}
-        self._parked: dict[Hashable, _Parked] = {}
-        self._key_waiters: dict[str, set[Hashable]] = {}
-        self._queue_waiters: dict[str, deque[Hashable]] = {}
-        self._worker_waiters: set[Hashable] = set()
-        self._deadlines: list[tuple[float, int, Hashable]] = []
-        self._tokens = itertools.count()
+        self._waiting: dict[Hashable, _Waiter] = {}
+        self._by_name: dict[str, dict[Hashable, None]] = {}  # name → parked conns, in order
+        self._handlers: dict[C, Callable[[Hashable, p.Request, list[Reply]], Optional[bytes]]] = {
+            C.VALIDATE: lambda conn, r, out: None,
+            C.PING: lambda conn, r, out: p.reply_u32(r.number),
+            C.SET: self._set, C.COMPARE_SET: self._compare_set, C.GET: self._get,
+            C.ADD: self._add, C.CHECK: self._check, C.WAIT: self._wait,
+            C.GETNUMKEYS: lambda conn, r, out: p.reply_i64(self.table.num_keys()),
+            C.DELETE_KEY: lambda conn, r, out: p.reply_i64(int(self.table.delete(r.keys[0]))),
+            C.APPEND: self._append, C.MULTI_GET: self._multi_get, C.MULTI_SET: self._multi_set,
+            C.CANCEL_WAIT: self._cancel_wait, C.QUEUE_PUSH: self._queue_push,
+            C.QUEUE_POP: self._queue_pop,
+            C.QUEUE_LEN: lambda conn, r, out: p.reply_i64(self.table.queue_len(r.keys[0])),
+            C.LIST_KEYS: lambda conn, r, out: p.reply_key_list(list(self.table.data)),
+            C.BARRIER: self._barrier,
+        }
 
     # -- the interface the server uses ------------------------------------------------------
-    def submit(self, conn: Hashable, request: object, now: float) -> list[Reply]:
-        """Queue ``request`` from ``conn`` and run whatever can run now."""
-        self._inbox.setdefault(conn, deque()).append(request)
+    def execute(self, conn: Hashable, request: p.Request) -> list[Reply]:
+        """Run one request from ``conn``: its reply first (if it has one), then the replies of
+        the clients it woke. Raises Refused (nothing was changed)."""
         replies: list[Reply] = []
-        self._run([conn], now, replies)
+        answer = self._handlers[request.command](conn, request, replies)
+        if answer is not None:
+            replies.insert(0, (conn, answer))
         return replies
-
-    def expire(self, now: float) -> list[Reply]:
-        """Answer every parked request whose timeout has passed by ``now``."""
-        replies: list[Reply] = []
-        released = []
-        while self._deadlines and self._deadlines[0][0] <= now:
-            _, token, conn = heapq.heappop(self._deadlines)
-            parked = self._parked.get(conn)
-            if parked is not None and parked.token == token:
-                self._unpark(conn)
-                replies.append((conn, self._timed_out(parked.request)))
-                released.append(conn)
-        self._run(released, now, replies)
-        return replies
-
-    def next_deadline(self) -> float | None:
-        """When ``expire`` next has work, or None; stale entries are dropped here."""
-        while self._deadlines:
-            _, token, conn = self._deadlines[0]
-            parked = self._parked.get(conn)
-            if parked is not None and parked.token == token:
-                return self._deadlines[0][0]
-            heapq.heappop(self._deadlines)
-        return None
 
     def disconnect(self, conn: Hashable) -> None:
-        """Forget ``conn``: its queued and parked requests are dropped unanswered."""
-        self._inbox.pop(conn, None)
-        if conn in self._parked:
-            self._unpark(conn)
+        """Forget ``conn``: a parked request of its is dropped."""
+        self._unpark(conn)
 
     @property
     def num_parked(self) -> int:
-        return len(self._parked)
+        return len(self._waiting)
 
-    # -- running requests -------------------------------------------------------------------
-    def _run(self, conns: list[Hashable], now: float, replies: list[Reply]) -> None:
-        runnable = deque(conns)
-        while runnable:
-            conn = runnable.popleft()
-            inbox = self._inbox.get(conn)
-            while inbox and conn not in self._parked:
-                request = inbox.popleft()
-                runnable.extend(self._execute(conn, request, now, replies))
+    # -- commands ---------------------------------------------------------------------------
+    def _set(self, conn: Hashable, r: p.Request, out: list[Reply]) -> None:
+        self.table.set(r.keys[0], r.values[0])
+        self._changed(r.keys[0], out)
 
-    def _execute(self, conn: Hashable, request: object, now: float,
-                 replies: list[Reply]) -> list[Hashable]:
-        """Run one request; returns the connections it un-parked (their replies are added)."""
-        if isinstance(request, _PARKABLE):
-            answer = self._try(request)
-            if answer is not None:
-                replies.append((conn, answer))
-            elif isinstance(request, p.QueuePopRequest) and not request.block:
-                replies.append((conn, p.ErrorResponse(
-                    p.ERR_QUEUE_EMPTY, f"queue_pop({request.key!r}): the queue is empty")))
-            elif request.timeout <= 0:
-                replies.append((conn, self._timed_out(request)))
-            else:
-                self._park(conn, request, now + request.timeout)
-            return []
+    def _compare_set(self, conn: Hashable, r: p.Request, out: list[Reply]) -> bytes:
+        result = self.table.compare_set(r.keys[0], r.values[0], r.values[1])
+        self._changed(r.keys[0], out)
+        return p.string(result)
+
+    def _get(self, conn: Hashable, r: p.Request, out: list[Reply]) -> bytes:
+        return p.string(self.table.data.get(r.keys[0], b""))
+
+    def _add(self, conn: Hashable, r: p.Request, out: list[Reply]) -> bytes:
+        total = self._counter(r.keys[0]) + r.number
+        if not _I64_MIN <= total <= _I64_MAX:
+            raise Refused(f"add({r.keys[0]!r}, {r.number}) would leave {total}, beyond 64 bits")
+        self.table.set(r.keys[0], str(total).encode("ascii"))
+        self._changed(r.keys[0], out)
+        return p.reply_i64(total)
+
+    def _check(self, conn: Hashable, r: p.Request, out: list[Reply]) -> bytes:
+        return p.reply_u8(p.READY if all(map(self._present, r.keys)) else p.NOT_READY)
+
+    def _wait(self, conn: Hashable, r: p.Request, out: list[Reply]) -> Optional[bytes]:
+        self._refuse_second_wait(conn, "WAIT")
+        missing = {key for key in r.keys if not self._present(key)}
+        if not missing:
+            return _STOP
+        self._park(conn, _Waiter(r.keys, missing))
+        return None
+
+    def _append(self, conn: Hashable, r: p.Request, out: list[Reply]) -> None:
+        self.table.append(r.keys[0], r.values[0])
+        self._changed(r.keys[0], out)
+
+    def _multi_get(self, conn: Hashable, r: p.Request, out: list[Reply]) -> bytes:
+        data = self.table.data
+        return p.reply_strings([data.get(key, b"") for key in r.keys])
+
+    def _multi_set(self, conn: Hashable, r: p.Request, out: list[Reply]) -> None:
+        self.table.multi_set(r.keys, r.values)
+        for key in dict.fromkeys(r.keys):
+            self._changed(key, out)
+
+    def _cancel_wait(self, conn: Hashable, r: p.Request, out: list[Reply]) -> bytes:
+        self._unpark(conn)
+        return p.reply_u8(p.WAIT_CANCELED)
+
+    def _queue_push(self, conn: Hashable, r: p.Request, out: list[Reply]) -> None:
+        self.table.queue_push(r.keys[0], r.values[0])
+        self._changed(r.keys[0], out, wake_one=True)
+
+    def _queue_pop(self, conn: Hashable, r: p.Request, out: list[Reply]) -> bytes:
+        length = self.table.queue_len(r.keys[0])
+        return p.reply_popped(self.table.queue_pop(r.keys[0]) if length else None, length)
+
+    def _barrier(self, conn: Hashable, r: p.Request, out: list[Reply]) -> Optional[bytes]:
+        self._refuse_second_wait(conn, "BARRIER")
+        key = r.keys[0]
+        count = self._counter(key) + 1
+        self.table.set(key, str(count).encode("ascii"))
+        self._changed(key, out)
+        if count >= r.number:
+            return _STOP
+        self._park(conn, _Waiter((key,), {key}, r.number))
+        return None
+
+    # -- helpers ----------------------------------------------------------------------------
+    def _present(self, name: str) -> bool:
+        return name in self.table.data or name in self.table.queues
+
+    def _counter(self, key: str) -> int:
+        value = self.table.data.get(key)
+        if value is None:
+            return 0
         try:
-            answer, woken = self._mutate_or_read(request)
+            return parse_counter(key, value)
         except DistStoreError as exc:
-            replies.append((conn, p.ErrorResponse(p.ERR_STORE, str(exc))))
-            return []
-        replies.append((conn, answer))
-        return self._wake(woken, replies)
+            raise Refused(str(exc)) from None
 
-    def _mutate_or_read(self, r: object) -> tuple[object, Optional[object]]:
-        """Answer a request that never waits; second item: what it changed (for waiters)."""
-        t, ok = self.table, p.OkResponse()
-        if isinstance(r, p.SetRequest):
-            t.set(r.key, r.value)
-            return ok, (r.key,)
-        if isinstance(r, p.AddRequest):
-            return p.IntResponse(t.add(r.key, r.amount)), (r.key,)
-        if isinstance(r, p.CompareSetRequest):
-            return p.ValueResponse(t.compare_set(r.key, r.expected, r.desired)), (r.key,)
-        if isinstance(r, p.AppendRequest):
-            t.append(r.key, r.value)
-            return ok, (r.key,)
-        if isinstance(r, p.MultiSetRequest):
-            t.multi_set(r.keys, r.values)
-            return ok, r.keys
-        if isinstance(r, p.QueuePushRequest):
-            t.queue_push(r.key, r.value)
-            return ok, QueueKey(r.key)
-        if isinstance(r, p.Hello):
-            self.workers_joined += 1 if r.is_worker else 0
-            return ok, WORKERS if r.is_worker else None
-        return self._read(r), None
+    def _reached(self, waiter: _Waiter, name: str) -> bool:
+        """Whether the change of ``name`` satisfies this part of ``waiter``'s wait."""
+        if waiter.world_size is None:
+            return self._present(name)
+        value = self.table.data.get(name)
+        try:
+            return value is not None and parse_counter(name, value) >= waiter.world_size
+        except DistStoreError:
+            return False
 
-    def _read(self, r: object) -> object:
-        t = self.table
-        if isinstance(r, p.CheckRequest):
-            return p.BoolResponse(not t.missing(r.keys))
-        if isinstance(r, p.DeleteKeyRequest):
-            return p.BoolResponse(t.delete(r.key))
-        if isinstance(r, p.NumKeysRequest):
-            return p.IntResponse(t.num_keys())
-        if isinstance(r, p.QueueLenRequest):
-            return p.IntResponse(t.queue_len(r.key))
-        if isinstance(r, p.ListKeysRequest):
-            return p.KeysResponse(tuple(t.list_keys()))
-        return p.ErrorResponse(p.ERR_INTERNAL, f"the server cannot run {type(r).__name__}")
+    def _refuse_second_wait(self, conn: Hashable, command: str) -> None:
+        if conn in self._waiting:
+            raise Refused(f"{command} while an earlier WAIT or BARRIER of the same connection "
+                          f"is still waiting (torch's clients send CANCEL_WAIT first)")
 
-    def _try(self, r: object) -> object | None:
-        """The answer to a waiting request if it is ready now, else None."""
-        t = self.table
-        if isinstance(r, p.WaitWorkersRequest):
-            return p.IntResponse(self.workers_joined) if self.workers_joined >= r.count else None
-        if isinstance(r, p.QueuePopRequest):
-            try:
-                return p.ValueResponse(t.queue_pop(r.key))
-            except QueueEmptyError:
-                return None
-        keys = _keys_of(r)
-        if t.missing(keys):
-            return None
-        if isinstance(r, p.WaitRequest):
-            return p.OkResponse()
-        if isinstance(r, p.GetRequest):
-            return p.ValueResponse(t.data[r.key])
-        return p.ValuesResponse(tuple(t.data[k] for k in keys))
-
-    def _timed_out(self, r: object) -> object:
-        if isinstance(r, p.WaitWorkersRequest):
-            return p.IntResponse(self.workers_joined)
-        if isinstance(r, (p.GetRequest, p.QueuePopRequest)):
-            return p.TimeoutResponse((r.key,))
-        return p.TimeoutResponse(tuple(self.table.missing(_keys_of(r))))
-
-    # -- parking ----------------------------------------------------------------------------
-    def _park(self, conn: Hashable, request: object, deadline: float) -> None:
-        token = next(self._tokens)
-        self._parked[conn] = _Parked(request, token)
-        heapq.heappush(self._deadlines, (deadline, token, conn))
-        if isinstance(request, p.WaitWorkersRequest):
-            self._worker_waiters.add(conn)
-        elif isinstance(request, p.QueuePopRequest):
-            self._queue_waiters.setdefault(request.key, deque()).append(conn)
-        else:
-            for key in _keys_of(request):
-                self._key_waiters.setdefault(key, set()).add(conn)
+    def _park(self, conn: Hashable, waiter: _Waiter) -> None:
+        self._waiting[conn] = waiter
+        for name in waiter.missing:
+            self._by_name.setdefault(name, {})[conn] = None
 
     def _unpark(self, conn: Hashable) -> None:
-        request = self._parked.pop(conn).request
-        if isinstance(request, p.WaitWorkersRequest):
-            self._worker_waiters.discard(conn)
-        elif isinstance(request, p.QueuePopRequest):
-            waiters = self._queue_waiters[request.key]
-            waiters.remove(conn)
-            if not waiters:
-                del self._queue_waiters[request.key]
-        else:
-            for key in _keys_of(request):
-                waiters = self._key_waiters.get(key)
-                if waiters is not None:
-                    waiters.discard(conn)
-                    if not waiters:
-                        del self._key_waiters[key]
+        waiter = self._waiting.pop(conn, None)
+        if waiter is None:
+            return
+        for name in waiter.missing:
+            parked = self._by_name.get(name)
+            if parked is not None:
+                parked.pop(conn, None)
+                if not parked:
+                    del self._by_name[name]
 
-    def _wake(self, changed: object, replies: list[Reply]) -> list[Hashable]:
-        """Answer the parked requests that ``changed`` satisfies; returns their connections."""
-        if changed is None:
-            return []
-        if changed is WORKERS:
-            candidates = list(self._worker_waiters)
-        elif isinstance(changed, QueueKey):
-            candidates = list(self._queue_waiters.get(changed, ()))
-        else:
-            waiting = self._key_waiters
-            candidates = list(dict.fromkeys(c for k in changed for c in waiting.get(k, ())))
-        woken = []
-        for conn in candidates:
-            answer = self._try(self._parked[conn].request)
-            if answer is not None:
-                self._unpark(conn)
-                replies.append((conn, answer))
-                woken.append(conn)
-        return woken
+    def _changed(self, name: str, out: list[Reply], wake_one: bool = False) -> None:
+        """``name`` was written: answer the parked clients this completes (the first one
+        only, with ``wake_one``)."""
+        parked = self._by_name.get(name)
+        if not parked:
+            return
+        for conn in list(parked):
+            waiter = self._waiting[conn]
+            if not self._reached(waiter, name):
+                continue
+            del parked[conn]
+            waiter.missing.discard(name)
+            if waiter.missing:
+                continue
+            gone = {key for key in waiter.keys if not self._reached(waiter, key)}
+            if gone:  # deleted since it was seen: wait for it again
+                waiter.missing = gone
+                for key in gone:
+                    self._by_name.setdefault(key, {})[conn] = None
+                continue
+            del self._waiting[conn]
+            out.append((conn, _STOP))
+            if wake_one:
+                break
+        if not parked:
+            self._by_name.pop(name, None)

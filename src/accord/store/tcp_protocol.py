@@ -1,408 +1,348 @@
-"""The TCPStore wire codec: messages, their encoding, and an incremental decoder (sans-IO).
+"""torch's TCPStore wire protocol: commands, limits, and the codec of both sides (sans-IO).
 
-Owns: the byte layout of every TCPStore request and response (see docs/wire-protocols.md)
-and the rules a stream must follow. Must not know sockets, threads, clocks or the store's
-semantics: the server and the client feed it bytes and act on the messages it returns.
+Owns: the byte layout of every request and reply of torch 2.13's TCPStore (see
+docs/wire-protocols.md), the limits a server enforces, an incremental decoder of the request
+stream (``RequestDecoder``, for the server) and the encoders of requests and replies. Must not
+know sockets, threads, clocks or what a command does to the store: the server and the client
+move the bytes and act on what this module returns.
 
-Frame: an 8-byte header ``!2sBBI`` — magic ``b"AS"``, protocol version, opcode, body length
-— then the body: the message's fields in order. Field encodings (network byte order):
-``str``/``bytes`` = u32 length + bytes (str as UTF-8); ``i64``; ``f64`` (a timeout in
-seconds, finite and >= 0); ``bool`` = u8 0/1; lists = u32 count + items. A connection starts
-with a HELLO request; the decoder of requests insists on it. Any violation — wrong magic or
-version, unknown opcode, a frame above the size limit, a body that does not parse exactly —
-raises ProtocolError, after which the decoder refuses further input.
-
-List fields are tuples in decoded messages; encoding accepts any sequence.
+Layout: little-endian. A request is one command byte, then its arguments; a string (key or
+value) is a u64 length and the bytes. Replies have no header: their shape follows from the
+command (a u8 code, an i64, a u32, a string, or a list of strings). SET, APPEND, MULTI_SET,
+QUEUE_PUSH and VALIDATE have no reply. A connection starts with VALIDATE (torch's magic
+number) and, from torch's clients, PING. Anything else — a command this side does not know,
+a wrong magic, a command before VALIDATE, a string above the limits — ends the stream: the
+decoder returns the requests before it and holds a ProtocolError naming the cause.
 """
 
 from __future__ import annotations
 
-import math
+import enum
 import struct
-from dataclasses import dataclass, fields
-from typing import ClassVar, Union
+from typing import NamedTuple
 
 from ..errors import ProtocolError
 
-MAGIC = b"AS"
-VERSION = 1
-HEADER = struct.Struct("!2sBBI")
-DEFAULT_MAX_FRAME_BYTES = 1 << 30
 
-_U32, _I64 = struct.Struct("!I"), struct.Struct("!q")
-_F64, _U8 = struct.Struct("!d"), struct.Struct("!B")
+class Command(enum.IntEnum):
+    """The command byte of a request (torch's ``QueryType``)."""
+
+    VALIDATE = 0
+    SET = 1
+    COMPARE_SET = 2
+    GET = 3
+    ADD = 4
+    CHECK = 5
+    WAIT = 6
+    GETNUMKEYS = 7
+    DELETE_KEY = 8
+    APPEND = 9
+    MULTI_GET = 10
+    MULTI_SET = 11
+    CANCEL_WAIT = 12
+    PING = 13
+    QUEUE_PUSH = 14
+    QUEUE_POP = 15
+    QUEUE_LEN = 16
+    LIST_KEYS = 17
+    BARRIER = 18
+
+
+#: The u32 a client sends with VALIDATE (torch's ``validationMagicNumber``).
+MAGIC = 0x3C85F7CE
+#: CHECK replies (u8).
+READY, NOT_READY = 0, 1
+#: WAIT / BARRIER / CANCEL_WAIT replies (u8).
+STOP_WAITING, WAIT_CANCELED = 0, 1
+
+#: Limits, as torch's libuv server: a key (a client's "/" prefix included), a value, and the
+#: number of keys in one CHECK, WAIT, MULTI_GET or MULTI_SET.
+MAX_KEY_BYTES = 8 * 1024
+MAX_VALUE_BYTES = 8 * 1024 * 1024
+MAX_KEY_COUNT = 128 * 1024
+
+_U8, _U32 = struct.Struct("<B"), struct.Struct("<I")
+_U64, _I64 = struct.Struct("<Q"), struct.Struct("<q")
+
+#: Each command's arguments, in order: "key" / "value" (u64 length + bytes), "i64", "u32",
+#: "keys" (u64 count + keys), "pairs" (i64 count + key, value pairs).
+ARGUMENTS: dict[Command, tuple[str, ...]] = {
+    Command.VALIDATE: ("u32",), Command.PING: ("u32",),
+    Command.SET: ("key", "value"), Command.COMPARE_SET: ("key", "value", "value"),
+    Command.GET: ("key",), Command.ADD: ("key", "i64"), Command.CHECK: ("keys",),
+    Command.WAIT: ("keys",), Command.GETNUMKEYS: (), Command.DELETE_KEY: ("key",),
+    Command.APPEND: ("key", "value"), Command.MULTI_GET: ("keys",),
+    Command.MULTI_SET: ("pairs",), Command.CANCEL_WAIT: (),
+    Command.QUEUE_PUSH: ("key", "value"), Command.QUEUE_POP: ("key",),
+    Command.QUEUE_LEN: ("key",), Command.LIST_KEYS: (), Command.BARRIER: ("key", "i64"),
+}
+
+
+class Request(NamedTuple):
+    """One decoded request: ``keys`` and ``values`` in the order sent; ``number`` is the
+    VALIDATE magic, the PING nonce, ADD's amount or BARRIER's world size."""
+
+    command: Command
+    keys: tuple[str, ...] = ()
+    values: tuple[bytes, ...] = ()
+    number: int = 0
+
+
+# -- keys ---------------------------------------------------------------------------------------
+def key_bytes(key: str) -> bytes:
+    """A key as sent: UTF-8, and any byte a torch client sent comes back unchanged."""
+    return key.encode("utf-8", "surrogateescape")
+
+
+def key_text(raw: bytes) -> str:
+    """A received key as a str (bytes that are not UTF-8 survive as surrogates)."""
+    return str(raw, "utf-8", "surrogateescape")
+
+
+def check_limits(keys: list[bytes], values: list[bytes], what: str) -> None:
+    """ValueError naming the limit when a request would break it (a client checks before
+    sending: the server would close the connection)."""
+    if len(keys) > MAX_KEY_COUNT:
+        raise ValueError(f"{what}: {len(keys)} keys in one call, above the TCPStore limit of "
+                         f"{MAX_KEY_COUNT}; split the call")
+    for key in keys:
+        if len(key) > MAX_KEY_BYTES:
+            raise ValueError(f"{what}: a key of {len(key)} bytes is above the TCPStore limit of "
+                             f"{MAX_KEY_BYTES} (torch's server has the same); use a shorter key")
+    for value in values:
+        if len(value) > MAX_VALUE_BYTES:
+            raise ValueError(
+                f"{what}: a value of {len(value)} bytes is above the TCPStore limit of "
+                f"{MAX_VALUE_BYTES} (8 MiB, torch's server has the same); store large data "
+                f"elsewhere and put a reference in the store")
 
-#: ErrorResponse codes.
-ERR_STORE, ERR_QUEUE_EMPTY, ERR_INTERNAL = 1, 2, 3
 
+# -- encoding -----------------------------------------------------------------------------------
+def string(data: bytes) -> bytes:
+    """A key or value as sent: u64 length, then the bytes."""
+    return _U64.pack(len(data)) + data
 
-# -- requests (client → server) ----------------------------------------------------------------
-@dataclass(frozen=True)
-class Hello:
-    """First message of a connection. ``is_worker``: counts towards wait_for_workers."""
-    version: int
-    is_worker: bool
-    OP: ClassVar[int] = 0x01
-    KINDS: ClassVar[tuple[str, ...]] = ("i64", "bool")
 
-
-@dataclass(frozen=True)
-class SetRequest:
-    key: str
-    value: bytes
-    OP: ClassVar[int] = 0x02
-    KINDS: ClassVar[tuple[str, ...]] = ("str", "bytes")
+def request(command: Command, *, keys: list[bytes] = (), values: list[bytes] = (),  # type: ignore[assignment]
+            number: int = 0) -> bytes:
+    """The bytes of one request (arguments as ``ARGUMENTS`` lists them)."""
+    out = [_U8.pack(command)]
+    key_iter, value_iter = iter(keys), iter(values)
+    for kind in ARGUMENTS[command]:
+        if kind == "key":
+            out.append(string(next(key_iter)))
+        elif kind == "value":
+            out.append(string(next(value_iter)))
+        elif kind == "i64":
+            out.append(_I64.pack(number))
+        elif kind == "u32":
+            out.append(_U32.pack(number))
+        elif kind == "keys":
+            out.append(_U64.pack(len(keys)))
+            out.extend(string(k) for k in keys)
+        else:  # "pairs"
+            out.append(_I64.pack(len(keys)))
+            for key, value in zip(keys, values):
+                out += (string(key), string(value))
+    return b"".join(out)
 
-
-@dataclass(frozen=True)
-class GetRequest:
-    key: str
-    timeout: float
-    OP: ClassVar[int] = 0x03
-    KINDS: ClassVar[tuple[str, ...]] = ("str", "f64")
 
+def reply_u8(code: int) -> bytes:
+    return _U8.pack(code)
 
-@dataclass(frozen=True)
-class AddRequest:
-    key: str
-    amount: int
-    OP: ClassVar[int] = 0x04
-    KINDS: ClassVar[tuple[str, ...]] = ("str", "i64")
 
+def reply_u32(value: int) -> bytes:
+    return _U32.pack(value)
 
-@dataclass(frozen=True)
-class CompareSetRequest:
-    key: str
-    expected: bytes
-    desired: bytes
-    OP: ClassVar[int] = 0x05
-    KINDS: ClassVar[tuple[str, ...]] = ("str", "bytes", "bytes")
 
+def reply_i64(value: int) -> bytes:
+    return _I64.pack(value)
 
-@dataclass(frozen=True)
-class WaitRequest:
-    keys: tuple[str, ...]
-    timeout: float
-    OP: ClassVar[int] = 0x06
-    KINDS: ClassVar[tuple[str, ...]] = ("strs", "f64")
 
+def reply_strings(items: list[bytes]) -> bytes:
+    """Values one after another (MULTI_GET), each a u64 length and the bytes."""
+    return b"".join(string(item) for item in items)
 
-@dataclass(frozen=True)
-class CheckRequest:
-    keys: tuple[str, ...]
-    OP: ClassVar[int] = 0x07
-    KINDS: ClassVar[tuple[str, ...]] = ("strs",)
 
+def reply_key_list(keys: list[str]) -> bytes:
+    """LIST_KEYS: an i64 count, then the keys."""
+    return _I64.pack(len(keys)) + b"".join(string(key_bytes(k)) for k in keys)
 
-@dataclass(frozen=True)
-class DeleteKeyRequest:
-    key: str
-    OP: ClassVar[int] = 0x08
-    KINDS: ClassVar[tuple[str, ...]] = ("str",)
 
+def reply_popped(value: bytes | None, length_before: int) -> bytes:
+    """QUEUE_POP: the queue's length before the pop (i64), then the value if there was one."""
+    return _I64.pack(length_before) + (string(value) if value is not None else b"")
 
-@dataclass(frozen=True)
-class NumKeysRequest:
-    OP: ClassVar[int] = 0x09
-    KINDS: ClassVar[tuple[str, ...]] = ()
 
+# -- decoding replies (the client reads them with a ``read(n)`` that returns n bytes) ------------
+def read_u8(read) -> int:  # noqa: ANN001 - read: Callable[[int], bytes]
+    return read(1)[0]
 
-@dataclass(frozen=True)
-class AppendRequest:
-    key: str
-    value: bytes
-    OP: ClassVar[int] = 0x0A
-    KINDS: ClassVar[tuple[str, ...]] = ("str", "bytes")
 
+def read_u32(read) -> int:  # noqa: ANN001
+    return _U32.unpack(read(4))[0]
 
-@dataclass(frozen=True)
-class MultiGetRequest:
-    keys: tuple[str, ...]
-    timeout: float
-    OP: ClassVar[int] = 0x0B
-    KINDS: ClassVar[tuple[str, ...]] = ("strs", "f64")
 
+def read_i64(read) -> int:  # noqa: ANN001
+    return _I64.unpack(read(8))[0]
 
-@dataclass(frozen=True)
-class MultiSetRequest:
-    keys: tuple[str, ...]
-    values: tuple[bytes, ...]
-    OP: ClassVar[int] = 0x0C
-    KINDS: ClassVar[tuple[str, ...]] = ("strs", "bytess")
 
+def read_string(read, limit: int = 1 << 40) -> bytes:  # noqa: ANN001
+    length = _U64.unpack(read(8))[0]
+    if length > limit:
+        raise ProtocolError(f"TCPStore: the server announced a string of {length} bytes, above "
+                            f"any limit; the stream is corrupt or the peer is not a TCPStore")
+    return read(length)
 
-@dataclass(frozen=True)
-class QueuePushRequest:
-    key: str
-    value: bytes
-    OP: ClassVar[int] = 0x0D
-    KINDS: ClassVar[tuple[str, ...]] = ("str", "bytes")
 
+def read_popped(read) -> bytes | None:  # noqa: ANN001
+    """QUEUE_POP's reply: the value, or None if the queue was empty."""
+    return read_string(read) if read_i64(read) > 0 else None
 
-@dataclass(frozen=True)
-class QueuePopRequest:
-    key: str
-    block: bool
-    timeout: float
-    OP: ClassVar[int] = 0x0E
-    KINDS: ClassVar[tuple[str, ...]] = ("str", "bool", "f64")
 
+def read_key_list(read) -> list[str]:  # noqa: ANN001
+    """LIST_KEYS's reply."""
+    return [key_text(read_string(read)) for _ in range(read_i64(read))]
 
-@dataclass(frozen=True)
-class QueueLenRequest:
-    key: str
-    OP: ClassVar[int] = 0x0F
-    KINDS: ClassVar[tuple[str, ...]] = ("str",)
-
-
-@dataclass(frozen=True)
-class ListKeysRequest:
-    OP: ClassVar[int] = 0x10
-    KINDS: ClassVar[tuple[str, ...]] = ()
-
-
-@dataclass(frozen=True)
-class WaitWorkersRequest:
-    """Park until ``count`` workers have said HELLO; answered with IntResponse(joined)."""
-    count: int
-    timeout: float
-    OP: ClassVar[int] = 0x11
-    KINDS: ClassVar[tuple[str, ...]] = ("i64", "f64")
-
-
-# -- responses (server → client) ---------------------------------------------------------------
-@dataclass(frozen=True)
-class OkResponse:
-    OP: ClassVar[int] = 0x81
-    KINDS: ClassVar[tuple[str, ...]] = ()
-
-
-@dataclass(frozen=True)
-class ValueResponse:
-    value: bytes
-    OP: ClassVar[int] = 0x82
-    KINDS: ClassVar[tuple[str, ...]] = ("bytes",)
-
-
-@dataclass(frozen=True)
-class IntResponse:
-    value: int
-    OP: ClassVar[int] = 0x83
-    KINDS: ClassVar[tuple[str, ...]] = ("i64",)
-
-
-@dataclass(frozen=True)
-class BoolResponse:
-    value: bool
-    OP: ClassVar[int] = 0x84
-    KINDS: ClassVar[tuple[str, ...]] = ("bool",)
-
-
-@dataclass(frozen=True)
-class ValuesResponse:
-    values: tuple[bytes, ...]
-    OP: ClassVar[int] = 0x85
-    KINDS: ClassVar[tuple[str, ...]] = ("bytess",)
-
-
-@dataclass(frozen=True)
-class KeysResponse:
-    keys: tuple[str, ...]
-    OP: ClassVar[int] = 0x86
-    KINDS: ClassVar[tuple[str, ...]] = ("strs",)
-
-
-@dataclass(frozen=True)
-class TimeoutResponse:
-    """A parked request's timeout passed; ``keys`` are the keys (or the queue) still missing."""
-    keys: tuple[str, ...]
-    OP: ClassVar[int] = 0x87
-    KINDS: ClassVar[tuple[str, ...]] = ("strs",)
-
-
-@dataclass(frozen=True)
-class ErrorResponse:
-    """The operation failed: ``code`` is ERR_STORE, ERR_QUEUE_EMPTY or ERR_INTERNAL."""
-    code: int
-    message: str
-    OP: ClassVar[int] = 0x88
-    KINDS: ClassVar[tuple[str, ...]] = ("i64", "str")
-
-
-Request = Union[Hello, SetRequest, GetRequest, AddRequest, CompareSetRequest, WaitRequest,
-                CheckRequest, DeleteKeyRequest, NumKeysRequest, AppendRequest, MultiGetRequest,
-                MultiSetRequest, QueuePushRequest, QueuePopRequest, QueueLenRequest,
-                ListKeysRequest, WaitWorkersRequest]
-Response = Union[OkResponse, ValueResponse, IntResponse, BoolResponse, ValuesResponse,
-                 KeysResponse, TimeoutResponse, ErrorResponse]
-
-#: Opcode → message class, per direction.
-REQUESTS: dict[int, type] = {cls.OP: cls for cls in Request.__args__}  # type: ignore
-RESPONSES: dict[int, type] = {cls.OP: cls for cls in Response.__args__}  # type: ignore
-
-
-# -- encoding ----------------------------------------------------------------------------------
-def _pack_field(kind: str, value: object, out: list[bytes]) -> None:
-    if kind in ("str", "bytes"):
-        raw = value.encode("utf-8") if kind == "str" else bytes(value)  # type: ignore[union-attr]
-        out += (_U32.pack(len(raw)), raw)
-    elif kind == "i64":
-        out.append(_I64.pack(value))
-    elif kind == "f64":
-        out.append(_F64.pack(value))
-    elif kind == "bool":
-        out.append(_U8.pack(1 if value else 0))
-    else:  # "strs" / "bytess": a counted list
-        items = list(value)  # type: ignore[call-overload]
-        out.append(_U32.pack(len(items)))
-        for item in items:
-            _pack_field(kind[:-1], item, out)
-
-
-def _encode(message: object, table: dict[int, type], max_frame_bytes: int) -> bytes:
-    cls = type(message)
-    if table.get(getattr(cls, "OP", None)) is not cls:  # type: ignore[arg-type]
-        raise TypeError(f"cannot encode {cls.__name__} here: not a TCPStore message "
-                        f"of this direction")
-    parts: list[bytes] = [b""]
-    try:
-        for field, kind in zip(fields(message), cls.KINDS):  # type: ignore[arg-type]
-            _pack_field(kind, getattr(message, field.name), parts)
-    except struct.error as exc:
-        raise ValueError(
-            f"cannot encode {cls.__name__}: {exc} (integers must fit in 64 bits)") from None
-    length = sum(len(p) for p in parts)
-    if length > max_frame_bytes:
-        raise ValueError(
-            f"{cls.__name__} needs {length} bytes, above the TCPStore frame limit of "
-            f"{max_frame_bytes}; store large data elsewhere and put a reference in the store")
-    parts[0] = HEADER.pack(MAGIC, VERSION, cls.OP, length)
-    return b"".join(parts)
-
-
-def encode_request(request: Request, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> bytes:
-    """One request as a complete frame."""
-    return _encode(request, REQUESTS, max_frame_bytes)
-
-
-def encode_response(response: Response, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> bytes:
-    """One response as a complete frame."""
-    return _encode(response, RESPONSES, max_frame_bytes)
-
-
-# -- decoding ----------------------------------------------------------------------------------
-class _Reader:
-    """Reads the fields of one frame body; every shortfall is a ProtocolError."""
-
-    def __init__(self, body: memoryview, name: str) -> None:
-        self.body, self.pos, self.name = body, 0, name
-
-    def take(self, n: int) -> memoryview:
-        if n > len(self.body) - self.pos:
-            raise ProtocolError(f"TCPStore: a {self.name} frame ends in the middle of a field")
-        chunk = self.body[self.pos:self.pos + n]
-        self.pos += n
+
+# -- decoding requests (the server) ---------------------------------------------------------------
+class _Short(Exception):
+    """The buffer ends inside the current request; args[0]: the offset it must reach."""
+
+
+class _Cursor:
+    __slots__ = ("buf", "pos", "command")
+
+    def __init__(self, buf: bytearray, pos: int) -> None:
+        self.buf, self.pos, self.command = buf, pos, "request"
+
+    def take(self, n: int) -> bytes:
+        end = self.pos + n
+        if end > len(self.buf):
+            raise _Short(end)
+        chunk = bytes(self.buf[self.pos:end])
+        self.pos = end
         return chunk
 
-    def field(self, kind: str) -> object:
-        if kind == "bytes":
-            return bytes(self.take(_U32.unpack(self.take(4))[0]))
-        if kind == "str":
-            try:
-                return str(self.take(_U32.unpack(self.take(4))[0]), "utf-8")
-            except UnicodeDecodeError:
-                raise ProtocolError(
-                    f"TCPStore: a {self.name} frame holds a key that is not UTF-8") from None
-        if kind == "i64":
-            return _I64.unpack(self.take(8))[0]
-        if kind == "bool":
-            flag = self.take(1)[0]
-            if flag > 1:
-                raise ProtocolError(f"TCPStore: a {self.name} frame holds the boolean {flag}")
-            return bool(flag)
-        if kind == "f64":
-            seconds = _F64.unpack(self.take(8))[0]
-            if not (math.isfinite(seconds) and seconds >= 0):
-                raise ProtocolError(f"TCPStore: a {self.name} frame holds the timeout {seconds}")
-            return seconds
-        count = _U32.unpack(self.take(4))[0]
-        if count * 4 > len(self.body) - self.pos:
-            raise ProtocolError(
-                f"TCPStore: a {self.name} frame announces {count} items it cannot hold")
-        return tuple(self.field(kind[:-1]) for _ in range(count))
+    def unpack(self, fmt: struct.Struct) -> int:
+        end = self.pos + fmt.size
+        if end > len(self.buf):
+            raise _Short(end)
+        value = fmt.unpack_from(self.buf, self.pos)[0]
+        self.pos = end
+        return value
+
+    def string(self, limit: int, what: str) -> bytes:
+        length = self.unpack(_U64)
+        if length > limit:
+            raise ProtocolError(f"a {self.command} {what} of {length} bytes is above the limit of "
+                                f"{limit} bytes")
+        return self.take(length)
+
+    def count(self, fmt: struct.Struct) -> int:
+        count = self.unpack(fmt)
+        if not 0 <= count <= MAX_KEY_COUNT:
+            raise ProtocolError(f"a {self.command} of {count} keys is above the limit of "
+                                f"{MAX_KEY_COUNT} keys")
+        return count
 
 
-def decode_body(cls: type, body: memoryview) -> object:
-    """The message of type ``cls`` whose fields are ``body``, exactly."""
-    reader = _Reader(body, cls.__name__)
-    values = [reader.field(kind) for kind in cls.KINDS]  # type: ignore[attr-defined]
-    if reader.pos != len(body):
-        stray = len(body) - reader.pos
-        raise ProtocolError(f"TCPStore: a {cls.__name__} frame has {stray} stray bytes")
-    return cls(*values)
+def _parse(cursor: _Cursor, command: Command) -> Request:
+    """The arguments of ``command`` at the cursor (raises _Short if they are not all here)."""
+    keys: list[str] = []
+    values: list[bytes] = []
+    number = 0
+    for kind in ARGUMENTS[command]:
+        if kind == "key":
+            keys.append(key_text(cursor.string(MAX_KEY_BYTES, "key")))
+        elif kind == "value":
+            values.append(cursor.string(MAX_VALUE_BYTES, "value"))
+        elif kind == "i64":
+            number = cursor.unpack(_I64)
+        elif kind == "u32":
+            number = cursor.unpack(_U32)
+        elif kind == "keys":
+            for _ in range(cursor.count(_U64)):
+                keys.append(key_text(cursor.string(MAX_KEY_BYTES, "key")))
+        else:  # "pairs"
+            for _ in range(cursor.count(_I64)):
+                keys.append(key_text(cursor.string(MAX_KEY_BYTES, "key")))
+                values.append(cursor.string(MAX_VALUE_BYTES, "value"))
+    return Request(command, tuple(keys), tuple(values), number)
 
 
-class FrameDecoder:
-    """Turns a byte stream, fed in chunks of any size, into messages.
+class RequestDecoder:
+    """Turns the bytes a server receives on one connection, in chunks of any size, into
+    requests. The first must be VALIDATE with torch's magic, and only the first.
 
-    ``requests=True`` decodes what a server receives (and wants HELLO first); False decodes
-    responses. ``feed`` returns the messages completed by the chunk; the first violation
-    raises ProtocolError and poisons the decoder.
+    ``feed`` returns the requests the chunk completes; at the first violation it returns
+    those before it and sets ``failed`` (the ProtocolError), and raises it if fed again.
     """
 
-    def __init__(self, requests: bool, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
-        self._table = REQUESTS if requests else RESPONSES
-        self._requests = requests
-        self._hello_seen = False
-        self._max = max_frame_bytes
+    def __init__(self) -> None:
         self._buffer = bytearray()
-        self._failed: ProtocolError | None = None
+        self._need = 1  # bytes the buffer must hold before parsing is worth trying again
+        self._validated = False
+        self.failed: ProtocolError | None = None
 
     @property
     def buffered(self) -> int:
-        """Bytes received that do not yet form a complete frame."""
+        """Bytes received that do not yet form a complete request."""
         return len(self._buffer)
 
-    def feed(self, data: bytes | bytearray | memoryview) -> list[object]:
-        if self._failed is not None:
-            raise self._failed
-        self._buffer += data
-        try:
-            return self._drain()
-        except ProtocolError as exc:
-            self._failed = exc
-            raise
-
-    def _drain(self) -> list[object]:
-        messages: list[object] = []
+    def feed(self, data: bytes | bytearray | memoryview) -> list[Request]:
+        if self.failed is not None:
+            raise self.failed
         buffer = self._buffer
-        while True:
-            if not MAGIC.startswith(bytes(buffer[:len(MAGIC)])):
-                raise ProtocolError(
-                    f"TCPStore: a frame starts with {bytes(buffer[:8])!r}, not the magic "
-                    f"{MAGIC!r}: the peer is not an accord TCPStore, or the stream is corrupt")
-            if len(buffer) < HEADER.size:
-                return messages
-            cls, length = self._check_header(*HEADER.unpack_from(buffer))
-            end = HEADER.size + length
-            if len(buffer) < end:
-                return messages
-            message = decode_body(cls, memoryview(bytes(buffer[HEADER.size:end])))
-            del buffer[:end]
-            self._hello_seen = self._hello_seen or cls is Hello
-            messages.append(message)
+        buffer += data
+        if len(buffer) < self._need:
+            return []
+        requests: list[Request] = []
+        cursor = _Cursor(buffer, 0)
+        start = 0
+        try:
+            while start < len(buffer):
+                cursor.pos = start
+                requests.append(self._one(cursor))
+                start = cursor.pos
+            self._need = 1
+        except _Short as short:
+            self._need = short.args[0] - start
+        except ProtocolError as exc:
+            self.failed = exc
+        finally:
+            del buffer[:start]
+        return requests
 
-    def _check_header(self, magic: bytes, version: int, op: int, length: int) -> tuple[type, int]:
-        if version != VERSION:
-            raise ProtocolError(f"TCPStore: the peer speaks protocol version {version}, this side "
-                                f"{VERSION}; run the same accord version everywhere")
-        cls = self._table.get(op)
-        if cls is None:
-            raise ProtocolError(f"TCPStore: unknown opcode 0x{op:02x} in a frame")
-        if length > self._max:
-            raise ProtocolError(f"TCPStore: a {cls.__name__} frame of {length} bytes is above the "
-                                f"limit of {self._max}")
-        if self._requests and (cls is Hello) == self._hello_seen:
-            raise ProtocolError("TCPStore: a connection must start with exactly one HELLO, got "
-                                f"{cls.__name__} {'again' if self._hello_seen else 'first'}")
-        return cls, length
+    def _one(self, cursor: _Cursor) -> Request:
+        code = cursor.unpack(_U8)
+        try:
+            command = Command(code)
+        except ValueError:
+            raise ProtocolError(self._unknown(code, cursor)) from None
+        cursor.command = command.name
+        if (command is Command.VALIDATE) == self._validated:
+            raise ProtocolError("VALIDATE a second time on one connection: not a torch TCPStore "
+                                "client" if self._validated else self._not_first(cursor))
+        parsed = _parse(cursor, command)
+        if command is Command.VALIDATE:
+            if parsed.number != MAGIC:
+                raise ProtocolError(
+                    f"VALIDATE carried the magic number 0x{parsed.number:08X}, not torch's "
+                    f"0x{MAGIC:08X}: the client speaks another version of the protocol")
+            self._validated = True
+        return parsed
+
+    def _unknown(self, code: int, cursor: _Cursor) -> str:
+        if not self._validated:
+            return self._not_first(cursor)
+        return (f"unknown command {code} (this server knows 0-{max(Command)}, torch 2.13's "
+                f"commands): a client of a newer protocol, or a corrupt stream")
+
+    def _not_first(self, cursor: _Cursor) -> str:
+        head = bytes(cursor.buf[:8])
+        if head.startswith(b"AS"):
+            return ("the client speaks accord's own store protocol of accord versions before "
+                    "torch's was adopted; run the same accord version everywhere")
+        return (f"the connection did not start with VALIDATE (it starts {head!r}): not a "
+                f"TCPStore client, or one of an incompatible version")

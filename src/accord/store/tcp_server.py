@@ -1,35 +1,148 @@
 """The TCPStore server: one daemon thread moving bytes between sockets and a StoreEngine.
 
 Owns: the listening socket, accepting, non-blocking reads and writes with ``selectors``,
-per-connection decoders and output queues, waking at the next parked timeout, dropping
-misbehaving clients, and shutdown. What a request means is ``tcp_engine``'s; the bytes are
-``tcp_protocol``'s. Must not know the client (``tcp_store``) or ranks.
+per-connection decoders and output queues, dropping misbehaving clients, and shutdown. What a
+request means is ``tcp_engine``'s; the bytes are ``tcp_protocol``'s (torch's TCPStore
+protocol: torch's C++ clients and accord's are served alike). Must not know the client
+(``tcp_store``) or ranks.
 
-A client that breaks the protocol (garbage, a frame above the size limit, a truncated frame
-followed by a disconnect) is dropped: its socket is closed, its parked request forgotten, and
-no other client notices. The server listens on every interface, as torch's does.
+A client that breaks the protocol (garbage, an unknown command, a key or value above the
+limits, another protocol version) or sends a request the store refuses (ADD on a value that is
+not an integer) is dropped, as torch's server does: a warning names the client and the cause,
+its socket is closed, its parked request forgotten, and no other client notices. The server
+listens on every interface, as torch's does.
+
+Retiring with a grace period (what the owning TCPStore's close does): the server keeps
+serving, in the background, until every connection from *another* process has closed, at
+most ``grace`` seconds, so that a rank which finishes first does not pull the store from
+under ranks still reading it; at interpreter exit the process waits for that (and retires
+the servers nobody closed). Connections of this process's own clients (``note_local_client``)
+do not hold it up: they end with the process. A new server on the port of a retiring one
+stops it at once (the program started over).
 """
 
 from __future__ import annotations
 
+import atexit
 import logging
 import selectors
 import socket
 import sys
 import threading
 import time
+import weakref
 from collections import deque
 
-from ..errors import DistStoreError, ProtocolError
-from .tcp_engine import StoreEngine
-from .tcp_protocol import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, encode_response
+from .. import config
+from ..errors import DistStoreError
+from .tcp_engine import Refused, StoreEngine
+from .tcp_protocol import Command, RequestDecoder
 
 log = logging.getLogger(__name__)
 
 _BACKLOG = 2048
 _RECV_BYTES = 1 << 16
-_MAX_SLEEP_S = 60.0  # a client may send any finite timeout; select() must not overflow
 _LISTENER, _WAKER = object(), object()
+
+# Why module-level state: whether a connection comes from this very process can only be
+# known where every client socket of the process is seen. Local addresses (host, port) of
+# this process's open client sockets; a server draining at close ignores connections from
+# them. And every running server, so that interpreter exit drains the ones nobody closed.
+_LOCAL_CLIENTS: set[tuple[str, int]] = set()
+_LIVE_SERVERS: "weakref.WeakSet[TCPStoreServer]" = weakref.WeakSet()
+_REGISTRY_LOCK = threading.Lock()
+
+
+def _address(name: object) -> tuple[str, int] | None:
+    """(host, port) of a socket address, IPv4-mapped IPv6 hosts written as IPv4."""
+    if not isinstance(name, tuple) or len(name) < 2:
+        return None
+    host = str(name[0])
+    return (host[len("::ffff:"):] if host.startswith("::ffff:") else host, int(name[1]))
+
+
+def note_local_client(sock: socket.socket) -> tuple[str, int] | None:
+    """Remember that ``sock`` is a client of this process (call it before the first byte is
+    sent: a server of this process looks when it reads VALIDATE); returns the token to
+    forget it."""
+    try:
+        address = _address(sock.getsockname())
+    except OSError:
+        return None
+    if address is not None:
+        with _REGISTRY_LOCK:
+            _LOCAL_CLIENTS.add(address)
+    return address
+
+
+def forget_local_client(address: tuple[str, int] | None) -> None:
+    if address is not None:
+        with _REGISTRY_LOCK:
+            _LOCAL_CLIENTS.discard(address)
+
+
+def drain_at_exit(grace: float) -> None:
+    """Retire every server of this process still running and wait until each has stopped
+    (its peers left, or its grace passed)."""
+    servers = [s for s in list(_LIVE_SERVERS) if s.running]
+    for server in servers:
+        server.retire(grace)
+    for server in servers:
+        server.close(wait=True)
+
+
+def exit_grace() -> float:
+    """ACCORD_STORE_EXIT_GRACE, in seconds."""
+    try:
+        return config.store_exit_grace()
+    except ValueError:  # a malformed variable must not keep a server from closing
+        return float(config.STORE_EXIT_GRACE.default or 0)
+
+
+@atexit.register
+def _drain_servers_at_exit() -> None:
+    """At interpreter exit (daemon threads still run in atexit handlers), stop the servers
+    nobody closed only once other processes' clients have left, bounded by the grace."""
+    drain_at_exit(exit_grace())
+
+
+# Why module-level state: torch promises that every ``TCPStore(is_master=True,
+# multi_tenant=True)`` of one process on one port shares one server. Such objects are created
+# independently (often by different libraries), so the process is the only place they can
+# meet. Port → [server, number of TCPStores using it]; guarded by the lock; an entry goes
+# away when its last TCPStore closes.
+_SHARED_SERVERS: dict[int, list] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def acquire(port: int, multi_tenant: bool, listen_fd: int | None) -> TCPStoreServer:
+    """A server for a master TCPStore: a new one, or with ``multi_tenant`` the one this
+    process already runs on ``port``."""
+    if port and listen_fd is None:
+        for old in list(_LIVE_SERVERS):
+            if old.port == port and old.retiring:
+                old.close()  # the program started over: the new server takes the port
+    if not multi_tenant:
+        return TCPStoreServer(port, listen_fd=listen_fd)
+    with _SHARED_LOCK:
+        entry = _SHARED_SERVERS.get(port) if port and listen_fd is None else None
+        if entry is None:
+            server = TCPStoreServer(port, listen_fd=listen_fd)
+            entry = _SHARED_SERVERS[server.port] = [server, 0]
+        entry[1] += 1
+        return entry[0]
+
+
+def release(server: TCPStoreServer) -> None:
+    """A master TCPStore is done with ``server``: retire it once no other master shares it."""
+    with _SHARED_LOCK:
+        entry = _SHARED_SERVERS.get(server.port)
+        if entry is not None and entry[0] is server:
+            entry[1] -= 1
+            if entry[1] > 0:
+                return
+            del _SHARED_SERVERS[server.port]
+    server.retire(exit_grace())
 
 
 def _make_listener(port: int, listen_fd: int | None) -> socket.socket:
@@ -66,11 +179,12 @@ def _bind(port: int) -> socket.socket:
 
 
 class _Connection:
-    __slots__ = ("sock", "decoder", "out", "peer", "writing")
+    __slots__ = ("sock", "decoder", "out", "peer", "writing", "local")
 
-    def __init__(self, sock: socket.socket, peer: object, max_frame_bytes: int) -> None:
+    def __init__(self, sock: socket.socket, peer: object) -> None:
         self.sock, self.peer = sock, peer
-        self.decoder = FrameDecoder(requests=True, max_frame_bytes=max_frame_bytes)
+        self.local = False  # a client of this process (known from its first request on)
+        self.decoder = RequestDecoder()
         self.out: deque[memoryview] = deque()
         self.writing = False
 
@@ -78,11 +192,9 @@ class _Connection:
 class TCPStoreServer:
     """Serves one store on ``port`` (0: a free one; see ``port``) from a daemon thread."""
 
-    def __init__(self, port: int = 0, *, listen_fd: int | None = None,
-                 max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+    def __init__(self, port: int = 0, *, listen_fd: int | None = None) -> None:
         self._listener = _make_listener(port, listen_fd)
         self.port: int = self._listener.getsockname()[1]
-        self._max_frame_bytes = max_frame_bytes
         self._engine = StoreEngine()
         self._conns: set[_Connection] = set()
         self._selector = selectors.DefaultSelector()
@@ -91,9 +203,13 @@ class TCPStoreServer:
         self._selector.register(self._listener, selectors.EVENT_READ, _LISTENER)
         self._selector.register(self._wake_r, selectors.EVENT_READ, _WAKER)
         self._stopping = False
+        self._drain_until: float | None = None
+        self._drain_started = 0.0
+        self._drain_waited_for = 0
         self._thread = threading.Thread(
             target=self._serve, name=f"accord-tcpstore-server:{self.port}", daemon=True)
         self._thread.start()
+        _LIVE_SERVERS.add(self)
 
     def __repr__(self) -> str:
         return f"TCPStoreServer(port={self.port}, clients={len(self._conns)})"
@@ -107,34 +223,76 @@ class TCPStoreServer:
     def running(self) -> bool:
         return self._thread.is_alive()
 
-    def close(self) -> None:
-        """Stop serving, close every socket, and join the thread. Idempotent."""
+    def remote_connections(self) -> int:
+        """Connections not known to come from this process (approximate while it runs)."""
+        return sum(1 for conn in list(self._conns) if not conn.local)
+
+    @property
+    def retiring(self) -> bool:
+        """Serving only until other processes' clients leave (see ``retire``)."""
+        return self._drain_until is not None and self.running
+
+    def retire(self, grace: float) -> None:
+        """Stop serving once every connection from another process has closed, at most
+        ``grace`` seconds from now; returns at once (now, if there is none to wait for)."""
+        if self._stopping or self._drain_until is not None:
+            return
+        waiting_for = self.remote_connections()
+        if grace <= 0 or not waiting_for or sys.is_finalizing():
+            return self.close()
+        self._drain_started, self._drain_waited_for = time.monotonic(), waiting_for
+        self._drain_until = self._drain_started + grace
+        self._wake()
+
+    def close(self, wait: bool = False) -> None:
+        """Stop serving now and close every socket; with ``wait``, a retiring server is
+        given the rest of its grace first. Idempotent."""
+        here = threading.current_thread() is self._thread
+        finalizing = sys.is_finalizing()
+        if wait and self._drain_until is not None and not here and not finalizing:
+            self._thread.join(max(0.0, self._drain_until - time.monotonic()) + 1.0)
         self._stopping = True
+        self._wake()
+        # During interpreter shutdown the daemon thread may already be frozen: joining it
+        # would hang forever, and the process is about to close every socket anyway.
+        if not here and not finalizing:
+            self._thread.join()
+        _LIVE_SERVERS.discard(self)
+        self._wake_w.close()
+
+    def _wake(self) -> None:
         try:
             self._wake_w.send(b"x")
         except OSError:
             pass
-        # During interpreter shutdown the daemon thread may already be frozen: joining it
-        # would hang forever, and the process is about to close every socket anyway.
-        if threading.current_thread() is not self._thread and not sys.is_finalizing():
-            self._thread.join()
-        self._wake_w.close()
 
     # -- the loop ---------------------------------------------------------------------------
     def _serve(self) -> None:
         try:
-            while not self._stopping:
-                deadline = self._engine.next_deadline()
+            while not self._stopping and not self._drained():
                 wait = None
-                if deadline is not None:
-                    wait = min(max(0.0, deadline - time.monotonic()), _MAX_SLEEP_S)
+                if self._drain_until is not None:
+                    wait = max(0.0, self._drain_until - time.monotonic())
                 for key, events in self._selector.select(wait):
                     self._dispatch(key.data, events)
-                self._deliver(self._engine.expire(time.monotonic()))
         except Exception:  # noqa: BLE001 - a bug here must not vanish silently
             log.exception("TCPStore server on port %d stopped by an internal error", self.port)
         finally:
             self._shutdown()
+
+    def _drained(self) -> bool:
+        """While closing with a grace period: whether it is over (logged once, at debug)."""
+        if self._drain_until is None:
+            return False
+        left, now = self.remote_connections(), time.monotonic()
+        if left and now < self._drain_until:
+            return False
+        if self._drain_waited_for:
+            log.debug("TCPStore server on port %d: closed with %d client(s) of other processes "
+                      "connected; waited %.2f s for them to disconnect, %d still connected "
+                      "when it stopped", self.port, self._drain_waited_for,
+                      now - self._drain_started, left)
+        return True
 
     def _dispatch(self, tag: object, events: int) -> None:
         if tag is _LISTENER:
@@ -161,7 +319,7 @@ class TCPStoreServer:
                 return
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            conn = _Connection(sock, peer, self._max_frame_bytes)
+            conn = _Connection(sock, peer)
             self._conns.add(conn)
             self._selector.register(sock, selectors.EVENT_READ, conn)
 
@@ -173,19 +331,29 @@ class TCPStoreServer:
         except OSError as exc:
             return self._drop(conn, f"read failed: {exc}")
         if not data:
-            why = f"disconnected inside a frame ({conn.decoder.buffered} bytes pending)"
+            why = f"disconnected inside a request ({conn.decoder.buffered} bytes pending)"
             return self._drop(conn, why if conn.decoder.buffered else None)
-        try:
-            requests = conn.decoder.feed(data)
-        except ProtocolError as exc:
-            return self._drop(conn, str(exc))
+        replies: dict[_Connection, list[bytes]] = {}
+        requests = conn.decoder.feed(data)
+        if requests and requests[0].command is Command.VALIDATE:
+            conn.local = _address(conn.peer) in _LOCAL_CLIENTS  # noted before it sent this
         for request in requests:
-            self._deliver(self._engine.submit(conn, request, time.monotonic()))
+            try:
+                answers = self._engine.execute(conn, request)
+            except Refused as exc:
+                self._deliver(replies)
+                return self._drop(conn, f"{request.command.name} refused: {exc}")
+            for target, reply in answers:
+                replies.setdefault(target, []).append(reply)
+        self._deliver(replies)
+        if conn.decoder.failed is not None:
+            self._drop(conn, str(conn.decoder.failed))
 
-    def _deliver(self, replies: list) -> None:
-        for conn, response in replies:
+    def _deliver(self, replies: dict[_Connection, list[bytes]]) -> None:
+        """Queue each connection's replies as one write, and send what the socket takes."""
+        for conn, parts in replies.items():
             if conn in self._conns:
-                conn.out.append(memoryview(encode_response(response)))
+                conn.out.append(memoryview(b"".join(parts)))
                 self._flush(conn)
 
     def _flush(self, conn: _Connection) -> None:
@@ -209,8 +377,9 @@ class TCPStoreServer:
 
     def _drop(self, conn: _Connection, why: str | None) -> None:
         if why is not None:
-            log.warning("TCPStore server on port %d: dropped client %s: %s",
-                        self.port, conn.peer, why)
+            host, port = _address(conn.peer) or (str(conn.peer), 0)
+            log.warning("TCPStore server on port %d: closed the connection of client %s:%d: %s",
+                        self.port, host, port, why)
         self._conns.discard(conn)
         self._engine.disconnect(conn)
         try:
@@ -225,3 +394,5 @@ class TCPStoreServer:
         self._selector.close()
         self._listener.close()
         self._wake_r.close()
+        self._wake_w.close()
+        _LIVE_SERVERS.discard(self)

@@ -1,9 +1,11 @@
 """TCPStore: torch.distributed.TCPStore — a client, and on the master also the server.
 
-Owns: connecting (with retries until the timeout), the HELLO handshake, one request/response
-exchange per operation under a lock, turning responses into values or errors, waiting for
-workers on the master, and sharing one server between ``multi_tenant`` masters. The bytes are
-``tcp_protocol``'s and the server is ``tcp_server``'s. Must not know ranks or transports.
+Owns: the Store operations in terms of torch's TCPStore protocol, as torch's C++ client sends
+them (keys get a "/" prefix on the wire; ``get`` is WAIT then GET; timeouts are the client's,
+ended by CANCEL_WAIT; ``wait_for_workers`` adds 1 under "init/" and the master polls it), so
+that accord's and torch's clients and servers mix freely; and errors that name the cause.
+The connection is ``tcp_client``'s, the bytes ``tcp_protocol``'s, the server (and the
+sharing of one between masters) ``tcp_server``'s. Must not know ranks or transports.
 
 Threads: a TCPStore may be used from several threads; their operations take turns on the one
 connection, so a blocking ``get`` holds up the other threads' calls until it returns. A thread
@@ -12,81 +14,41 @@ that blocks for long should use its own connection: ``clone()``.
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from datetime import timedelta
-from typing import Sequence, TypeVar
+from typing import Callable, Sequence, TypeVar
 
 from ..errors import DistStoreError, ProtocolError, QueueEmptyError, StoreTimeoutError
 from ..timeouts import Deadline, format_seconds
 from . import tcp_protocol as p
+from . import tcp_server
 from .base import Store, Value, check_key, check_keys, to_bytes
+from .tcp_client import ClientConnection, Lost, TimedOut, missing
 from .tcp_server import TCPStoreServer
 
 R = TypeVar("R")
+C = p.Command
 
-#: Extra time a reply may take beyond the operation's own timeout before the client gives up.
+#: Extra time a reply may take beyond the store's timeout before the client gives up.
 _REPLY_GRACE_S = 10.0
-_RECV_BYTES = 1 << 16
-_FIRST_RETRY_S, _MAX_RETRY_S = 0.01, 0.5
-
-# Why module-level state: torch promises that every ``TCPStore(is_master=True,
-# multi_tenant=True)`` of one process on one port shares one server. Such objects are created
-# independently (often by different libraries), so the process is the only place they can
-# meet. Port → [server, number of TCPStores using it]; guarded by the lock; an entry goes
-# away when its last TCPStore closes.
-_SHARED_SERVERS: dict[int, list] = {}
-_SHARED_LOCK = threading.Lock()
+#: The key under which ``wait_for_workers`` counts the stores that joined (torch's, no prefix).
+_INIT_KEY = "init/"
+_POLL_S = 0.01
 
 
-def _acquire_server(port: int, multi_tenant: bool, listen_fd: int | None) -> TCPStoreServer:
-    if not multi_tenant:
-        return TCPStoreServer(port, listen_fd=listen_fd)
-    with _SHARED_LOCK:
-        entry = _SHARED_SERVERS.get(port) if port and listen_fd is None else None
-        if entry is None:
-            server = TCPStoreServer(port, listen_fd=listen_fd)
-            entry = _SHARED_SERVERS[server.port] = [server, 0]
-        entry[1] += 1
-        return entry[0]
+def _wire(key: str) -> bytes:
+    """A user's key as torch's client sends it."""
+    return b"/" + p.key_bytes(check_key(key))
 
 
-def _release_server(server: TCPStoreServer) -> None:
-    with _SHARED_LOCK:
-        entry = _SHARED_SERVERS.get(server.port)
-        if entry is not None and entry[0] is server:
-            entry[1] -= 1
-            if entry[1] > 0:
-                return
-            del _SHARED_SERVERS[server.port]
-    server.close()
-
-
-def _open_socket(host: str, port: int, timeout: float) -> socket.socket:
-    """One connection attempt (a seam for tests)."""
-    return socket.create_connection((host, port), timeout=timeout)
-
-
-def _connect(host: str, port: int, seconds: float) -> socket.socket:
-    """Connect, retrying with backoff until ``seconds`` pass: the server may start later."""
-    deadline, pause = Deadline.after(seconds), _FIRST_RETRY_S
-    while True:
-        try:
-            sock = _open_socket(host, port, max(deadline.remaining(), 0.001))
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            return sock
-        except OSError as exc:
-            last = exc
-        remaining = deadline.remaining()
-        if remaining <= 0:
-            reason = getattr(last, "strerror", None) or str(last) or type(last).__name__
-            raise StoreTimeoutError(
-                f"TCPStore: could not reach {host}:{port} within {format_seconds(seconds)} "
-                f"(last error: {reason}). Is rank 0 running, and are MASTER_ADDR/MASTER_PORT right?"
-            ) from last
-        time.sleep(min(pause, remaining))
-        pause = min(pause * 2, _MAX_RETRY_S)
+def _refusal(what: str) -> str:
+    """The likely reason a server closes the connection on the request ``what``."""
+    if what.startswith("add(") or what.startswith("barrier("):
+        return "the key holds a value that is not an integer (or the sum leaves 64 bits)"
+    if what.startswith("queue_"):
+        return "the server is torch's legacy one (use_libuv=False), which has no queues"
+    return "a request the server does not accept (its limits, or a protocol version it lacks)"
 
 
 class TCPStore(Store):
@@ -95,11 +57,12 @@ class TCPStore(Store):
     Args, as torch's: ``host_name``/``port`` of the server (the master binds every interface;
     port 0 picks a free one, see ``port``); ``world_size`` processes expected; ``is_master``
     starts the server in this process (and connects to it); ``timeout`` bounds connecting and
-    every waiting operation; with ``wait_for_workers`` and a ``world_size`` the master's
-    constructor returns only once ``world_size`` stores (itself included) have connected;
-    ``multi_tenant`` masters of one process share one server per port; ``master_listen_fd``
-    is an already bound socket for the server (the store takes the descriptor over);
-    ``use_libuv`` is accepted and ignored.
+    every waiting operation; with ``wait_for_workers`` and a ``world_size`` each store adds 1
+    under the key "init/" and the master's constructor returns only once ``world_size`` have
+    (itself included; this key counts in ``num_keys``, as on torch); ``multi_tenant`` masters
+    of one process share one server per port; ``master_listen_fd`` is an already bound socket
+    for the server (the store takes the descriptor over); ``use_libuv`` is accepted and
+    ignored. The server may be accord's or torch's (libuv or legacy), and so may the clients.
     """
 
     def __init__(self, host_name: str, port: int, world_size: int | None = None,
@@ -107,19 +70,20 @@ class TCPStore(Store):
                  wait_for_workers: bool = True, multi_tenant: bool = False,
                  master_listen_fd: int | None = None, use_libuv: bool = True) -> None:
         super().__init__(timeout)
-        self._sock: socket.socket | None = None
+        self._conn: ClientConnection | None = None
         self._server: TCPStoreServer | None = None
         self._host, self._port, self._world_size = host_name, int(port), world_size
         self._lock = threading.Lock()
         self._broken: str | None = None
         self._closing = False
+        self._unanswered: str | None = None  # the last request sent that has no reply
         if is_master:
-            self._server = _acquire_server(self._port, multi_tenant, master_listen_fd)
+            self._server = tcp_server.acquire(self._port, multi_tenant, master_listen_fd)
             self._port = self._server.port
         try:
-            self._connect(is_worker=True)
-            if is_master and wait_for_workers and world_size is not None and world_size > 0:
-                self._wait_for_workers(world_size)
+            self._conn = ClientConnection(host_name, self._port, self._seconds(None))
+            if wait_for_workers and world_size is not None:
+                self._wait_for_workers(world_size, is_master)
         except BaseException:
             self.close()
             raise
@@ -146,195 +110,256 @@ class TCPStore(Store):
     def local_address(self) -> str | None:
         """The IP address of this end of the connection to the store."""
         with self._lock:
-            address = self._require_socket("local_address").getsockname()[0]
-        return address[len("::ffff:"):] if address.startswith("::ffff:") else address
+            return self._require("local_address").local_address()
 
-    # -- connection -------------------------------------------------------------------------
+    # -- exchanges --------------------------------------------------------------------------
     def _where(self) -> str:
         return f"TCPStore {self._host}:{self._port}"
 
-    def _connect(self, is_worker: bool) -> None:
-        self._decoder = p.FrameDecoder(requests=False)
-        self._sock = _connect(self._host, self._port, self._seconds(None))
-        answer = self._call(p.Hello(p.VERSION, is_worker), "HELLO", 0.0)
-        if not isinstance(answer, p.OkResponse):
-            raise self._unexpected(answer, "HELLO")
-
-    def _wait_for_workers(self, world_size: int) -> None:
-        seconds = self._seconds(None)
-        joined = self._call(p.WaitWorkersRequest(world_size, seconds), "wait_for_workers", seconds)
-        if not isinstance(joined, p.IntResponse):
-            raise self._unexpected(joined, "wait_for_workers")
-        if joined.value < world_size:
-            raise StoreTimeoutError(
-                f"TCPStore master on port {self._port}: {joined.value} of {world_size} workers "
-                f"joined within {format_seconds(seconds)} (the master included). Did every rank "
-                f"start, with MASTER_ADDR={self._host} and MASTER_PORT={self._port}?")
-
-    def _require_socket(self, what: str) -> socket.socket:
-        if self._sock is None:
-            raise DistStoreError(f"{self._where()}: {what} on a closed TCPStore; create a new one.")
+    def _require(self, what: str) -> ClientConnection:
         if self._broken is not None:
             raise DistStoreError(f"{self._where()}: {what}: the connection broke earlier "
                                  f"({self._broken}); create a new TCPStore.")
-        return self._sock
+        if self._conn is None or self._conn.sock is None:
+            raise DistStoreError(f"{self._where()}: {what} on a closed TCPStore; create a new one.")
+        return self._conn
 
-    def _call(self, request: object, what: str, wait_seconds: float) -> object:
-        """Send one request and read its response (the server may take ``wait_seconds``)."""
-        frame = p.encode_request(request)  # type: ignore[arg-type]
+    def _exchange(self, what: str, run: Callable[[ClientConnection, Deadline], R]) -> R:
+        """``run(conn, reply_deadline)`` under the lock, its failures turned into errors."""
         with self._lock:
-            sock = self._require_socket(what)
-            limit = (wait_seconds or self._seconds(None)) + _REPLY_GRACE_S
+            conn = self._require(what)
             try:
-                sock.settimeout(limit)
-                sock.sendall(frame)
-                return self._receive(sock, Deadline.after(limit))
-            except socket.timeout:
-                self._broken = f"no reply to {what} within {format_seconds(limit)}"
-                raise StoreTimeoutError(f"{self._where()}: {self._broken}. Is the server process "
-                                        f"(rank 0) overloaded or frozen?") from None
+                return run(conn, Deadline.after(self._seconds(None) + _REPLY_GRACE_S))
+            except TimeoutError:  # socket.timeout: no reply at all
+                self._broken = f"no reply to {what} in time"
+                raise StoreTimeoutError(f"{self._where()}: {self._broken}. Is the server "
+                                        f"process (rank 0) overloaded or frozen?") from None
             except ProtocolError as exc:
                 self._broken = str(exc)
                 raise DistStoreError(
-                    f"{self._where()}: the server's reply to {what} breaks accord's TCPStore "
-                    f"protocol ({exc}). Is another program listening on that port, or a "
-                    f"different accord version?") from exc
-            except (OSError, EOFError) as exc:
-                self._broken = f"{type(exc).__name__}: {exc}"
-                if self._closing:
-                    raise DistStoreError(f"{self._where()}: {what} was interrupted because "
-                                         f"another thread closed this TCPStore.") from exc
-                raise DistStoreError(
-                    f"{self._where()}: lost the connection to the server during {what} "
-                    f"({self._broken}). Did rank 0, which runs the store, exit or crash?") from exc
+                    f"{self._where()}: the server's reply to {what} breaks torch's TCPStore "
+                    f"protocol ({exc}). Is another program listening on that port?") from exc
+            except Lost as exc:
+                raise self._lost(conn, what, str(exc)) from None
 
-    def _receive(self, sock: socket.socket, deadline: Deadline) -> object:
-        while True:
-            sock.settimeout(max(deadline.remaining(), 0.001))
-            data = sock.recv(_RECV_BYTES)
-            if not data:
-                raise EOFError("the server closed the connection")
-            messages = self._decoder.feed(data)
-            if len(messages) > 1:
-                raise ProtocolError(f"{len(messages)} replies to one request")
-            if messages:
-                return messages[0]
+    def _lost(self, conn: ClientConnection, what: str, why: str) -> DistStoreError:
+        earlier, self._unanswered = self._unanswered, None
+        if self._closing:
+            self._broken = why
+            return DistStoreError(f"{self._where()}: {what} was interrupted because another "
+                                  f"thread closed this TCPStore.")
+        # A request without a reply is refused silently; of those, the client checked the
+        # limits of all, so only a queue_push (to torch's legacy server) can be the culprit.
+        earlier = earlier if earlier and earlier.startswith("queue_") else None
+        if conn.reopen():
+            hints = "; or ".join(dict.fromkeys(_refusal(op) for op in (what, earlier) if op))
+            also = f" (or the earlier {earlier}, which has no reply)" if earlier else ""
+            return DistStoreError(
+                f"{self._where()}: the server closed the connection during {what}{also} but is "
+                f"still up, so it refused the request: likely {hints}. Its log says why. This "
+                f"TCPStore has reconnected and can be used again.")
+        self._broken = why
+        return DistStoreError(f"{self._where()}: lost the connection to the server during "
+                              f"{what} ({why}). Did rank 0, which runs the store, exit or crash?")
 
-    def _unexpected(self, answer: object, what: str) -> DistStoreError:
-        if isinstance(answer, p.ErrorResponse):
-            kind = QueueEmptyError if answer.code == p.ERR_QUEUE_EMPTY else DistStoreError
-            return kind(f"{self._where()}: {answer.message}")
-        self._broken = f"{type(answer).__name__} in reply to {what}"
-        return DistStoreError(f"{self._where()}: the server answered {what} with "
-                              f"{type(answer).__name__}; is it the same accord version?")
+    def _send(self, what: str, data: bytes) -> None:
+        """A request without a reply: a refusal shows at the next exchange."""
+        def run(conn: ClientConnection, deadline: Deadline) -> None:
+            conn.send(data)
+        self._exchange(what, run)
+        self._unanswered = what
 
-    def _expect(self, request: object, what: str, kind: type[R], wait_seconds: float = 0.0) -> R:
-        answer = self._call(request, what, wait_seconds)
-        if isinstance(answer, p.TimeoutResponse):
+    def _ask(self, what: str, data: bytes, read: Callable[[Callable[[int], bytes]], R]) -> R:
+        """A request and its reply, read by ``read(read_exact)``."""
+        def run(conn: ClientConnection, deadline: Deadline) -> R:
+            conn.send(data)
+            return read(lambda n: conn.read(n, deadline))
+        result = self._exchange(what, run)
+        self._unanswered = None
+        return result
+
+    def _await(self, what: str, keys: list[bytes], seconds: float, then: bytes | None = None,
+               read: Callable[[Callable[[int], bytes]], R] | None = None,
+               barrier: int | None = None) -> R | None:
+        """WAIT for ``keys`` (or BARRIER on ``keys[0]`` for ``barrier`` callers) up to
+        ``seconds`` (StoreTimeoutError after), then send ``then`` and return what ``read``
+        makes of its reply. A WAIT of zero seconds is a CHECK: it never parks."""
+        def run(conn: ClientConnection, deadline: Deadline) -> R | None:
+            if barrier is not None:
+                conn.send(p.request(C.BARRIER, keys=keys, number=barrier))
+                arrived = conn.await_stop(seconds)
+            elif seconds <= 0:
+                conn.send(p.request(C.CHECK, keys=keys))
+                arrived = p.read_u8(lambda n: conn.read(n, deadline)) == p.READY
+            else:
+                conn.send(p.request(C.WAIT, keys=keys))
+                arrived = conn.await_stop(seconds)
+            reply = Deadline.after(deadline.budget)  # counted from now, after the wait
+            if not arrived:
+                return TimedOut(missing(conn, keys, reply) if barrier is None else keys)
+            if then is None or read is None:
+                return None
+            conn.send(then)
+            return read(lambda n: conn.read(n, reply))
+        result = self._exchange(what, run)
+        self._unanswered = None
+        if isinstance(result, TimedOut):
+            names = [p.key_text(key[1:] if key.startswith(b"/") else key) for key in result.keys]
             raise StoreTimeoutError(
-                f"{self._where()}: {what} timed out after {format_seconds(wait_seconds)} waiting "
-                f"for {list(answer.keys)}. Did the rank that should set it reach that point?")
-        if not isinstance(answer, kind):
-            raise self._unexpected(answer, what)
-        return answer
+                f"{self._where()}: {what} timed out after {format_seconds(seconds)} waiting for "
+                f"{names}. Did the rank that should set it (or reach the barrier) get that far?")
+        return result
 
     # -- the operations ---------------------------------------------------------------------
     def set(self, key: str, value: Value) -> None:
-        self._expect(p.SetRequest(check_key(key), to_bytes(value)), f"set({key!r})", p.OkResponse)
+        wire, data = _wire(key), to_bytes(value)
+        p.check_limits([wire], [data], f"set({key!r})")
+        self._send(f"set({key!r})", p.request(C.SET, keys=[wire], values=[data]))
 
     def get(self, key: str) -> bytes:
-        seconds = self._seconds(None)
-        request = p.GetRequest(check_key(key), seconds)
-        return self._expect(request, f"get({key!r})", p.ValueResponse, seconds).value
+        wire, seconds = _wire(key), self._seconds(None)
+        p.check_limits([wire], [], f"get({key!r})")
+        return self._await(f"get({key!r})", [wire], seconds,  # type: ignore[return-value]
+                           p.request(C.GET, keys=[wire]), p.read_string)
 
     def add(self, key: str, amount: int) -> int:
-        request = p.AddRequest(check_key(key), int(amount))
-        return self._expect(request, f"add({key!r})", p.IntResponse).value
+        wire = _wire(key)
+        p.check_limits([wire], [], f"add({key!r})")
+        return self._add_raw(wire, int(amount), f"add({key!r})")
+
+    def _add_raw(self, wire: bytes, amount: int, what: str) -> int:
+        if not -(1 << 63) <= amount < (1 << 63):
+            raise ValueError(f"{what}: {amount} does not fit in 64 bits")
+        return self._ask(what, p.request(C.ADD, keys=[wire], number=amount), p.read_i64)
 
     def compare_set(self, key: str, expected_value: Value, desired_value: Value) -> bytes:
-        expected, desired = to_bytes(expected_value), to_bytes(desired_value)
-        request = p.CompareSetRequest(check_key(key), expected, desired)
-        return self._expect(request, f"compare_set({key!r})", p.ValueResponse).value
+        wire, expected, desired = _wire(key), to_bytes(expected_value), to_bytes(desired_value)
+        p.check_limits([wire], [expected, desired], f"compare_set({key!r})")
+        data = p.request(C.COMPARE_SET, keys=[wire], values=[expected, desired])
+        return self._ask(f"compare_set({key!r})", data, p.read_string)
 
     def wait(self, keys: Sequence[str], timeout: timedelta | None = None) -> None:
-        keys, seconds = tuple(check_keys(keys)), self._seconds(timeout)
-        self._expect(p.WaitRequest(keys, seconds), "wait", p.OkResponse, seconds)
+        wires = [_wire(k) for k in check_keys(keys)]
+        p.check_limits(wires, [], "wait")
+        self._await(f"wait({list(keys)!r})", wires, self._seconds(timeout))
 
     def check(self, keys: Sequence[str]) -> bool:
-        request = p.CheckRequest(tuple(check_keys(keys)))
-        return self._expect(request, "check", p.BoolResponse).value
+        wires = [_wire(k) for k in check_keys(keys)]
+        p.check_limits(wires, [], "check")
+        return self._ask("check", p.request(C.CHECK, keys=wires), p.read_u8) == p.READY
 
     def delete_key(self, key: str) -> bool:
-        request = p.DeleteKeyRequest(check_key(key))
-        return self._expect(request, f"delete_key({key!r})", p.BoolResponse).value
+        wire = _wire(key)
+        p.check_limits([wire], [], f"delete_key({key!r})")
+        return self._ask(f"delete_key({key!r})", p.request(C.DELETE_KEY, keys=[wire]),
+                         p.read_i64) == 1
 
     def num_keys(self) -> int:
-        return self._expect(p.NumKeysRequest(), "num_keys", p.IntResponse).value
+        """Every key on the server, as torch counts them ("init/" of wait_for_workers too)."""
+        return self._ask("num_keys", p.request(C.GETNUMKEYS), p.read_i64)
 
     def append(self, key: str, value: Value) -> None:
-        request = p.AppendRequest(check_key(key), to_bytes(value))
-        self._expect(request, f"append({key!r})", p.OkResponse)
+        wire, data = _wire(key), to_bytes(value)
+        p.check_limits([wire], [data], f"append({key!r})")
+        self._send(f"append({key!r})", p.request(C.APPEND, keys=[wire], values=[data]))
 
     def multi_get(self, keys: Sequence[str]) -> list[bytes]:
-        keys, seconds = tuple(check_keys(keys)), self._seconds(None)
-        request = p.MultiGetRequest(keys, seconds)
-        return list(self._expect(request, "multi_get", p.ValuesResponse, seconds).values)
+        wires = [_wire(k) for k in check_keys(keys)]
+        p.check_limits(wires, [], "multi_get")
+        return self._await(  # type: ignore[return-value]
+            f"multi_get({list(keys)!r})", wires, self._seconds(None),
+            p.request(C.MULTI_GET, keys=wires),
+            lambda read: [p.read_string(read) for _ in wires])
 
     def multi_set(self, keys: Sequence[str], values: Sequence[Value]) -> None:
-        keys = check_keys(keys)
-        if len(keys) != len(values):
-            raise ValueError(f"multi_set: {len(keys)} keys but {len(values)} values")
-        request = p.MultiSetRequest(tuple(keys), tuple(to_bytes(v) for v in values))
-        self._expect(request, "multi_set", p.OkResponse)
+        checked = check_keys(keys)
+        if len(checked) != len(values):
+            raise ValueError(f"multi_set: {len(checked)} keys but {len(values)} values")
+        wires, data = [_wire(k) for k in checked], [to_bytes(v) for v in values]
+        p.check_limits(wires, data, "multi_set")
+        self._send("multi_set", p.request(C.MULTI_SET, keys=wires, values=data))
 
     def queue_push(self, key: str, value: Value) -> None:
-        request = p.QueuePushRequest(check_key(key), to_bytes(value))
-        self._expect(request, f"queue_push({key!r})", p.OkResponse)
+        wire, data = _wire(key), to_bytes(value)
+        p.check_limits([wire], [data], f"queue_push({key!r})")
+        self._send(f"queue_push({key!r})", p.request(C.QUEUE_PUSH, keys=[wire], values=[data]))
 
     def queue_pop(self, key: str, block: bool = True) -> bytes:
-        seconds = self._seconds(None) if block else 0.0
-        request = p.QueuePopRequest(check_key(key), bool(block), seconds)
-        return self._expect(request, f"queue_pop({key!r})", p.ValueResponse, seconds).value
+        wire, what = _wire(key), f"queue_pop({key!r})"
+        p.check_limits([wire], [], what)
+        pop = p.request(C.QUEUE_POP, keys=[wire])
+        if not block:
+            value = self._ask(what, pop, p.read_popped)
+        else:
+            deadline = Deadline.after(self._seconds(None))
+            value = None
+            while value is None:  # another client may pop first: wait again
+                value = self._await(what, [wire], deadline.remaining(), pop, p.read_popped)
+        if value is None:
+            raise QueueEmptyError(f"{self._where()}: {what}: the queue is empty")
+        return value
 
     def queue_len(self, key: str) -> int:
-        request = p.QueueLenRequest(check_key(key))
-        return self._expect(request, f"queue_len({key!r})", p.IntResponse).value
+        wire = _wire(key)
+        p.check_limits([wire], [], f"queue_len({key!r})")
+        return self._ask(f"queue_len({key!r})", p.request(C.QUEUE_LEN, keys=[wire]), p.read_i64)
 
     def list_keys(self) -> list[str]:
-        return list(self._expect(p.ListKeysRequest(), "list_keys", p.KeysResponse).keys)
+        """The keys set through TCPStore clients (torch's or accord's), sorted."""
+        raw = self._ask("list_keys", p.request(C.LIST_KEYS), p.read_key_list)
+        return sorted(key[1:] for key in raw if key.startswith("/"))
+
+    def barrier(self, key: str, world_size: int, timeout: timedelta | None = None) -> None:
+        """Wait until ``world_size`` callers have called ``barrier`` with this ``key`` (one
+        BARRIER request, as torch's client)."""
+        wire = _wire(key)
+        p.check_limits([wire], [], f"barrier({key!r})")
+        self._await(f"barrier({key!r}, {world_size})", [wire], self._seconds(timeout),
+                    barrier=int(world_size))
+
+    def _wait_for_workers(self, world_size: int, is_master: bool) -> None:
+        """torch's way: every store adds 1 under "init/"; the master polls until all have."""
+        self._add_raw(_INIT_KEY.encode(), 1, "wait_for_workers")
+        deadline = Deadline.after(self._seconds(None))
+        while is_master:
+            init = [_INIT_KEY.encode()]
+            joined = int(self._await("wait_for_workers", init, deadline.remaining(),  # type: ignore[arg-type]
+                                     p.request(C.GET, keys=init), p.read_string))
+            if joined >= world_size:
+                return
+            if deadline.expired():
+                raise StoreTimeoutError(
+                    f"TCPStore master on port {self._port}: {joined} of {world_size} workers "
+                    f"joined within {format_seconds(deadline.budget)} (the master included). "
+                    f"Did every rank start, with MASTER_ADDR={self._host} and "
+                    f"MASTER_PORT={self._port}?")
+            time.sleep(_POLL_S)
 
     def clone(self) -> TCPStore:
-        """A new connection to the same server (not counted as a worker; never a master)."""
-        clone = TCPStore.__new__(TCPStore)
-        Store.__init__(clone, self.timeout)
-        clone._sock, clone._server, clone._broken = None, None, None
-        clone._host, clone._port, clone._world_size = self._host, self._port, self._world_size
-        clone._lock, clone._closing = threading.Lock(), False
-        clone._connect(is_worker=False)
-        return clone
+        """A new connection to the same server (it adds nothing to "init/"; never a master)."""
+        return TCPStore(self._host, self._port, None, False, self.timeout, wait_for_workers=False)
 
     def close(self) -> None:
-        """Close the connection; on the master also stop the server (when no one shares it).
+        """Close the connection; on the master also retire the server (when no other master
+        shares it): it serves other processes' clients still connected, in the background,
+        until they leave or ACCORD_STORE_EXIT_GRACE seconds pass (at exit the process waits).
 
         A call blocked in another thread on this handle is woken and raises DistStoreError.
         """
         lock = getattr(self, "_lock", None)
         if lock is None:  # __init__ failed before there was anything to close
             return
-        sock = self._sock
-        if sock is not None:
+        conn = self._conn
+        if conn is not None:
             self._closing = True
-            try:
-                sock.shutdown(socket.SHUT_RDWR)  # wakes a thread blocked in recv on this handle
-            except OSError:
-                pass
+            conn.interrupt()
         with lock:
-            sock, self._sock = self._sock, None
+            conn, self._conn = self._conn, None
             server, self._server = self._server, None
-        if sock is not None:
-            sock.close()
+        if conn is not None:
+            conn.close()
         if server is not None:
-            _release_server(server)
+            tcp_server.release(server)
 
     def __del__(self) -> None:
         try:
