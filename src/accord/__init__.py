@@ -24,7 +24,7 @@ from .diagnostics.debug import (DebugLevel, get_debug_level, set_debug_level,
 from .errors import (ArgumentError, ArgumentTypeError, CollectiveMismatchError, DistBackendError,
                      DistError, DistNetworkError, DistStoreError, DistTimeoutError, InternalError,
                      NotInitializedError, PeerError, QueueEmptyError, ShortListError,
-                     StoreTimeoutError)
+                     StoreLimitError, StoreTimeoutError)
 from .group import Future, ProcessGroup, Work
 from .group.pickling import ObjectPolicy
 from .launcher.spawn import (ProcessException, ProcessExitedException, ProcessRaisedException,
@@ -84,7 +84,7 @@ __all__ = [
     "Backend", "CollectiveMismatchError", "DistBackendError", "DistError", "DistNetworkError",
     "DistStoreError", "DistTimeoutError", "FileStore", "Future", "GroupMember", "HashStore",
     "InternalError", "NotInitializedError", "PeerError", "PrefixStore", "ProcessGroup",
-    "QueueEmptyError", "ReduceOp", "Store", "StoreTimeoutError", "TCPStore", "Work",
+    "QueueEmptyError", "ReduceOp", "Store", "StoreLimitError", "StoreTimeoutError", "TCPStore", "Work",
     "all_reduce", "barrier", "broadcast", "destroy_process_group", "get_backend",
     "get_backend_config", "get_global_rank", "get_group_rank", "get_node_local_rank",
     "get_pg_count", "get_process_group_ranks", "get_rank", "get_world_size", "group",

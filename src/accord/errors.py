@@ -84,6 +84,11 @@ class DistStoreError(DistError):
     """
 
 
+class StoreLimitError(DistStoreError, ValueError):
+    """A store request above the server's limits (key or value size, keys per call), refused
+    by the client before it is sent."""
+
+
 class QueueEmptyError(DistStoreError):
     """``queue_pop(key, block=False)`` found the queue empty (torch's name)."""
 

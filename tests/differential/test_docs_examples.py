@@ -4,8 +4,8 @@ torch.distributed (gloo), at 2 and 4 ranks, with NumPy arrays and with torch ten
 Exceptions compare as ``except`` clauses do: accord's must be an instance of torch's class
 (by name, in accord's MRO); their messages are not compared. Where accord differs from torch
 on purpose (README, "Where accord does better than gloo"), the test says what each one does
-(``DELIBERATE``) instead of comparing. The store's ``num_keys`` is a known difference outside
-this change (strict xfail: it shows when fixed).
+(``DELIBERATE``) instead of comparing. Known differences would be strict xfails (none
+now: TCPStore.num_keys counts torch's start-up key, as torch's does).
 """
 
 from __future__ import annotations
@@ -25,10 +25,7 @@ ACCORD = ("accord-numpy", "accord-torch")
 #: accord with torch tensors (the profiler's events included) runs at 4 ranks only: one job
 #: less; accord with NumPy arrays runs at both sizes
 JOBS = [(2, "accord-numpy"), (4, "accord-numpy"), (4, "accord-torch")]
-KNOWN_DIFFERENCES = {
-    "docs_ref_store_num_keys": "TCPStore.num_keys counts torch's start-up key (issue 16, item 5, "
-                               "src/accord/store: not part of this change)",
-}
+KNOWN_DIFFERENCES: dict[str, str] = {}
 
 
 def names_for(impl: str) -> list[str]:

@@ -23,7 +23,7 @@ import pytest
 torch = pytest.importorskip("torch")
 import torch.distributed as td  # noqa: E402 — after the importorskip
 
-from accord.errors import QueueEmptyError  # noqa: E402
+from accord.errors import QueueEmptyError, StoreLimitError  # noqa: E402
 from accord.store import PrefixStore, TCPStore  # noqa: E402
 from accord.store import tcp_protocol as p  # noqa: E402
 
@@ -222,7 +222,7 @@ def test_bad_clients_leave_torch_clients_alone(servers: dict[str, Server], caplo
 def test_accords_client_refuses_what_a_server_would_drop(servers: dict[str, Server],
                                                          server_kind: str) -> None:
     store = client("accord", servers[server_kind])
-    with pytest.raises(ValueError, match="8 MiB"):
+    with pytest.raises(StoreLimitError, match="8 MiB"):
         store.set("big", b"x" * (p.MAX_VALUE_BYTES + 1))
     with pytest.raises(ValueError, match="limit of 8192"):
         store.get("k" * p.MAX_KEY_BYTES)

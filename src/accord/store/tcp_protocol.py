@@ -21,7 +21,7 @@ import enum
 import struct
 from typing import NamedTuple
 
-from ..errors import ProtocolError
+from ..errors import ProtocolError, StoreLimitError
 
 
 class Command(enum.IntEnum):
@@ -100,18 +100,18 @@ def key_text(raw: bytes) -> str:
 
 
 def check_limits(keys: list[bytes], values: list[bytes], what: str) -> None:
-    """ValueError naming the limit when a request would break it (a client checks before
+    """StoreLimitError (a DistStoreError and a ValueError) naming the limit when a request would break it (a client checks before
     sending: the server would close the connection)."""
     if len(keys) > MAX_KEY_COUNT:
-        raise ValueError(f"{what}: {len(keys)} keys in one call, above the TCPStore limit of "
+        raise StoreLimitError(f"{what}: {len(keys)} keys in one call, above the TCPStore limit of "
                          f"{MAX_KEY_COUNT}; split the call")
     for key in keys:
         if len(key) > MAX_KEY_BYTES:
-            raise ValueError(f"{what}: a key of {len(key)} bytes is above the TCPStore limit of "
+            raise StoreLimitError(f"{what}: a key of {len(key)} bytes is above the TCPStore limit of "
                              f"{MAX_KEY_BYTES} (torch's server has the same); use a shorter key")
     for value in values:
         if len(value) > MAX_VALUE_BYTES:
-            raise ValueError(
+            raise StoreLimitError(
                 f"{what}: a value of {len(value)} bytes is above the TCPStore limit of "
                 f"{MAX_VALUE_BYTES} (8 MiB, torch's server has the same); store large data "
                 f"elsewhere and put a reference in the store")
