@@ -12,10 +12,15 @@ def pytest_addoption(parser):
                           "CI runs a representative slice of each without it")
 
 
+def pytest_configure(config):
+    if config.getoption("--long"):  # one switch for the tests that read the variable too
+        os.environ["ACCORD_LONG_TESTS"] = "1"
+
+
 @pytest.fixture
 def long_run(request) -> bool:
-    """Whether the long variants were asked for (``pytest --long``)."""
-    return bool(request.config.getoption("--long"))
+    """Whether the long variants were asked for (``pytest --long`` or ACCORD_LONG_TESTS=1)."""
+    return bool(request.config.getoption("--long")) or os.environ.get("ACCORD_LONG_TESTS") == "1"
 
 
 @pytest.fixture(autouse=True)

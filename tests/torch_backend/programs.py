@@ -349,3 +349,14 @@ def init_with_store(rank: int, world_size: int, backend: str, kind: str, path: s
     sub = dist.new_group(list(range(world_size)))
     dist.all_reduce(t, group=sub)
     return {"sum": t.item()}
+
+
+def several(rank: int, world_size: int, plan: list) -> dict[str, Any]:
+    """Run several programs in one process group, in order: ``plan`` is a list of
+    (label, program name, kwargs); returns {label: result}. One job instead of one per
+    program (most of a job's time is starting processes and importing torch)."""
+    results = {}
+    for label, name, kwargs in plan:
+        results[label] = globals()[name](rank, world_size, **kwargs)
+        dist.barrier()
+    return results

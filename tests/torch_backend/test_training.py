@@ -37,60 +37,92 @@ def close(expected: Any, got: Any, path: str = "") -> list[str]:
     return [] if expected == got else [f"{path}: {expected!r} vs {got!r}"]
 
 
-def same_as_gloo(program: str, world_size: int, **kwargs: Any) -> list[Any]:
-    expected = harness.run(program, "gloo", world_size, **kwargs)
-    got = harness.run(program, "accord", world_size, **kwargs)
+#: The programs, in two jobs per backend (world 2 and world 4): (label, program, kwargs).
+PLANS = {
+    2: [("ddp", "ddp_train", {}), ("ddp_allreduce_hook", "ddp_train", {"hook": "allreduce"}),
+        ("ddp_fp16_hook", "ddp_train", {"hook": "fp16"}),
+        ("ddp_sparse", "ddp_sparse_embedding", {}), ("fsdp2", "fsdp2_train", {}),
+        ("fsdp1", "fsdp1_train", {}), ("dtensor", "dtensor_redistribute", {}),
+        ("functional", "functional_collectives", {}), ("async", "async_overlap", {})],
+    4: [("ddp_static", "ddp_train", {"static_graph": True, "accumulate": 1}),
+        ("hsdp", "fsdp2_train", {"mesh_shape": (2, 2)}), ("mesh_2d", "device_mesh_2d", {})],
+}
+
+
+@pytest.fixture(scope="module")
+def jobs() -> Any:
+    """(backend, world size) → every rank's {label: result}, each job run once."""
+    cache: dict[tuple[str, int], Any] = {}
+
+    def get(backend: str, world_size: int) -> list[dict[str, Any]]:
+        key = (backend, world_size)
+        if key not in cache:
+            try:
+                cache[key] = harness.run("several", backend, world_size, timeout=300,
+                                         plan=PLANS[world_size])
+            except harness.ProgramFailed as exc:
+                cache[key] = exc
+        if isinstance(cache[key], Exception):
+            pytest.fail(str(cache[key]), pytrace=False)
+        return cache[key]
+
+    return get
+
+
+def same_as_gloo(jobs: Any, label: str, world_size: int = 2) -> list[Any]:
+    expected = [r[label] for r in jobs("gloo", world_size)]
+    got = [r[label] for r in jobs("accord", world_size)]
     problems = [f"rank {r}{d}" for r, (e, g) in enumerate(zip(expected, got)) for d in close(e, g)]
-    assert not problems, f"{program} on accord differs from gloo:\n  " + "\n  ".join(problems[:20])
+    assert not problems, f"{label} on accord differs from gloo:\n  " + "\n  ".join(problems[:20])
     return got
 
 
-@pytest.mark.parametrize("hook", ["", "allreduce", "fp16"])
-def test_ddp_trains_as_on_gloo(hook: str) -> None:
-    got = same_as_gloo("ddp_train", 2, hook=hook)
+@pytest.mark.parametrize("label", ["ddp", "ddp_allreduce_hook", "ddp_fp16_hook"])
+def test_ddp_trains_as_on_gloo(jobs: Any, label: str) -> None:
+    got = same_as_gloo(jobs, label)
     assert len(got[0]["losses"]) == 6
     assert got[0]["params"] == got[1]["params"]  # replicas stay identical
 
 
-def test_ddp_static_graph_and_world_3() -> None:
-    same_as_gloo("ddp_train", 3, static_graph=True, accumulate=1)
+def test_ddp_static_graph_at_world_4(jobs: Any) -> None:
+    same_as_gloo(jobs, "ddp_static", 4)
 
 
-def test_ddp_with_sparse_embedding_gradients() -> None:
-    got = same_as_gloo("ddp_sparse_embedding", 2)
+def test_ddp_with_sparse_embedding_gradients(jobs: Any) -> None:
+    got = same_as_gloo(jobs, "ddp_sparse")
     assert got[0]["params"] == got[1]["params"]
 
 
-def test_fsdp2_trains_as_on_gloo() -> None:
-    same_as_gloo("fsdp2_train", 2)
+def test_fsdp2_trains_as_on_gloo(jobs: Any) -> None:
+    same_as_gloo(jobs, "fsdp2")
 
 
-def test_hsdp_on_a_2d_mesh_trains_as_on_gloo() -> None:
-    same_as_gloo("fsdp2_train", 4, mesh_shape=(2, 2))
+def test_hsdp_on_a_2d_mesh_trains_as_on_gloo(jobs: Any) -> None:
+    same_as_gloo(jobs, "hsdp", 4)
 
 
-def test_fsdp1_trains_as_on_gloo() -> None:
-    same_as_gloo("fsdp1_train", 2)
+def test_fsdp1_trains_as_on_gloo(jobs: Any) -> None:
+    same_as_gloo(jobs, "fsdp1")
 
 
-def test_2d_device_mesh_groups() -> None:
-    expected = harness.run("device_mesh_2d", "gloo", 4)
-    got = harness.run("device_mesh_2d", "accord", 4)
+def test_2d_device_mesh_groups(jobs: Any) -> None:
+    expected = [r["mesh_2d"] for r in jobs("gloo", 4)]
+    got = [r["mesh_2d"] for r in jobs("accord", 4)]
     for rank, (e, g) in enumerate(zip(expected, got)):
         for dim in ("dp", "tp"):
             assert g[dim]["backend"] == "accord" and e[dim]["backend"] == "gloo"
             assert {**g[dim], "backend": "gloo"} == e[dim], (rank, dim)
 
 
-def test_dtensor_redistribution() -> None:
-    same_as_gloo("dtensor_redistribute", 2)
+def test_dtensor_redistribution(jobs: Any) -> None:
+    same_as_gloo(jobs, "dtensor")
 
 
-def test_functional_collectives() -> None:
-    same_as_gloo("functional_collectives", 2)
+def test_functional_collectives(jobs: Any) -> None:
+    same_as_gloo(jobs, "functional")
 
 
-def test_async_work_and_futures() -> None:
-    got = same_as_gloo("async_overlap", 2)
+def test_async_work_and_futures(jobs: Any) -> None:
+    got = same_as_gloo(jobs, "async")
     assert got[0] == {"big": [3.0, 3.0], "completed": True, "success": True,
                       "chained": [6.0, 6.0], "small": [2.0, 2.0, 2.0]}
