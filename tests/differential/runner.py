@@ -325,3 +325,38 @@ def _abort(conn: Connection, name: str) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(1)
+
+
+# -- for the test modules ----------------------------------------------------------------------
+
+def job_cache(names_for: Any = None) -> Any:
+    """``get(impl, world_size)``: that job's results (``names_for(impl)`` or every script of
+    the implementation), run at most once; a job that could not start fails each test that
+    asks for it with its error, without being retried. Return it from a module fixture."""
+    import pytest
+
+    cache: dict[tuple[str, int], JobResult | RunnerError] = {}
+
+    def get(impl: str, world_size: int) -> JobResult:
+        key = (impl, world_size)
+        if key not in cache:
+            try:
+                cache[key] = run_job(impl, world_size, names_for(impl) if names_for else None)
+            except RunnerError as exc:
+                cache[key] = exc
+        job = cache[key]
+        if isinstance(job, RunnerError):
+            pytest.fail(str(job), pytrace=False)
+        return job
+
+    return get
+
+
+def script_results(job: JobResult, name: str) -> list[Any]:
+    """Per-rank results of one script; a child's failure fails the test with its traceback."""
+    import pytest
+
+    if name in job.failures:
+        pytest.fail(job.failures[name], pytrace=False)
+    assert name in job.results, f"{job.impl}: script {name!r} did not run"
+    return job.results[name]

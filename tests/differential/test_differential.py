@@ -29,32 +29,11 @@ ALL_IMPLS = ("torch-gloo", *ACCORD)
 
 @pytest.fixture(scope="module")
 def runs() -> Callable[[str, int], runner.JobResult]:
-    """``runs(impl, world_size)``: the job's results, run at most once per module (a job that
-    could not start is not retried by every test: its error is kept and reported)."""
-    cache: dict[tuple[str, int], runner.JobResult | runner.RunnerError] = {}
-
-    def get(impl: str, world_size: int) -> runner.JobResult:
-        key = (impl, world_size)
-        if key not in cache:
-            try:
-                cache[key] = runner.run_job(impl, world_size)
-            except runner.RunnerError as exc:
-                cache[key] = exc
-        job = cache[key]
-        if isinstance(job, runner.RunnerError):
-            pytest.fail(str(job), pytrace=False)
-        return job
-
-    return get
+    """``runs(impl, world_size)``: the job's results, run at most once per module."""
+    return runner.job_cache()
 
 
-def results(job: runner.JobResult, name: str) -> list[Any]:
-    """Per-rank results of one script; a child's failure fails the test with its traceback."""
-    if name in job.failures:
-        pytest.fail(job.failures[name], pytrace=False)
-    assert name in job.results, f"{job.impl}: script {name!r} did not run"
-    return job.results[name]
-
+results = runner.script_results
 
 def differences(expected: Any, got: Any, path: str = "") -> list[str]:
     """Where two plain values differ, as 'path: expected … got …' lines."""

@@ -35,28 +35,11 @@ def names_for(impl: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def runs() -> Callable[[str, int], runner.JobResult]:
-    cache: dict[tuple[str, int], runner.JobResult | runner.RunnerError] = {}
-
-    def get(impl: str, world_size: int) -> runner.JobResult:
-        key = (impl, world_size)
-        if key not in cache:
-            try:
-                cache[key] = runner.run_job(impl, world_size, names_for(impl))
-            except runner.RunnerError as exc:
-                cache[key] = exc
-        job = cache[key]
-        if isinstance(job, runner.RunnerError):
-            pytest.fail(str(job), pytrace=False)
-        return job
-
-    return get
+    """``runs(impl, world_size)``: that job's results, run at most once per module."""
+    return runner.job_cache(names_for)
 
 
-def results(job: runner.JobResult, name: str) -> list[Any]:
-    if name in job.failures:
-        pytest.fail(job.failures[name], pytrace=False)
-    assert name in job.results, f"{job.impl}: script {name!r} did not run"
-    return job.results[name]
+results = runner.script_results
 
 
 def mismatches(expected: Any, got: Any, path: str = "") -> list[str]:

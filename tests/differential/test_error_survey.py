@@ -47,29 +47,11 @@ AFTER_TORCH_DIES = "ArgumentError"
 
 @pytest.fixture(scope="module")
 def runs() -> Callable[[str], runner.JobResult]:
-    cache: dict[str, runner.JobResult | runner.RunnerError] = {}
-
-    def get(impl: str) -> runner.JobResult:
-        if impl not in cache:
-            try:
-                cache[impl] = runner.run_job(impl, WORLD_SIZE,
-                                             scripts_errors.names(on_torch_gloo=impl == "torch-gloo"))
-            except runner.RunnerError as exc:
-                cache[impl] = exc
-        job = cache[impl]
-        if isinstance(job, runner.RunnerError):
-            pytest.fail(str(job), pytrace=False)
-        return job
-
-    return get
-
+    get = runner.job_cache(lambda impl: scripts_errors.names(on_torch_gloo=impl == "torch-gloo"))
+    return lambda impl: get(impl, WORLD_SIZE)
 
 def outcomes(job: runner.JobResult, case: str) -> list[dict]:
-    name = scripts_errors.PREFIX + case
-    if name in job.failures:
-        pytest.fail(job.failures[name], pytrace=False)
-    assert name in job.results, f"{job.impl}: case {case!r} did not run"
-    return job.results[name]
+    return runner.script_results(job, scripts_errors.PREFIX + case)
 
 
 def differences(torch_res: list[dict], accord_res: list[dict], case: str) -> list[str]:

@@ -360,3 +360,28 @@ def several(rank: int, world_size: int, plan: list) -> dict[str, Any]:
         results[label] = globals()[name](rank, world_size, **kwargs)
         dist.barrier()
     return results
+
+
+def coalesced_forms(rank: int, world_size: int) -> dict[str, Any]:
+    """all_gather_coalesced ([rank][input] outputs), all_reduce_coalesced and the coalescing
+    manager's fast paths (all_reduce, all_gather_into_tensor, reduce_scatter_tensor)."""
+    import warnings
+
+    warnings.simplefilter("ignore")
+    inputs = [torch.full((2,), float(rank)), torch.full((3,), float(10 + rank))]
+    outputs = [[torch.zeros(2), torch.zeros(3)] for _ in range(world_size)]
+    dist.all_gather_coalesced(outputs, inputs)
+    reduced = [torch.ones(2) * (rank + 1), torch.ones(1) * 10]
+    dist.all_reduce_coalesced(reduced)
+    managed = [torch.full((2,), float(rank + 1)) for _ in range(2)]
+    gathered = [torch.zeros(2 * world_size) for _ in range(2)]
+    with dist._coalescing_manager():
+        for t in managed:
+            dist.all_reduce(t)
+    with dist._coalescing_manager():
+        for out, t in zip(gathered, managed):
+            dist.all_gather_into_tensor(out, t)
+    return {"all_gather_coalesced": [[t.tolist() for t in per_rank] for per_rank in outputs],
+            "all_reduce_coalesced": [t.tolist() for t in reduced],
+            "managed_all_reduce": [t.tolist() for t in managed],
+            "managed_all_gather": [t.tolist() for t in gathered]}

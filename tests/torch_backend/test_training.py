@@ -43,7 +43,8 @@ PLANS = {
         ("ddp_fp16_hook", "ddp_train", {"hook": "fp16"}),
         ("ddp_sparse", "ddp_sparse_embedding", {}), ("fsdp2", "fsdp2_train", {}),
         ("fsdp1", "fsdp1_train", {}), ("dtensor", "dtensor_redistribute", {}),
-        ("functional", "functional_collectives", {}), ("async", "async_overlap", {})],
+        ("functional", "functional_collectives", {}), ("async", "async_overlap", {}),
+        ("coalesced", "coalesced_forms", {})],
     4: [("ddp_static", "ddp_train", {"static_graph": True, "accumulate": 1}),
         ("hsdp", "fsdp2_train", {"mesh_shape": (2, 2)}), ("mesh_2d", "device_mesh_2d", {})],
 }
@@ -120,6 +121,11 @@ def test_dtensor_redistribution(jobs: Any) -> None:
 
 def test_functional_collectives(jobs: Any) -> None:
     same_as_gloo(jobs, "functional")
+
+
+def test_coalesced_forms(jobs: Any) -> None:
+    got = same_as_gloo(jobs, "coalesced")
+    assert got[0]["all_gather_coalesced"] == [[[0.0, 0.0], [10.0] * 3], [[1.0, 1.0], [11.0] * 3]]
 
 
 def test_async_work_and_futures(jobs: Any) -> None:

@@ -202,8 +202,9 @@ class ShmDomain:
                     return
                 if now >= deadline.expires_at:
                     raise DistTimeoutError(
-                        f"{what}: nothing from rank {', '.join(str(self.names[r]) for r in lagging)} in "
-                        f"{format_seconds(deadline.budget)} (shared memory). Is it alive, and did "
+                        f"{what}: Timed out after {format_seconds(deadline.budget)}: nothing "
+                        f"from rank {', '.join(str(self.names[r]) for r in lagging)} (shared "
+                        f"memory). Is it alive, and did "
                         f"every rank call the same collectives in the same order?")
                 next_check = now + _LIVENESS_INTERVAL
             waited = now - start

@@ -154,7 +154,8 @@ class Waiting:
             parts.append(f"rank {', '.join(map(str, stuck))} did not take the data sent to it")
         suspects = ", ".join(map(str, waiting or stuck)) or "each peer"
         return DistTimeoutError(
-            f"{context}: {'; '.join(parts) or 'no progress'} in {format_seconds(deadline.budget)}. "
+            f"{context}: Timed out after {format_seconds(deadline.budget)}: "
+            f"{'; '.join(parts) or 'no progress'}. "
             f"Is rank {suspects} alive, and did every rank call the same collectives in the "
             f"same order?")
 

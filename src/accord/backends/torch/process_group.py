@@ -207,9 +207,15 @@ class AccordProcessGroup(dist.ProcessGroup):
         opts = opts if opts is not None else dist.AllgatherOptions()
         check_tensors(input_list, "allgather_coalesced")
         group = self.accord_group
+        if len(output_lists) != group.size() or any(len(o) != len(input_list) for o in output_lists):
+            raise ArgumentError(f"allgather_coalesced: output_tensor_lists must hold one list per "
+                                f"rank ({group.size()}), each with one tensor per input "
+                                f"({len(input_list)})")
+        # output_tensor_lists[rank][k] receives that rank's input k: one all_gather per input
+        per_input = [[outputs[k] for outputs in output_lists] for k in range(len(input_list))]
         return self._run_each("allgather_coalesced", opts, list(output_lists), [
             (lambda a, outs=outs, t=t: collective_ops.all_gather(group, outs, t, a))
-            for outs, t in zip(output_lists, input_list)])
+            for outs, t in zip(per_input, input_list)])
 
     def all_gather_single(self, output: Any, input: Any, opts: Any = None) -> TorchWork:  # noqa: A002
         opts = opts if opts is not None else dist.AllgatherOptions()
