@@ -101,6 +101,29 @@ def all_reduce(group: ProcessGroup, tensor: Any, op: Any, async_op: bool) -> Wor
                   inputs=(tensor,))
 
 
+def all_reduce_flat(group: ProcessGroup, flat: np.ndarray, op: Any) -> None:
+    """A blocking all_reduce of ``flat``: a 1-D, C-contiguous, writeable NumPy array the
+    caller vouches for (the torch backend's view of a plain tensor), ``op`` an accord
+    ReduceOp. Skips the checks that ``all_reduce`` makes of an arbitrary argument."""
+    if group.shared:
+        plan = group.plans.get(("all_reduce", op, flat.dtype, flat.size))
+        if plan is not None:
+            group.run_planned("all_reduce", plan[0], plan[1], (flat, plan[2]), (flat,))
+            return
+    all_reduce(group, flat, op, False)
+
+
+def broadcast_flat(group: ProcessGroup, flat: np.ndarray, src: int) -> None:
+    """A blocking broadcast of ``flat`` (as ``all_reduce_flat`` takes it) from group rank
+    ``src`` (an int)."""
+    if group.shared and 0 <= src < group.size():
+        plan = group.plans.get(("broadcast", src, flat.dtype, flat.size))
+        if plan is not None:
+            group.run_planned("broadcast", plan[0], plan[1], (flat, src), (flat,))
+            return
+    broadcast(group, flat, src, False)
+
+
 def _plan_all_reduce(group: ProcessGroup, tensor: np.ndarray, op: Any) -> tuple[Any, ...] | None:
     buf = as_buffer(tensor, writable=True)
     kernel = make_kernel(as_reduce_op(op), buf.flat.dtype, buf.dtype_name)

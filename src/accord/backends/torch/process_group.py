@@ -107,7 +107,7 @@ class AccordProcessGroup(dist.ProcessGroup):
             array = plain_array(tensors[0])  # the blocking fast path (dist.all_reduce(t))
             op = fast_op(opts.reduceOp) if array is not None else None
             if op is not None:
-                collective_ops.all_reduce(self.accord_group, array, op, False)
+                collective_ops.all_reduce_flat(self.accord_group, array, op)
                 return _finished(tensors)
         if isinstance(tensors, torch.Tensor):  # allreduce(tensor, op) overload
             tensors, opts = [tensors], _options(dist.AllreduceOptions, opts)
@@ -141,7 +141,7 @@ class AccordProcessGroup(dist.ProcessGroup):
                 and len(tensors) == 1:
             array = plain_array(tensors[0])  # the blocking fast path (dist.broadcast(t, src))
             if array is not None:
-                collective_ops.broadcast(self.accord_group, array, opts.rootRank, False)
+                collective_ops.broadcast_flat(self.accord_group, array, opts.rootRank)
                 return _finished(tensors)
         if isinstance(tensors, torch.Tensor):  # broadcast(tensor, root) overload
             tensors, root = [tensors], int(opts or 0)

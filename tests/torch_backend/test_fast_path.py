@@ -1,0 +1,62 @@
+"""The blocking fast path's tensor checks: a cached NumPy view is handed out only for a tensor
+that is plain right now, never for another tensor that happens to share its memory.
+
+``plain_array`` caches views by (address, length, dtype); these tests make the cases where a
+cache hit would be wrong (a transposed or negated view of the same memory, a meta tensor whose
+address is 0) and the ops map (``fast_op``) for every plain ReduceOp.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+dist = pytest.importorskip("torch.distributed")
+
+from accord.backends.torch.tensors import fast_op, plain_array  # noqa: E402
+from accord.reduce_ops import RedOpType  # noqa: E402
+
+
+def test_a_plain_tensor_gets_a_view_of_its_own_memory() -> None:
+    t = torch.arange(6, dtype=torch.float32)
+    view = plain_array(t)
+    assert view is not None and view.dtype == np.float32 and view.shape == (6,)
+    view[0] = 42.0
+    assert t[0].item() == 42.0  # the same memory, no copy
+    assert plain_array(t) is view  # cached
+
+
+def test_views_of_the_same_memory_that_are_not_plain_get_none() -> None:
+    m = torch.arange(6, dtype=torch.float64).reshape(2, 3)
+    assert plain_array(m) is not None  # caches (address, 6, float64)
+    assert plain_array(m.t()) is None  # same address and length, not contiguous
+    assert plain_array(torch._neg_view(m)) is None  # same memory, negation bit set
+    assert plain_array(m[:, ::2]) is None
+
+
+@pytest.mark.parametrize("make", [
+    lambda: torch.ones(4).to_sparse(),
+    lambda: torch.ones(4, device="meta"),
+    lambda: torch.ones(0, device="meta"),
+    lambda: torch.ones(4, dtype=torch.bfloat16),
+    lambda: torch.ones(4, dtype=torch.complex64),
+    lambda: torch.nn.Parameter(torch.ones(4)),  # a subclass: the general path handles it
+], ids=["sparse", "meta", "empty-meta", "bfloat16", "complex", "parameter"])
+def test_anything_but_a_plain_cpu_tensor_gets_none(make) -> None:
+    assert plain_array(make()) is None
+
+
+def test_an_empty_cpu_tensor_is_plain_and_a_meta_one_sharing_its_key_is_not() -> None:
+    empty = torch.ones(0)
+    assert plain_array(empty) is not None and plain_array(empty).size == 0
+    assert plain_array(torch.ones(0, device="meta")) is None
+
+
+@pytest.mark.parametrize("name", ["SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR"])
+def test_fast_op_maps_every_plain_op(name: str) -> None:
+    assert fast_op(dist.ReduceOp(getattr(dist.ReduceOp, name))) is RedOpType[name]
+
+
+def test_fast_op_leaves_premul_sum_to_the_general_path() -> None:
+    assert fast_op(dist._make_nccl_premul_sum(2.0)) is None
