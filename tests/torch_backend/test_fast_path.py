@@ -60,3 +60,55 @@ def test_fast_op_maps_every_plain_op(name: str) -> None:
 
 def test_fast_op_leaves_premul_sum_to_the_general_path() -> None:
     assert fast_op(dist._make_nccl_premul_sum(2.0)) is None
+
+
+_HUGE_PAGES_PROGRAM = r"""
+import os, sys
+import torch, torch.distributed as dist
+from accord.bench.runner import free_port
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), RANK="0", WORLD_SIZE="1")
+dist.init_process_group("accord")
+t = torch.ones(4 << 20)  # 16 MiB, made after init as programs usually do
+addr, huge = t.data_ptr(), None
+with open("/proc/self/smaps") as smaps:
+    inside = False
+    for line in smaps:
+        head = line.split()
+        if "-" in head[0] and not head[0].endswith(":"):
+            lo, hi = (int(x, 16) for x in head[0].split("-"))
+            inside = lo <= addr < hi
+        elif inside and head[0] == "AnonHugePages:":
+            huge = int(head[1])
+            break
+dist.destroy_process_group()
+print(os.environ["THP_MEM_ALLOC_ENABLE"], huge)
+"""
+
+
+def _thp_mode() -> str:
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+@pytest.mark.parametrize("setting, huge_pages", [(None, True), ("0", False)])
+def test_large_tensors_made_after_init_get_huge_pages_unless_the_user_says_no(
+        setting: str | None, huge_pages: bool) -> None:
+    """The single-copy path moves huge pages about twice as fast as 4 KiB ones."""
+    import os
+    import subprocess
+    import sys
+
+    if "[never]" in _thp_mode() or not _thp_mode():
+        pytest.skip("transparent huge pages are off on this machine")
+    env = {k: v for k, v in os.environ.items() if k != "THP_MEM_ALLOC_ENABLE"}
+    if setting is not None:
+        env["THP_MEM_ALLOC_ENABLE"] = setting
+    done = subprocess.run([sys.executable, "-c", _HUGE_PAGES_PROGRAM], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    value, huge = done.stdout.split()
+    assert value == (setting or "1")
+    assert (int(huge) > 0) == huge_pages, done.stdout
