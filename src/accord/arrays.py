@@ -14,7 +14,6 @@ bfloat16 has no NumPy type: it travels as its 16-bit pattern (``uint16``) with
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any
 
@@ -218,20 +217,3 @@ def same_layout(a: Buffer, b: Buffer) -> bool:
     """Same element type and count (shape may differ, as torch allows for flat collectives)."""
     return a.dtype_name == b.dtype_name and a.count == b.count
 
-
-#: torch reads this once, at its first CPU allocation of ≥ 2 MiB (c10's alloc_cpu).
-THP_VARIABLE = "THP_MEM_ALLOC_ENABLE"
-
-
-def prefer_huge_pages() -> None:
-    """Ask torch's CPU allocator to back its large tensors (≥ 2 MiB) with transparent huge
-    pages, as NumPy does for its large arrays (≥ 4 MiB) by default — unless the user has set
-    ``THP_MEM_ALLOC_ENABLE`` already (``0`` opts out).
-
-    accord's single-copy path (``process_vm_readv``) moves a 16 MiB tensor in 4 KiB pages at
-    about half the speed it moves one in huge pages (measured: broadcast 16 MiB 2.7 ms → 1.6
-    ms at world 2). torch reads the variable once, at its first large allocation, so this
-    helps tensors made after ``init_process_group`` — the usual order — and changes nothing
-    for a process that has allocated a large tensor already. torch is not imported here.
-    """
-    os.environ.setdefault(THP_VARIABLE, "1")

