@@ -71,6 +71,7 @@ class World:
 
     def destroy(self) -> None:
         """Stop every group, say GOODBYE to every peer, release the store if we made it."""
+        self.mesh.leaving = True  # GOODBYE tells the peers about every group at once
         for group in [*self.groups, self.default_group]:
             if self.monitor is not None and isinstance(group, ProcessGroup):
                 self.monitor.detach(group)

@@ -17,6 +17,7 @@ import os
 import threading
 import time
 import traceback
+from datetime import timedelta
 from collections.abc import Callable
 from typing import Any
 
@@ -247,7 +248,79 @@ def abort_from_thread(ctx: Ctx, port: int, transport: str, blocked: str, stopper
     ctx.report("destroyed")
 
 
+# ---------------------------------------------------------------------------------------------
+# a member destroys a subgroup while the others wait in it
+# ---------------------------------------------------------------------------------------------
+def leave_subgroup(ctx: Ctx, port: int, transport: str, blocked: str, timeout: float = 30.0) -> None:
+    """Ranks 0..n-1 make a subgroup of all; one call on it works. Then rank 0 waits in a call
+    on it that rank 1 never makes (``blocked``: "all_reduce", or "recv" from rank 1), and rank
+    1 destroys the subgroup 0.3 s later and goes on working (a world barrier with the ranks
+    not involved, then waits for "release"). The waiting call must raise at once, naming
+    rank 1, long before the group timeout (``timeout``)."""
+    import accord as dist
+
+    _start(ctx, port, transport, timeout)
+    sub = dist.new_group(list(range(ctx.world_size)), timeout=timedelta(seconds=timeout))
+    x = np.ones(4, dtype=np.float32)
+    dist.all_reduce(x, group=sub)  # sub's call #1: everybody
+    ctx.report("used", total=float(x[0]), shared=sub.shared)
+    start = time.monotonic()
+    if ctx.rank == 0:
+        try:
+            if blocked == "recv":
+                dist.recv(np.zeros(4, dtype=np.float32), src=1, tag=3, group=sub)
+            else:
+                dist.all_reduce(x, group=sub)  # #2: rank 1 leaves after #1
+            ctx.report("blocked", at=time.time(), elapsed=time.monotonic() - start)
+        except Exception as exc:  # noqa: BLE001
+            _fail_report(ctx, "blocked", exc, start)
+    elif ctx.rank == 1:
+        time.sleep(0.3)
+        left_at = time.time()
+        dist.destroy_process_group(sub)
+        ctx.report("left", at=left_at, returned=time.time())
+    ctx.wait_for("proceed")
+    dist.barrier()  # the world group still works for everybody
+    ctx.report("world works")
+    ctx.wait_for("release")
+    dist.destroy_process_group()
+    ctx.report("destroyed")
+
+
+def group_churn(ctx: Ctx, port: int, transport: str, cycles: int = 100) -> None:
+    """``cycles`` times: new_group of all, one all_reduce on it, destroy it. Reports the open
+    descriptors and shared-memory mappings before and after, with the garbage collector off
+    (destroy must release at once, not when the collector happens to run)."""
+    import gc
+
+    import accord as dist
+
+    _start(ctx, port, transport)
+
+    def counts() -> tuple[int, int]:
+        with open("/proc/self/maps") as maps:
+            mapped = sum(1 for line in maps if "/dev/shm/" in line)
+        return len(os.listdir("/proc/self/fd")), mapped
+
+    x = np.ones(4, dtype=np.float32)
+    gc.collect()
+    gc.disable()
+    try:
+        before = counts()
+        for _ in range(cycles):
+            group = dist.new_group(list(range(ctx.world_size)))
+            dist.all_reduce(x, group=group)
+            dist.destroy_process_group(group)
+        after = counts()
+    finally:
+        gc.enable()
+    ctx.report("counts", before=before, after=after)
+    dist.destroy_process_group()
+
+
 FAULT_SCENARIOS: dict[str, Callable[..., None]] = {
+    "group_churn": group_churn,
+    "leave_subgroup": leave_subgroup,
     "mixed_loop": mixed_loop,
     "mismatch": mismatch,
     "abort_from_thread": abort_from_thread,

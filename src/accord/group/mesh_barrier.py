@@ -62,4 +62,4 @@ def mesh_barrier(mesh: Mesh, deadline: Deadline, what: str = "init_process_group
         dissemination(peers)
         channel.end(1)
     finally:
-        mesh.close_channel(channel, ended=1)
+        mesh.close_channel(channel, ended=1, tell_peers=False)  # a channel of one call

@@ -223,8 +223,10 @@ class ProcessGroup:
         return result
 
     def _slots(self, peers: CallPeers, seq: int, fp: Fingerprint, deadline: Deadline) -> CallSlots:
-        assert self._call_slots is not None
-        return self._call_slots.reset(peers._op, seq, fp, deadline.expires_at, deadline.budget)
+        slots = self._call_slots
+        if slots is None:
+            raise self._destroyed(peers._op)
+        return slots.reset(peers._op, seq, fp, deadline.expires_at, deadline.budget)
 
     def run_planned(self, op: str, fp: Fingerprint, algorithm: Algorithm, args: Sequence[Any],
                     inputs: Sequence[Any] = ()) -> None:
@@ -237,7 +239,8 @@ class ProcessGroup:
         if self._finished < seq - 1:
             self._await_turn(seq, Deadline.after(self._timeout), self.context(op, seq))
         slots = self._call_slots
-        assert slots is not None
+        if slots is None:
+            raise self._destroyed(op)
         slots.reset(op, seq, fp, time.monotonic() + self._timeout, self._timeout)
         recorder = self.recorder  # recorder.start(), written out: this path is a few µs
         entry = [seq, op, fp, time.monotonic(), 0.0, STARTED, None]
@@ -295,6 +298,10 @@ class ProcessGroup:
         if self._turn_waiters:
             with self._turn:
                 self._turn.notify_all()
+
+    def _destroyed(self, op: str) -> PeerError:
+        return PeerError(f"{self.context(op, self.last_seq)}: this process group was destroyed "
+                         f"(destroy_process_group) while the call started; create a new one")
 
     def _raise_broken(self, context: str) -> None:
         if self._broken is None:
@@ -358,6 +365,11 @@ class ProcessGroup:
         self.companions.clear()
         self._executor.shutdown()
         self._mesh.close_channel(self._channel, self._finished)
+        # The call slots hold views of the segments and bound methods of this group (a cycle
+        # only the garbage collector would break): drop them first, so the mappings and
+        # their descriptors go now, not whenever the collector runs.
+        self._call_slots = None
+        self.plans = {}
         if self._shm is not None:
             self._shm.close()
             self._shm = None

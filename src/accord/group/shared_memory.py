@@ -107,7 +107,7 @@ def _checker(mesh: Mesh, channel: Channel) -> Callable[[object, list[int]], None
         mesh.poll_nowait()
         if channel.error is not None:
             raise with_context(channel.error, what)
-        gone = mesh.gone_error(lagging, what)
+        gone = mesh.gone_error(lagging, what) or mesh.left_error(channel, lagging, what)
         if gone is not None:
             raise gone
 

@@ -74,6 +74,8 @@ class LoopbackMesh(Mesh):
             peer.poison_arrived(self.rank, header.group, bytes(req.payload).decode("utf-8", "replace"))
         elif header.kind == FrameKind.GOODBYE:
             peer.peer_lost(self.rank, None, bytes(req.payload))
+        elif header.kind == FrameKind.LEAVE:
+            peer.group_left(self.rank, header.group, bytes(req.payload))
         else:
             dest, token = peer.frame_arrived(self.rank, header)
             if dest is not None:

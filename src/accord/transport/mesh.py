@@ -38,6 +38,7 @@ _PARKING_POOL_BYTES = 64 << 20
 
 
 _GOODBYE_ITEM = struct.Struct("<IQ")  # GOODBYE payload: (group id, last call ended there)
+_LEAVE_PAYLOAD = struct.Struct("<Q")  # LEAVE payload: the last call ended in the group
 
 
 class Mesh(Waiting, ABC):
@@ -60,14 +61,19 @@ class Mesh(Waiting, ABC):
         self._early_poison: dict[int, BaseException] = {}
         #: per group: the last call that ended on this rank (told to peers with GOODBYE)
         self.ended: dict[int, int] = {}
-        #: per peer that said GOODBYE: the last call it ended on each group
+        #: per peer that said GOODBYE: the last call it ended on each group (0 if not named)
         self.left_after: dict[int, dict[int, int]] = {}
+        #: per peer that destroyed groups while staying (LEAVE): the last call it ended in each
+        self.left_groups: dict[int, dict[int, int]] = {}
         self._driving = False
         self._watched: list[tuple[Any, Any]] = []  # (request, on_done) kept moving
         self._progress_thread: threading.Thread | None = None
         self._pool: dict[int, list[bytearray]] = {}
         self._pooled_bytes = 0
         self.closed = False
+        #: Set when the whole world is being destroyed: GOODBYE will tell the peers about
+        #: every group at once, so destroying each group sends no LEAVE of its own.
+        self.leaving = False
         # What the layers above need to decide on shared memory; transports fill them in.
         self.host_ids: list[str] = [f"unknown-{r}" for r in range(size)]
         self.pids: list[int] = [0] * size
@@ -125,12 +131,57 @@ class Mesh(Waiting, ABC):
             self._channels[group_id] = channel
             return channel
 
-    def close_channel(self, channel: Channel, ended: int | None = None) -> None:
-        """Detach ``channel``; ``ended`` is the last call of its group that ended here (sent
-        to the peers with GOODBYE, so they know which of their calls can never complete)."""
+    def close_channel(self, channel: Channel, ended: int | None = None, tell_peers: bool = True) -> None:
+        """Detach ``channel`` (its group was destroyed here); ``ended`` is the last call of
+        the group that ended here. The group's other members are told at once (LEAVE), so a
+        call of theirs that waits for this rank in the group raises now instead of at its
+        timeout; GOODBYE repeats it for every group when the mesh closes."""
         with self.lock:
             self._channels.pop(channel.group_id, None)
-            self.ended[channel.group_id] = ended if ended is not None else max(channel.history, default=0)
+            last = ended if ended is not None else max(channel.history, default=0)
+            self.ended[channel.group_id] = last
+            peers = [] if self.closed or self.leaving or not tell_peers else [
+                p for p in channel.members if p != self.rank and self.peer_state[p] is PeerState.OPEN]
+        payload = memoryview(_LEAVE_PAYLOAD.pack(last))
+        for peer in peers:
+            header = pack_header(FrameKind.LEAVE, channel.group_id, 0, 0, 0, NO_FINGERPRINT, payload.nbytes)
+            try:
+                self._transmit(SendRequest(peer, header, payload, channel, "leave"))
+            except PeerError:
+                pass  # that peer is gone: nothing to tell it
+
+    def group_left(self, peer: int, group: int, payload: bytes) -> None:
+        """``peer`` destroyed ``group`` after ending call ``payload`` there (LEAVE). Frames
+        on a link arrive in order, so whatever it sent in that group has arrived: a receive
+        from it there that is still unmatched can never complete, and fails now."""
+        if len(payload) != _LEAVE_PAYLOAD.size:
+            return  # not from this version of accord: ignore rather than guess
+        (ended,) = _LEAVE_PAYLOAD.unpack(payload)
+        gid = group & 0xFFFFFFFF
+        with self.lock:
+            self.left_groups.setdefault(peer, {})[gid] = ended
+            for req in self.matcher.posted_requests():
+                if req.src == peer and not req.claimed and req.channel.group_id & 0xFFFFFFFF == gid:
+                    self.matcher.cancel(req)
+                    req.error, req.done = self._left_error(peer, gid, ended, req.context), True
+            self.cond.notify_all()
+
+    def left_error(self, channel: Channel, peers: Sequence[int], context: Any) -> PeerError | None:
+        """The error to raise if any of ``peers`` destroyed ``channel``'s group (LEAVE), else
+        None: a call that still waits for it there can never complete."""
+        gid = channel.group_id & 0xFFFFFFFF
+        for peer in peers:
+            ended = self.left_groups.get(peer, {}).get(gid)
+            if ended is not None:
+                return self._left_error(peer, gid, ended, context)
+        return None
+
+    @staticmethod
+    def _left_error(peer: int, gid: int, ended: int, context: Any) -> PeerError:
+        return PeerError(
+            f"{context}: rank {peer} has left this group (destroy_process_group or exit) after "
+            f"call #{ended} of it, so this call can never complete. Did every rank call the same "
+            f"collectives before leaving?", peer=peer)
 
     def goodbye_payload(self) -> bytes:
         """GOODBYE's payload: (group id, last call ended here) for every group this rank had."""

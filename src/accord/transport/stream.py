@@ -140,7 +140,7 @@ class StreamMesh(Mesh):
             dest, token = self.frame_arrived(link.peer, header)
         elif kind == FrameKind.HELLO:
             raise ProtocolError(f"rank {link.peer} sent a second HELLO on an open link")
-        else:  # GOODBYE / POISON: small control payloads
+        else:  # GOODBYE / POISON / LEAVE: small control payloads
             dest, token = memoryview(bytearray(header.nbytes)), ("control", header)
         link.header, link.dest, link.token, link.filled = header, dest, token, 0
         staged = min(link.end - link.start, header.nbytes)
@@ -184,6 +184,8 @@ class StreamMesh(Mesh):
                 self.peer_lost(link.peer, None, bytes(dest))
             elif header.kind == FrameKind.POISON:
                 self.poison_arrived(link.peer, header.group, bytes(dest).decode("utf-8", "replace"))
+            elif header.kind == FrameKind.LEAVE:
+                self.group_left(link.peer, header.group, bytes(dest))
         elif token is not None:
             self.payload_complete(link.peer, token)
 

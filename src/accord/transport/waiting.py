@@ -33,6 +33,7 @@ class Waiting:
     closed: bool
     rank: int
     left_after: dict[int, dict[int, int]]
+    left_groups: dict[int, dict[int, int]]
     _driving: bool
     _waiters: int
     _watched: list[tuple[SendRequest | RecvRequest, Callable[[], None] | None]]
@@ -69,7 +70,7 @@ class Waiting:
                 raise with_context(channel.error, context)
             if self.closed:
                 raise PeerError(f"{context}: the process group was destroyed while this call waited")
-            if self.left_after and channel.running:
+            if (self.left_after or self.left_groups) and channel.running:
                 self._check_leavers(channel, context)
             remaining = deadline.remaining()
             if remaining <= 0:
@@ -118,10 +119,11 @@ class Waiting:
     def _check_leavers(self, channel: Channel, context: Any) -> None:
         """Raise if a member that left (GOODBYE) ended its part of this group before the
         call running here: that call can never complete."""
-        running = max(channel.running)
-        for peer, after in list(self.left_after.items()):
+        running, gid = max(channel.running), channel.group_id & 0xFFFFFFFF
+        left = [(peer, after.get(gid, 0)) for peer, after in list(self.left_after.items())]
+        left += [(peer, after[gid]) for peer, after in list(self.left_groups.items()) if gid in after]
+        for peer, ended in left:
             if peer in channel.members:
-                ended = after.get(channel.group_id & 0xFFFFFFFF, 0)
                 if ended < running:
                     error = PeerError(
                         f"{context}: rank {peer} has left the group (destroy_process_group or "

@@ -36,6 +36,7 @@ class FrameKind(enum.IntEnum):
     P2P = 3       # a point-to-point message, matched by (group, tag) and source, in order
     GOODBYE = 4   # orderly close: the peer left (destroy_process_group); not a failure
     POISON = 5    # the peer's group failed; payload = UTF-8 reason. Breaks that group here
+    LEAVE = 6     # the peer destroyed one group; payload = u64: the last call it ended there
 
 
 class Fingerprint(NamedTuple):
