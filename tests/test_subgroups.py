@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import accord as dist
+from accord.transport.loopback import LoopbackFabric
 from harness import run_ranks
 
 
@@ -218,3 +219,29 @@ def test_monitored_barrier_without_rank_zero_names_rank_zero():
     results = run_ranks(3, body, expect_failure=True, timeout=10)
     assert any(kind == "DistTimeoutError" and "nothing from rank 0" in message for kind, message in results[1:])
     assert all("monitored_barrier" in message for _, message in results[1:])
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["messages", "shared-memory"])
+def test_a_call_on_a_destroyed_group_is_refused_before_anything_is_sent(shared):
+    """Every kind of call on a group this rank destroyed raises DestroyedGroupError (an
+    ArgumentError: ValueError and RuntimeError) at once; the world group goes on working."""
+    def body(rank):
+        sub = dist.new_group([0, 1])
+        assert sub.shared == shared
+        dist.all_reduce(np.ones(2), group=sub)
+        dist.destroy_process_group(sub)
+        calls = {
+            "all_reduce": lambda: dist.all_reduce(np.ones(2), group=sub),
+            "broadcast": lambda: dist.broadcast(np.ones(2), src=0, group=sub),
+            "barrier": lambda: dist.barrier(group=sub),
+            "send": lambda: dist.send(np.ones(2), dst=1 - rank, group=sub),
+            "irecv": lambda: dist.irecv(np.ones(2), src=1 - rank, group=sub),
+        }
+        for name, call in calls.items():
+            with pytest.raises(dist.DestroyedGroupError, match="destroyed on this rank"):
+                call()
+        x = np.ones(2)
+        dist.all_reduce(x)
+        return float(x[0])
+
+    assert run_ranks(2, body, fabric=LoopbackFabric(2, shared_memory=shared)) == [2.0, 2.0]

@@ -13,6 +13,8 @@ class                   whose fault                           also a
 ArgumentError           the caller: fix the call              ValueError, RuntimeError
 ArgumentTypeError       the caller: wrong kind of argument    TypeError, ValueError, RuntimeError
 ShortListError          the caller: a list too short          IndexError, ValueError, RuntimeError
+DestroyedGroupError     the caller: a group used after        ValueError, RuntimeError
+                        destroy_process_group(group)
 NotInitializedError     the caller: init_process_group first  ValueError (as torch raises)
 DistTimeoutError        the world: a peer or store too slow   TimeoutError
 PeerError               the world: a peer died or went away   ConnectionError
@@ -62,6 +64,12 @@ class ShortListError(ArgumentError, IndexError):
     Also an IndexError: torch writes past the end of such a list (all_gather_object,
     gather_object) or reads its first element (batch_isend_irecv) and raises IndexError.
     """
+
+
+class DestroyedGroupError(ArgumentError):
+    """A call on a group that this rank destroyed (``destroy_process_group(group)``). torch's
+    gloo happens to run it; accord refuses before anything is sent, since the other members
+    may have destroyed it too, or may be waiting in it for a call this rank will not make."""
 
 
 class DistError(RuntimeError):

@@ -34,6 +34,9 @@ ACCORD = ("accord-numpy", "accord-torch")
 ACCORD_ONLY: dict[str, str] = {
     "all_to_all_single_uneven_without_splits":
         "5 rows cannot be split evenly between 2 ranks; gloo sends 2 rows each and drops one",
+    "destroyed_group":
+        "a call on a group this rank destroyed is refused (DestroyedGroupError); gloo runs it "
+        "only because every member happens to make the same call after destroying it",
 }
 #: (case, rank) → why accord does not raise where torch does.
 TORCH_ONLY: dict[tuple[str, int], str] = {

@@ -303,6 +303,9 @@ def group_churn(ctx: Ctx, port: int, transport: str, cycles: int = 100) -> None:
         return len(os.listdir("/proc/self/fd")), mapped
 
     x = np.ones(4, dtype=np.float32)
+    warm = dist.new_group(list(range(ctx.world_size)))  # first-use costs (lazy imports, sockets)
+    dist.all_reduce(x, group=warm)
+    dist.destroy_process_group(warm)
     gc.collect()
     gc.disable()
     try:

@@ -427,5 +427,6 @@ def test_destroyed_groups_release_their_descriptors_at_once(fault_job, transport
     job = fault_job(2, "group_churn", port=free_port(), transport=transport)
     for rank, report in job.expect("counts", timeout=60).items():
         assert report.ok, (transport, rank, report)
-        assert report.info["after"] == report.info["before"], (transport, rank, report)
+        before, after = report.info["before"], report.info["after"]
+        assert after[0] <= before[0] and after[1] <= before[1], (transport, rank, report)
     finish(job, {0: 0, 1: 0}, transport)

@@ -20,7 +20,8 @@ import numpy as np
 from .. import config, profiling
 from ..arrays import Buffer
 from ..collectives.registry import COLLECTIVES, Algorithm
-from ..errors import ArgumentError, ArgumentTypeError, DistTimeoutError, PeerError
+from ..errors import (ArgumentError, ArgumentTypeError, DestroyedGroupError, DistTimeoutError,
+                      PeerError)
 from ..timeouts import Deadline, to_seconds
 from ..transport.mesh import Channel, Mesh
 from ..transport.shm import ShmDomain
@@ -201,6 +202,8 @@ class ProcessGroup:
                  shared: bool) -> list[Any]:
         """Run call #seq now, in this thread, after the calls before it (run_collective)."""
         peers = CallPeers(self, op, seq, fp, deadline)
+        if self._mesh.channel_closed(self._channel):
+            raise self._destroyed(op)
         if self._broken is not None or self._channel.error is not None:
             self._raise_broken(str(peers))
         if self._finished < seq - 1:
@@ -299,9 +302,10 @@ class ProcessGroup:
             with self._turn:
                 self._turn.notify_all()
 
-    def _destroyed(self, op: str) -> PeerError:
-        return PeerError(f"{self.context(op, self.last_seq)}: this process group was destroyed "
-                         f"(destroy_process_group) while the call started; create a new one")
+    def _destroyed(self, op: str) -> DestroyedGroupError:
+        return DestroyedGroupError(
+            f"{self.context(op, self.last_seq)}: this process group was destroyed on this rank "
+            f"(destroy_process_group); create a new one with new_group")
 
     def _raise_broken(self, context: str) -> None:
         if self._broken is None:

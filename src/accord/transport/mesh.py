@@ -24,7 +24,7 @@ import threading
 from abc import ABC, abstractmethod
 from typing import Any, Sequence
 
-from ..errors import CollectiveMismatchError, PeerError, with_context
+from ..errors import CollectiveMismatchError, DestroyedGroupError, PeerError, with_context
 from .matching import (Matcher, Parked, RecvRequest, SendRequest, frame_error, match_key,
                        mismatch_error)
 from .channel import Channel, Describe, PeerState, _default_describe
@@ -223,6 +223,9 @@ class Mesh(Waiting, ABC):
     def _check_usable(self, channel: Channel, context: Any) -> None:
         if self.closed:
             raise PeerError(f"{context}: this process group was destroyed; create a new one")
+        if self._channels.get(channel.group_id) is not channel:
+            raise DestroyedGroupError(f"{context}: this process group was destroyed on this "
+                                      f"rank (destroy_process_group); create a new one with new_group")
         if channel.error is not None:
             raise with_context(channel.error, context)
 
