@@ -227,3 +227,58 @@ def test_cma_reduce_scatter_and_all_to_all(monkeypatch, world_size, count, conti
         assert (out == sum(r + rank for r in range(world_size))).all()
         for r, o in enumerate(a_outs):
             assert (o == r * 10 + rank).all() and o.size == count + r + 2 * rank
+
+
+def _strided(values):
+    """A writeable non-contiguous view holding ``values``: it takes the long path."""
+    values = np.asarray(values)
+    base = np.zeros(2 * values.size, dtype=values.dtype)
+    view = base[::2]
+    view[...] = values.reshape(-1)
+    return view
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+@pytest.mark.parametrize("count", [1, 700])
+def test_short_and_long_paths_agree_with_each_other(world_size, count):
+    """Rank 0 passes plain contiguous arrays (the planned short path); the others pass strided
+    views (the long path, as_buffer copies). Both paths must pick the same algorithm and
+    fingerprint (else a mismatch is raised) and give the same results, call after call."""
+    def body(rank):
+        n, long_path = world_size, rank != 0
+        make = _strided if long_path else np.asarray
+        results = []
+        for repeat in range(3):  # the plan is made on the first call and reused
+            x = np.arange(count, dtype=np.int64) + 100 * rank + repeat
+            outs = [make(np.zeros(count, dtype=np.int64)) for _ in range(n)]
+            dist.all_gather(outs, make(x))
+            results.append([np.asarray(o).tolist() for o in outs])
+            flat = np.zeros(n * count, dtype=np.int64)
+            dist.all_gather_into_tensor(flat if not long_path else _strided(flat), make(x))
+            out = make(np.zeros(count, dtype=np.int64))
+            dist.reduce_scatter(out, [make(x + j) for j in range(n)])
+            results.append(np.asarray(out).tolist())
+            src = np.arange(n * count, dtype=np.int64) + rank
+            out = make(np.zeros(count, dtype=np.int64))
+            dist.reduce_scatter_tensor(out, make(src))
+            results.append(np.asarray(out).tolist())
+            got = [make(np.zeros(count, dtype=np.int64)) for _ in range(n)]
+            dist.all_to_all(got, [make(x + 10 * j) for j in range(n)])
+            results.append([np.asarray(g).tolist() for g in got])
+            single = make(np.zeros(n * count, dtype=np.int64))
+            dist.all_to_all_single(single, make(src))
+            results.append(np.asarray(single).tolist())
+        return results
+
+    got = shm_run(world_size, body)
+    n = world_size
+    for rank, results in enumerate(got):
+        for repeat in range(3):
+            ag, rs, rst, a2a, single = results[5 * repeat:5 * repeat + 5]
+            assert ag == [(np.arange(count) + 100 * r + repeat).tolist() for r in range(n)]
+            assert rs == sum(np.arange(count) + 100 * r + repeat + rank for r in range(n)).tolist()
+            assert rst == sum(np.arange(n * count)[rank * count:(rank + 1) * count] + r
+                              for r in range(n)).tolist()
+            assert a2a == [(np.arange(count) + 100 * r + repeat + 10 * rank).tolist() for r in range(n)]
+            assert single == np.concatenate([
+                (np.arange(n * count) + r)[rank * count:(rank + 1) * count] for r in range(n)]).tolist()

@@ -10,7 +10,7 @@ group ranks. Must not know about the default world or env variables.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -18,8 +18,11 @@ from ..arrays import Buffer, as_buffer
 from ..collectives import registry
 from ..errors import ArgumentError, ArgumentTypeError
 from ..reduce_ops import Kernel, as_reduce_op, make_kernel
+from . import short_paths
 from .arguments import buffer_list, equal_chunks, row_splits, same_count, same_dtype
 from .process_group import ProcessGroup
+from .short_paths import cached_plan as _plan
+from .short_paths import choose
 from .work import Work
 
 
@@ -42,10 +45,7 @@ def launch(group: ProcessGroup, collective: str, nbytes: int, fp_buf: Buffer | N
     ``result`` is what Work.result() returns; ``inputs`` are the user's input tensors (the
     shapes torch's profiler records, as gloo's).
     """
-    algorithm = registry.choose(collective, nbytes, group.size(), group.tunables, group.shared, group.cma)
-    fp = group.fingerprint(collective, algorithm, fp_buf, root)
-    if count is not None:
-        fp = fp._replace(count=count)
+    algorithm, fp = choose(group, collective, nbytes, fp_buf, root, count)
     if not async_op and timeout is None and algorithm.kind != registry.MESSAGES:
         group.run_planned(collective, fp, algorithm, args, inputs)  # blocking, shared memory: short path
         for out in outputs:
@@ -57,23 +57,6 @@ def launch(group: ProcessGroup, collective: str, nbytes: int, fp_buf: Buffer | N
 
     return group.run_collective(collective, fp, body, outputs, result, async_op, timeout,
                                 shared=algorithm.kind != registry.MESSAGES, inputs=inputs)
-
-
-def _plan(group: ProcessGroup, key: tuple[Any, ...], make: Callable[..., tuple[Any, ...] | None],
-          *args: Any) -> tuple[Any, ...] | None:
-    """The cached plan of a call signature on a shared-memory group (None: take the long path).
-
-    A plan is (fingerprint, algorithm, extra…), made once by ``make(group, *args)`` through the
-    same checks and choices as the long path; only blocking calls on contiguous NumPy arrays
-    use it.
-    """
-    try:
-        return group.plans[key]
-    except KeyError:
-        plan = group.plans[key] = make(group, *args)
-        return plan
-    except TypeError:  # an unhashable argument: the long path explains what is wrong with it
-        return None
 
 
 def _flat(array: np.ndarray) -> np.ndarray:
@@ -186,6 +169,8 @@ def reduce(group: ProcessGroup, tensor: Any, dst: int, op: Any, async_op: bool) 
 
 def all_gather(group: ProcessGroup, tensor_list: Any, tensor: Any, async_op: bool) -> Work | None:
     """tensor_list[i] gets rank i's ``tensor``; sizes may differ from rank to rank."""
+    if not async_op and short_paths.all_gather(group, tensor_list, tensor):
+        return None
     inp = as_buffer(tensor, writable=False)
     outs = buffer_list(tensor_list, group.size(), "tensor_list", writable=True)
     same_dtype([("tensor", inp), *((f"tensor_list[{i}]", o) for i, o in enumerate(outs))])
@@ -200,6 +185,8 @@ def all_gather_into_tensor(group: ProcessGroup, output_tensor: Any, input_tensor
                            async_op: bool) -> Work | None:
     """``output_tensor`` (size × input elements, flat or stacked) gets every rank's input in
     rank order."""
+    if not async_op and short_paths.all_gather_into_tensor(group, output_tensor, input_tensor):
+        return None
     inp = as_buffer(input_tensor, writable=False, what="input_tensor")
     out = as_buffer(output_tensor, writable=True, what="output_tensor")
     same_dtype([("input_tensor", inp), ("output_tensor", out)])
@@ -257,6 +244,8 @@ def _root_list(group: ProcessGroup, tensors: Any, root: int, what: str, role: st
 def reduce_scatter(group: ProcessGroup, output: Any, input_list: Any, op: Any,
                    async_op: bool) -> Work | None:
     """``output`` on rank j gets the reduction over ranks of their ``input_list[j]``."""
+    if not async_op and short_paths.reduce_scatter(group, output, input_list, op):
+        return None
     out = as_buffer(output, writable=True, what="output")
     ins = buffer_list(input_list, group.size(), "input_list", writable=False)
     same_dtype([("output", out), *((f"input_list[{i}]", b) for i, b in enumerate(ins))])
@@ -271,6 +260,8 @@ def reduce_scatter(group: ProcessGroup, output: Any, input_list: Any, op: Any,
 def reduce_scatter_tensor(group: ProcessGroup, output: Any, input: Any, op: Any,  # noqa: A002
                           async_op: bool) -> Work | None:
     """``input`` (size × output elements, flat or stacked) is reduced; rank j gets chunk j."""
+    if not async_op and short_paths.reduce_scatter_tensor(group, output, input, op):
+        return None
     out = as_buffer(output, writable=True, what="output")
     inp = as_buffer(input, writable=False, what="input")
     same_dtype([("output", out), ("input", inp)])
@@ -285,6 +276,8 @@ def reduce_scatter_tensor(group: ProcessGroup, output: Any, input: Any, op: Any,
 def all_to_all(group: ProcessGroup, output_tensor_list: Any, input_tensor_list: Any,
                async_op: bool) -> Work | None:
     """``output_tensor_list[j]`` gets rank j's ``input_tensor_list[me]``; sizes may differ."""
+    if not async_op and short_paths.all_to_all(group, output_tensor_list, input_tensor_list):
+        return None
     n, me = group.size(), group.rank()
     outs = buffer_list(output_tensor_list, n, "output_tensor_list", writable=True)
     ins = buffer_list(input_tensor_list, n, "input_tensor_list", writable=False)
@@ -300,6 +293,9 @@ def all_to_all_single(group: ProcessGroup, output: Any, input: Any,  # noqa: A00
                       output_split_sizes: Any, input_split_sizes: Any, async_op: bool) -> Work | None:
     """``input`` cut along dim 0 (evenly, or by ``input_split_sizes``) goes piece j to rank j;
     ``output`` is filled the same way from every rank."""
+    if not async_op and short_paths.all_to_all_single(group, output, input, output_split_sizes,
+                                                      input_split_sizes):
+        return None
     n, me = group.size(), group.rank()
     out = as_buffer(output, writable=True, what="output")
     inp = as_buffer(input, writable=False, what="input")

@@ -1,0 +1,229 @@
+"""The short path of blocking shared-memory collectives on plain NumPy arrays.
+
+Owns: the plan cache (``cached_plan``: per call signature, the fingerprint and algorithm,
+made once through the same checks and choices as the long path), ``choose`` (algorithm and
+fingerprint, shared with ``collective_ops.launch`` so a rank on either path agrees with a
+rank on the other), and the short paths of the collectives whose arguments are tensors or
+lists of tensors (all_gather, reduce_scatter, all_to_all and their tensor forms). A short
+path applies when every argument is a C-contiguous ``numpy.ndarray`` (outputs writeable),
+the call is blocking and the group uses shared memory; it returns False otherwise and the
+caller takes the long path, which explains what is wrong with an argument. What a plan
+skips on later calls: Buffer objects, argument checks, the algorithm choice, the
+fingerprint. Must not know about the default world or torch.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from ..arrays import Buffer, as_buffer
+from ..collectives import registry
+from ..collectives.registry import Algorithm
+from ..reduce_ops import as_reduce_op, make_kernel
+from ..transport.wire import Fingerprint
+from .arguments import buffer_list, equal_chunks, row_splits, same_count, same_dtype
+from .process_group import ProcessGroup
+
+_NDARRAY = np.ndarray
+
+
+def choose(group: ProcessGroup, collective: str, nbytes: int, fp_buf: Buffer | None, root: int = -1,
+           count: int | None = None) -> tuple[Algorithm, Fingerprint]:
+    """The algorithm for ``nbytes`` on this group, and the call's fingerprint."""
+    algorithm = registry.choose(collective, nbytes, group.size(), group.tunables, group.shared, group.cma)
+    fp = group.fingerprint(collective, algorithm, fp_buf, root)
+    if count is not None:
+        fp = fp._replace(count=count)
+    return algorithm, fp
+
+
+def cached_plan(group: ProcessGroup, key: tuple[Any, ...], make: Callable[..., tuple[Any, ...] | None],
+                *args: Any) -> tuple[Any, ...] | None:
+    """The cached plan of a call signature on a shared-memory group (None: take the long path).
+
+    A plan is (fingerprint, algorithm, extra…), made once by ``make(group, *args)`` through the
+    same checks and choices as the long path (a check that fails raises its error here, as the
+    long path would, and nothing is cached).
+    """
+    try:
+        return group.plans[key]
+    except KeyError:
+        plan = group.plans[key] = make(group, *args)
+        return plan
+    except TypeError:  # an unhashable argument: the long path explains what is wrong with it
+        return None
+
+
+def _shared_plan(algorithm: Algorithm, fp: Fingerprint, *extra: Any) -> tuple[Any, ...] | None:
+    return None if algorithm.kind == registry.MESSAGES else (fp, algorithm, *extra)
+
+
+def _plain(array: Any, writes: bool) -> bool:
+    if type(array) is not _NDARRAY:
+        return False
+    flags = array.flags
+    return flags.c_contiguous and (flags.writeable or not writes)
+
+
+def _plain_list(arrays: Any, size: int, writes: bool) -> bool:
+    return (type(arrays) is list or type(arrays) is tuple) and len(arrays) == size \
+        and all(_plain(a, writes) for a in arrays)
+
+
+def _flat(array: np.ndarray) -> np.ndarray:
+    return array if array.ndim == 1 else array.reshape(-1)
+
+
+# -- all_gather ---------------------------------------------------------------------------------
+def all_gather_into_tensor(group: ProcessGroup, output: Any, inp: Any) -> bool:
+    if not (group.shared and _plain(output, True) and _plain(inp, False)):
+        return False
+    plan = cached_plan(group, ("all_gather_into_tensor", output.dtype, output.size, inp.dtype, inp.size),
+                       _plan_all_gather_into_tensor, output, inp)
+    if plan is None:
+        return False
+    group.run_planned("all_gather", plan[0], plan[1],
+                      (_flat(inp), equal_chunks(_flat(output), group.size())), (inp,))
+    return True
+
+
+def _plan_all_gather_into_tensor(group: ProcessGroup, output: np.ndarray,
+                                 inp: np.ndarray) -> tuple[Any, ...] | None:
+    i = as_buffer(inp, writable=False, what="input_tensor")
+    o = as_buffer(output, writable=True, what="output_tensor")
+    same_dtype([("input_tensor", i), ("output_tensor", o)])
+    n = group.size()
+    same_count(o, n * i.count, "output_tensor",
+               f"group size × input_tensor's {i.count} elements ({n} × {i.describe()})")
+    return _shared_plan(*choose(group, "all_gather", o.nbytes, i, count=o.count))
+
+
+def all_gather(group: ProcessGroup, outputs: Any, inp: Any) -> bool:
+    n = group.size()
+    if not (group.shared and _plain(inp, False) and _plain_list(outputs, n, True)):
+        return False
+    key = ("all_gather", inp.dtype, inp.size, *[(o.dtype, o.size) for o in outputs])
+    plan = cached_plan(group, key, _plan_all_gather, outputs, inp)
+    if plan is None:
+        return False
+    group.run_planned("all_gather", plan[0], plan[1], (_flat(inp), [_flat(o) for o in outputs]), (inp,))
+    return True
+
+
+def _plan_all_gather(group: ProcessGroup, outputs: list[np.ndarray],
+                     inp: np.ndarray) -> tuple[Any, ...] | None:
+    i = as_buffer(inp, writable=False)
+    outs = buffer_list(outputs, group.size(), "tensor_list", writable=True)
+    same_dtype([("tensor", i), *((f"tensor_list[{r}]", o) for r, o in enumerate(outs))])
+    same_count(outs[group.rank()], i.count, f"tensor_list[{group.rank()}]",
+               "it receives this rank's own tensor")
+    total = sum(o.count for o in outs)
+    return _shared_plan(*choose(group, "all_gather", total * i.itemsize, i, count=total))
+
+
+# -- reduce_scatter ---------------------------------------------------------------------------
+def reduce_scatter_tensor(group: ProcessGroup, output: Any, inp: Any, op: Any) -> bool:
+    if not (group.shared and _plain(output, True) and _plain(inp, False)):
+        return False
+    plan = cached_plan(group, ("reduce_scatter_tensor", op, output.dtype, output.size, inp.dtype, inp.size),
+                       _plan_reduce_scatter_tensor, output, inp, op)
+    if plan is None:
+        return False
+    group.run_planned("reduce_scatter", plan[0], plan[1],
+                      (_flat(output), equal_chunks(_flat(inp), group.size()), plan[2]), (inp,))
+    return True
+
+
+def _plan_reduce_scatter_tensor(group: ProcessGroup, output: np.ndarray, inp: np.ndarray,
+                                op: Any) -> tuple[Any, ...] | None:
+    o = as_buffer(output, writable=True, what="output")
+    i = as_buffer(inp, writable=False, what="input")
+    same_dtype([("output", o), ("input", i)])
+    n = group.size()
+    same_count(i, n * o.count, "input", f"group size × output's {o.count} elements "
+               f"({n} × {o.describe()})")
+    kernel = make_kernel(as_reduce_op(op), o.flat.dtype, o.dtype_name)
+    return _shared_plan(*choose(group, "reduce_scatter", i.nbytes, o, count=i.count), kernel)
+
+
+def reduce_scatter(group: ProcessGroup, output: Any, inputs: Any, op: Any) -> bool:
+    n = group.size()
+    if not (group.shared and _plain(output, True) and _plain_list(inputs, n, False)):
+        return False
+    key = ("reduce_scatter", op, output.dtype, output.size, *[(i.dtype, i.size) for i in inputs])
+    plan = cached_plan(group, key, _plan_reduce_scatter, output, inputs, op)
+    if plan is None:
+        return False
+    group.run_planned("reduce_scatter", plan[0], plan[1],
+                      (_flat(output), [_flat(i) for i in inputs], plan[2]), (inputs,))
+    return True
+
+
+def _plan_reduce_scatter(group: ProcessGroup, output: np.ndarray, inputs: list[np.ndarray],
+                         op: Any) -> tuple[Any, ...] | None:
+    o = as_buffer(output, writable=True, what="output")
+    ins = buffer_list(inputs, group.size(), "input_list", writable=False)
+    same_dtype([("output", o), *((f"input_list[{r}]", b) for r, b in enumerate(ins))])
+    same_count(ins[group.rank()], o.count, f"input_list[{group.rank()}]",
+               "it is reduced into this rank's output")
+    total = sum(b.count for b in ins)
+    kernel = make_kernel(as_reduce_op(op), o.flat.dtype, o.dtype_name)
+    return _shared_plan(*choose(group, "reduce_scatter", total * o.itemsize, o, count=total), kernel)
+
+
+# -- all_to_all -------------------------------------------------------------------------------
+def all_to_all(group: ProcessGroup, outputs: Any, inputs: Any) -> bool:
+    n = group.size()
+    if not (group.shared and _plain_list(outputs, n, True) and _plain_list(inputs, n, False)):
+        return False
+    key = ("all_to_all", *[(o.dtype, o.size) for o in outputs], *[(i.dtype, i.size) for i in inputs])
+    plan = cached_plan(group, key, _plan_all_to_all, outputs, inputs)
+    if plan is None:
+        return False
+    group.run_planned("all_to_all", plan[0], plan[1],
+                      ([_flat(o) for o in outputs], [_flat(i) for i in inputs]), (inputs,))
+    return True
+
+
+def _plan_all_to_all(group: ProcessGroup, outputs: list[np.ndarray],
+                     inputs: list[np.ndarray]) -> tuple[Any, ...] | None:
+    n, me = group.size(), group.rank()
+    outs = buffer_list(outputs, n, "output_tensor_list", writable=True)
+    ins = buffer_list(inputs, n, "input_tensor_list", writable=False)
+    same_dtype([*((f"input_tensor_list[{r}]", b) for r, b in enumerate(ins)),
+                *((f"output_tensor_list[{r}]", b) for r, b in enumerate(outs))])
+    same_count(outs[me], ins[me].count, f"output_tensor_list[{me}]",
+               f"it receives this rank's own input_tensor_list[{me}]")
+    return _shared_plan(*choose(group, "all_to_all", 0, ins[0], count=0))
+
+
+def all_to_all_single(group: ProcessGroup, output: Any, inp: Any, output_split_sizes: Any,
+                      input_split_sizes: Any) -> bool:
+    """The even form only (no split sizes): piece j of dim 0 goes to rank j."""
+    if output_split_sizes or input_split_sizes:
+        return False
+    if not (group.shared and _plain(output, True) and _plain(inp, False)):
+        return False
+    plan = cached_plan(group, ("all_to_all_single", output.dtype, output.shape, inp.dtype, inp.shape),
+                       _plan_all_to_all_single, output, inp)
+    if plan is None:
+        return False
+    n = group.size()
+    group.run_planned("all_to_all", plan[0], plan[1],
+                      (equal_chunks(_flat(output), n), equal_chunks(_flat(inp), n)), (inp,))
+    return True
+
+
+def _plan_all_to_all_single(group: ProcessGroup, output: np.ndarray,
+                            inp: np.ndarray) -> tuple[Any, ...] | None:
+    n, me = group.size(), group.rank()
+    o = as_buffer(output, writable=True, what="output")
+    i = as_buffer(inp, writable=False, what="input")
+    same_dtype([("input", i), ("output", o)])
+    outs, _ = row_splits(o, None, n, "output")
+    ins, _ = row_splits(i, None, n, "input")
+    if outs[me].size != ins[me].size:
+        return None  # the long path raises its error
+    return _shared_plan(*choose(group, "all_to_all", i.nbytes, i, count=i.count))
