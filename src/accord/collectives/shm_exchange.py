@@ -38,6 +38,17 @@ def all_gather(slots: Slots, inp: np.ndarray, outs: list[np.ndarray]) -> None:
     copies every other slot out. One sync per round; 2·S through memory per rank."""
     me, dtype, item = slots.rank, inp.dtype, inp.itemsize
     outs[me][...] = inp
+    if 0 < inp.nbytes <= slots.slot_bytes and all(out.size == inp.size for out in outs):
+        k = slots.begin()  # the usual small case: one round, cached views, no slicing
+        views = slots.views(k, inp.nbytes, dtype)
+        views[me][...] = inp
+        slots.ready(k)
+        slots.wait_ready(k)
+        for r, out in enumerate(outs):
+            if r != me:
+                out[...] = views[r]
+        slots.done(k)
+        return
     per = max(slots.slot_bytes // max(item, 1), 1)
     longest = max(out.size for out in outs)
     for start in range(0, longest, per):
@@ -59,6 +70,9 @@ def reduce_scatter(slots: Slots, out: np.ndarray, ins: list[np.ndarray], kernel:
     every slot, in rank order. One sync per round; ≈3·S through memory — never a full
     all_reduce."""
     n, me, dtype, item = slots.size, slots.rank, out.dtype, out.itemsize
+    if 0 < out.size and n * out.nbytes <= slots.slot_bytes and all(b.size == out.size for b in ins):
+        _reduce_scatter_one_round(slots, out, ins, kernel)  # the usual small case
+        return
     offsets = _offsets([block.size for block in ins])
     lo, hi = offsets[me], offsets[me + 1]
     per = max(slots.slot_bytes // max(item, 1), 1)
@@ -75,6 +89,24 @@ def reduce_scatter(slots: Slots, out: np.ndarray, ins: list[np.ndarray], kernel:
             for r in range(1, n):
                 kernel.combine(dst, slots.slot(r, k)[(a - start) * item:(b - start) * item].view(dtype))
         slots.done(k)
+    kernel.finalize(out, n)
+
+
+def _reduce_scatter_one_round(slots: Slots, out: np.ndarray, ins: list[np.ndarray], kernel: Kernel) -> None:
+    """Equal blocks that fit one slot together: block j at j·B of every slot, cached views."""
+    n, me, count = slots.size, slots.rank, out.size
+    k = slots.begin()
+    views = slots.views(k, n * out.nbytes, out.dtype)
+    mine = views[me]
+    for j, block in enumerate(ins):
+        mine[j * count:(j + 1) * count] = block
+    lo, hi = me * count, (me + 1) * count
+    slots.ready(k)
+    slots.wait_ready(k)
+    out[...] = views[0][lo:hi]
+    for r in range(1, n):
+        kernel.combine(out, views[r][lo:hi])
+    slots.done(k)
     kernel.finalize(out, n)
 
 
