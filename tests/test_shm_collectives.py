@@ -282,3 +282,36 @@ def test_short_and_long_paths_agree_with_each_other(world_size, count):
             assert a2a == [(np.arange(count) + 100 * r + repeat + 10 * rank).tolist() for r in range(n)]
             assert single == np.concatenate([
                 (np.arange(n * count) + r)[rank * count:(rank + 1) * count] for r in range(n)]).tolist()
+
+
+@pytest.mark.parametrize("root", [0, 1])
+def test_rooted_short_and_long_paths_agree(root):
+    """gather, scatter and reduce with rank 0 on the short path (plain arrays) and the others
+    on the long one (strided views), the root on either."""
+    n, count = 3, 5
+
+    def body(rank):
+        make = _strided if rank != 0 else np.asarray
+        results = []
+        for repeat in range(3):
+            x = np.arange(count, dtype=np.int64) + 10 * rank + repeat
+            outs = [make(np.zeros(count, dtype=np.int64)) for _ in range(n)] if rank == root else None
+            dist.gather(make(x), outs, dst=root)
+            results.append([np.asarray(o).tolist() for o in outs] if outs is not None else None)
+            got = make(np.zeros(count, dtype=np.int64))
+            ins = [make(np.full(count, 100 * j + repeat, dtype=np.int64)) for j in range(n)] \
+                if rank == root else None
+            dist.scatter(got, ins, src=root)
+            results.append(np.asarray(got).tolist())
+            y = make(x.copy())
+            dist.reduce(y, dst=root)
+            results.append(np.asarray(y).tolist())
+        return results
+
+    for rank, results in enumerate(shm_run(n, body)):
+        for repeat in range(3):
+            gathered, scattered, reduced = results[3 * repeat:3 * repeat + 3]
+            rows = [(np.arange(count) + 10 * r + repeat).tolist() for r in range(n)]
+            assert gathered == (rows if rank == root else None)
+            assert scattered == [100 * rank + repeat] * count
+            assert reduced == (np.sum(rows, axis=0).tolist() if rank == root else rows[rank])

@@ -28,6 +28,28 @@ def buffer_list(tensors: Any, size: int, what: str, writable: bool) -> list[Buff
     return [as_buffer(t, writable=writable, what=f"{what}[{i}]") for i, t in enumerate(tensors)]
 
 
+def root_list(rank: int, size: int, tensors: Any, root: int, what: str, role: str, mine: Buffer,
+              writable: bool) -> list[Buffer] | None:
+    """The root's list (one tensor per rank, each like ``mine``); None elsewhere, where only
+    None or an empty list is allowed (torch's rule, and torch's ValueError)."""
+    given = tensors is not None and not (isinstance(tensors, (list, tuple)) and len(tensors) == 0)
+    title = "destination" if role == "dst" else "source"
+    if rank != root:
+        if given:
+            raise ArgumentError(f"Argument {what} must NOT be specified on non-{title} ranks: this "
+                                f"is group rank {rank} and {role} is {root}; pass None here")
+        return None
+    if not given:
+        raise ArgumentError(f"Argument {what} must be specified on the {title} rank ({role} "
+                            f"{root}): pass a list of {size} tensors")
+    bufs = buffer_list(tensors, size, what, writable=writable)
+    same_dtype([("tensor", mine), *((f"{what}[{i}]", b) for i, b in enumerate(bufs))])
+    for i, b in enumerate(bufs):
+        same_count(b, mine.count, f"{what}[{i}]",
+                   f"every rank's block has the size of tensor ({mine.describe()})")
+    return bufs
+
+
 def same_dtype(named: Sequence[tuple[str, Buffer]]) -> None:
     """Every buffer has the element type of the first (torch: ValueError otherwise)."""
     first_name, first = named[0]

@@ -19,7 +19,7 @@ from ..collectives import registry
 from ..errors import ArgumentError, ArgumentTypeError
 from ..reduce_ops import Kernel, as_reduce_op, make_kernel
 from . import short_paths
-from .arguments import buffer_list, equal_chunks, row_splits, same_count, same_dtype
+from .arguments import buffer_list, equal_chunks, root_list, row_splits, same_count, same_dtype
 from .process_group import ProcessGroup
 from .short_paths import cached_plan as _plan
 from .short_paths import choose
@@ -159,6 +159,8 @@ def _kernel(op: Any, buf: Buffer) -> Kernel:
 
 def reduce(group: ProcessGroup, tensor: Any, dst: int, op: Any, async_op: bool) -> Work | None:
     """Reduce into ``tensor`` on ``dst``; the other ranks' tensors are left unchanged."""
+    if not async_op and short_paths.reduce(group, tensor, dst, op):
+        return None
     check_group_rank(group, dst, "dst")
     is_root = group.rank() == dst
     buf = as_buffer(tensor, writable=is_root)
@@ -200,9 +202,11 @@ def all_gather_into_tensor(group: ProcessGroup, output_tensor: Any, input_tensor
 
 def gather(group: ProcessGroup, tensor: Any, gather_list: Any, dst: int, async_op: bool) -> Work | None:
     """``gather_list`` on ``dst`` gets every rank's ``tensor`` (all of the same size)."""
+    if not async_op and short_paths.gather(group, tensor, gather_list, dst):
+        return None
     check_group_rank(group, dst, "dst")
     inp = as_buffer(tensor, writable=False)
-    outs = _root_list(group, gather_list, dst, "gather_list", "dst", inp, writable=True)
+    outs = root_list(group.rank(), group.size(), gather_list, dst, "gather_list", "dst", inp, writable=True)
     flats = None if outs is None else [o.flat for o in outs]
     return launch(group, "gather", inp.nbytes, inp, (inp.flat, flats, dst), outs or [],
                   [gather_list] if outs is not None else [], async_op, root=dst, inputs=(tensor,))
@@ -211,34 +215,14 @@ def gather(group: ProcessGroup, tensor: Any, gather_list: Any, dst: int, async_o
 def scatter(group: ProcessGroup, tensor: Any, scatter_list: Any, src: int,
             async_op: bool) -> Work | None:
     """``tensor`` on rank i gets ``scatter_list[i]`` of ``src`` (all of the same size)."""
+    if not async_op and short_paths.scatter(group, tensor, scatter_list, src):
+        return None
     check_group_rank(group, src, "src")
     out = as_buffer(tensor, writable=True)
-    ins = _root_list(group, scatter_list, src, "scatter_list", "src", out, writable=False)
+    ins = root_list(group.rank(), group.size(), scatter_list, src, "scatter_list", "src", out, writable=False)
     flats = None if ins is None else [b.flat for b in ins]
     return launch(group, "scatter", out.nbytes, out, (out.flat, flats, src), [out], [tensor],
                   async_op, root=src, inputs=(scatter_list,) if ins is not None else ())
-
-
-def _root_list(group: ProcessGroup, tensors: Any, root: int, what: str, role: str, mine: Buffer,
-               writable: bool) -> list[Buffer] | None:
-    """The root's list (one tensor per rank, each like ``mine``); None elsewhere, where only
-    None or an empty list is allowed (torch's rule, and torch's ValueError)."""
-    given = tensors is not None and not (isinstance(tensors, (list, tuple)) and len(tensors) == 0)
-    title = "destination" if role == "dst" else "source"
-    if group.rank() != root:
-        if given:
-            raise ArgumentError(f"Argument {what} must NOT be specified on non-{title} ranks: this "
-                                f"is group rank {group.rank()} and {role} is {root}; pass None here")
-        return None
-    if not given:
-        raise ArgumentError(f"Argument {what} must be specified on the {title} rank ({role} "
-                            f"{root}): pass a list of {group.size()} tensors")
-    bufs = buffer_list(tensors, group.size(), what, writable=writable)
-    same_dtype([("tensor", mine), *((f"{what}[{i}]", b) for i, b in enumerate(bufs))])
-    for i, b in enumerate(bufs):
-        same_count(b, mine.count, f"{what}[{i}]",
-                   f"every rank's block has the size of tensor ({mine.describe()})")
-    return bufs
 
 
 def reduce_scatter(group: ProcessGroup, output: Any, input_list: Any, op: Any,

@@ -23,7 +23,7 @@ from ..collectives import registry
 from ..collectives.registry import Algorithm
 from ..reduce_ops import as_reduce_op, make_kernel
 from ..transport.wire import Fingerprint
-from .arguments import buffer_list, equal_chunks, row_splits, same_count, same_dtype
+from .arguments import buffer_list, equal_chunks, root_list, row_splits, same_count, same_dtype
 from .process_group import ProcessGroup
 
 _NDARRAY = np.ndarray
@@ -227,3 +227,83 @@ def _plan_all_to_all_single(group: ProcessGroup, output: np.ndarray,
     if outs[me].size != ins[me].size:
         return None  # the long path raises its error
     return _shared_plan(*choose(group, "all_to_all", i.nbytes, i, count=i.count))
+
+
+# -- rooted: reduce, gather, scatter ------------------------------------------------------------
+def reduce(group: ProcessGroup, tensor: Any, dst: Any, op: Any) -> bool:
+    if not (group.shared and type(dst) is int and _plain(tensor, dst == group.rank())):
+        return False
+    plan = cached_plan(group, ("reduce", op, dst, tensor.dtype, tensor.size), _plan_reduce, tensor, dst, op)
+    if plan is None:
+        return False
+    group.run_planned("reduce", plan[0], plan[1], (_flat(tensor), plan[2], dst), (tensor,))
+    return True
+
+
+def _plan_reduce(group: ProcessGroup, tensor: np.ndarray, dst: int, op: Any) -> tuple[Any, ...] | None:
+    if not 0 <= dst < group.size():
+        return None  # the long path raises its error
+    buf = as_buffer(tensor, writable=dst == group.rank())
+    kernel = make_kernel(as_reduce_op(op), buf.flat.dtype, buf.dtype_name)
+    return _shared_plan(*choose(group, "reduce", buf.nbytes, buf, root=dst), kernel)
+
+
+def _root_args(group: ProcessGroup, tensors: Any, root: Any, writes: bool) -> bool | None:
+    """Whether the root's list (on the root) or its absence (elsewhere) allows the short
+    path: True on the root with a plain list, False elsewhere with None or [], None: no."""
+    if type(root) is not int:
+        return None
+    if group.rank() == root:
+        return True if _plain_list(tensors, group.size(), writes) else None
+    return False if tensors is None or (type(tensors) is list and not tensors) else None
+
+
+def gather(group: ProcessGroup, tensor: Any, gather_list: Any, dst: Any) -> bool:
+    if not (group.shared and _plain(tensor, False)):
+        return False
+    is_root = _root_args(group, gather_list, dst, True)
+    if is_root is None:
+        return False
+    key = ("gather", dst, tensor.dtype, tensor.size,
+           *([(o.dtype, o.size) for o in gather_list] if is_root else ()))
+    plan = cached_plan(group, key, _plan_gather, tensor, gather_list, dst)
+    if plan is None:
+        return False
+    flats = [_flat(o) for o in gather_list] if is_root else None
+    group.run_planned("gather", plan[0], plan[1], (_flat(tensor), flats, dst), (tensor,))
+    return True
+
+
+def _plan_gather(group: ProcessGroup, tensor: np.ndarray, gather_list: Any,
+                 dst: int) -> tuple[Any, ...] | None:
+    if not 0 <= dst < group.size():
+        return None
+    inp = as_buffer(tensor, writable=False)
+    root_list(group.rank(), group.size(), gather_list, dst, "gather_list", "dst", inp, writable=True)
+    return _shared_plan(*choose(group, "gather", inp.nbytes, inp, root=dst))
+
+
+def scatter(group: ProcessGroup, tensor: Any, scatter_list: Any, src: Any) -> bool:
+    if not (group.shared and _plain(tensor, True)):
+        return False
+    is_root = _root_args(group, scatter_list, src, False)
+    if is_root is None:
+        return False
+    key = ("scatter", src, tensor.dtype, tensor.size,
+           *([(b.dtype, b.size) for b in scatter_list] if is_root else ()))
+    plan = cached_plan(group, key, _plan_scatter, tensor, scatter_list, src)
+    if plan is None:
+        return False
+    flats = [_flat(b) for b in scatter_list] if is_root else None
+    group.run_planned("scatter", plan[0], plan[1], (_flat(tensor), flats, src),
+                      (scatter_list,) if is_root else ())
+    return True
+
+
+def _plan_scatter(group: ProcessGroup, tensor: np.ndarray, scatter_list: Any,
+                  src: int) -> tuple[Any, ...] | None:
+    if not 0 <= src < group.size():
+        return None
+    out = as_buffer(tensor, writable=True)
+    root_list(group.rank(), group.size(), scatter_list, src, "scatter_list", "src", out, writable=False)
+    return _shared_plan(*choose(group, "scatter", out.nbytes, out, root=src))
