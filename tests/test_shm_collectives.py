@@ -315,3 +315,25 @@ def test_rooted_short_and_long_paths_agree(root):
             assert gathered == (rows if rank == root else None)
             assert scattered == [100 * rank + repeat] * count
             assert reduced == (np.sum(rows, axis=0).tolist() if rank == root else rows[rank])
+
+
+@pytest.mark.parametrize("count", [2, 1500])  # one round; several rounds
+def test_all_to_all_sizes_that_disagree_raise_a_mismatch(count):
+    """Rank 0 sends rank 1 one element more than rank 1's output for it holds: rank 1 raises
+    CollectiveMismatchError naming rank 0 (never a short or long copy); rank 0, whose own
+    sizes agree, finishes or learns of the failure."""
+    def body(rank):
+        sends = [count, count + 1] if rank == 0 else [count, count]
+        ins = [np.full(s, rank, dtype=np.int64) for s in sends]
+        outs = [np.zeros(count, dtype=np.int64) for _ in range(2)]
+        try:
+            dist.all_to_all(outs, ins)
+        except dist.CollectiveMismatchError as exc:
+            return str(exc)
+        except dist.PeerError:
+            return "peer"
+        return "ok"
+
+    got = shm_run(2, body)
+    assert "rank 0 sends" in got[1] and "holds" in got[1], got
+    assert got[0] in ("ok", "peer") or "rank" in got[0], got

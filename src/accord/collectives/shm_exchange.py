@@ -110,52 +110,74 @@ def _reduce_scatter_one_round(slots: Slots, out: np.ndarray, ins: list[np.ndarra
     kernel.finalize(out, n)
 
 
-def _size_matrix(slots: Slots, outs: list[np.ndarray], ins: list[np.ndarray]) -> list[list[int]]:
-    """One round in which every rank publishes how much it sends to each rank."""
-    n, me = slots.size, slots.rank
-    k = slots.begin()
-    slots.slot(me, k)[:8 * n].view(np.int64)[...] = [block.size for block in ins]
-    slots.ready(k)
-    slots.wait_ready(k)
-    matrix = [slots.slot(r, k)[:8 * n].view(np.int64).tolist() for r in range(n)]
-    slots.done(k)
+def _mismatch(slots: Slots, matrix: list[list[int]], outs: list[np.ndarray]) -> CollectiveMismatchError | None:
+    me = slots.rank
     for r, out in enumerate(outs):
         if matrix[r][me] != out.size:
-            raise CollectiveMismatchError(
+            return CollectiveMismatchError(
                 f"{slots}: rank {r} sends {matrix[r][me]} elements to this rank, whose output "
                 f"tensor for rank {r} holds {out.size}. Do input and output split sizes agree "
                 f"across ranks?")
-    return matrix
+    return None
 
 
 def all_to_all(slots: Slots, outs: list[np.ndarray], ins: list[np.ndarray]) -> None:
-    """Sizes first (one round), then every rank puts its blocks (concatenated) through its
-    slot and every rank copies its block out of every slot. 2·S through memory per rank."""
+    """Every rank puts how much it sends to each rank, then its blocks (concatenated), through
+    its slot; every rank reads the sizes and copies its block out of every slot. The first
+    round carries the sizes and as much data as fits after them (a small call is one round);
+    the rest, if any, goes a slot's worth per round. 2·S through memory per rank."""
     n, me = slots.size, slots.rank
-    matrix = _size_matrix(slots, outs, ins)
-    outs[me][...] = ins[me]
-    offsets = [_offsets(row) for row in matrix]
     item = max(outs[0].itemsize if outs else 1, 1)
     dtype = ins[0].dtype if ins else np.dtype(np.uint8)
+    header = 8 * n
+    first_cap = max((slots.slot_bytes - header) // item, 0)  # elements in round 1
+    mine = [block.size for block in ins]
+    mine_offsets = _offsets(mine)
+    k = slots.begin()
+    raw = slots.slot(me, k)
+    raw[:header].view(np.int64)[...] = mine
+    _write_range(raw[header:], ins, mine_offsets, 0, min(first_cap, mine_offsets[-1]))
+    slots.ready(k)
+    slots.wait_ready(k)
+    matrix = [slots.slot(r, k)[:header].view(np.int64).tolist() for r in range(n)]
+    error = _mismatch(slots, matrix, outs)
+    offsets = [_offsets(row) for row in matrix]
+    if error is None:
+        outs[me][...] = ins[me]
+        _copy_out(slots, k, outs, offsets, matrix, 0, first_cap, header, item, dtype)
+    slots.done(k)
+    if error is not None:
+        raise error
     per = max(slots.slot_bytes // item, 1)
-    for start in range(0, max(row[-1] for row in offsets), per):
+    for start in range(first_cap, max(row[-1] for row in offsets), per):
         stop = start + per
         k = slots.begin()
-        _write_range(slots.slot(me, k), ins, offsets[me], start, min(stop, offsets[me][-1]))
+        _write_range(slots.slot(me, k), ins, mine_offsets, start, min(stop, mine_offsets[-1]))
         slots.ready(k)
         slots.wait_ready(k)
-        for r in range(n):
-            first = offsets[r][me]
-            a, b = max(first, start), min(first + matrix[r][me], stop)
-            if r != me and a < b:
-                outs[r][a - first:b - first] = slots.slot(r, k)[(a - start) * item:(b - start) * item].view(dtype)
+        _copy_out(slots, k, outs, offsets, matrix, start, stop, 0, item, dtype)
         slots.done(k)
+
+
+def _copy_out(slots: Slots, k: int, outs: list[np.ndarray], offsets: list[list[int]],
+              matrix: list[list[int]], start: int, stop: int, skip: int, item: int,
+              dtype: np.dtype) -> None:
+    """Copy the part of each rank's block for this rank that lies in elements [start, stop)
+    of its concatenation, which round ``k``'s slot holds from byte ``skip`` on."""
+    me = slots.rank
+    for r in range(slots.size):
+        first = offsets[r][me]
+        a, b = max(first, start), min(first + matrix[r][me], stop)
+        if r != me and a < b:
+            raw = slots.slot(r, k)
+            outs[r][a - first:b - first] = raw[skip + (a - start) * item:skip + (b - start) * item].view(dtype)
 
 
 ALGORITHMS = [
     Algorithm("all_gather", "shm", 11, all_gather, "1 sync per slot's worth; 2·S", SHARED_MEMORY),
     Algorithm("reduce_scatter", "shm", 11, reduce_scatter, "1 sync per slot's worth; ≈3·S", SHARED_MEMORY),
-    Algorithm("all_to_all", "shm", 11, all_to_all, "1 + 1 sync per slot's worth; 2·S", SHARED_MEMORY),
+    Algorithm("all_to_all", "shm", 11, all_to_all, "1 sync per slot's worth (sizes in the first); 2·S",
+              SHARED_MEMORY),
 ]
 RULES = {
     ("all_gather", SHARED_MEMORY): lambda nbytes, size, t: "shm",
