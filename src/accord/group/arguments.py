@@ -113,3 +113,54 @@ def _int_list(values: Any, what: str) -> list[int]:
     if any(isinstance(v, bool) for v in values):
         raise ArgumentTypeError(f"{what} must be a list of ints, got {values!r}")
     return out
+
+
+# -- per collective: the checks both paths make (collective_ops' long path, short_paths' plans)
+def all_gather_buffers(rank: int, size: int, tensor_list: Any, tensor: Any) -> tuple[Buffer, list[Buffer]]:
+    """all_gather's (input, outputs): outputs[i] receives rank i's input, sizes may differ."""
+    inp = as_buffer(tensor, writable=False)
+    outs = buffer_list(tensor_list, size, "tensor_list", writable=True)
+    same_dtype([("tensor", inp), *((f"tensor_list[{i}]", o) for i, o in enumerate(outs))])
+    same_count(outs[rank], inp.count, f"tensor_list[{rank}]", "it receives this rank's own tensor")
+    return inp, outs
+
+
+def all_gather_into_tensor_buffers(size: int, output_tensor: Any, input_tensor: Any) -> tuple[Buffer, Buffer]:
+    """all_gather_into_tensor's (input, output): the output holds size × the input."""
+    inp = as_buffer(input_tensor, writable=False, what="input_tensor")
+    out = as_buffer(output_tensor, writable=True, what="output_tensor")
+    same_dtype([("input_tensor", inp), ("output_tensor", out)])
+    same_count(out, size * inp.count, "output_tensor",
+               f"group size × input_tensor's {inp.count} elements ({size} × {inp.describe()})")
+    return inp, out
+
+
+def reduce_scatter_buffers(rank: int, size: int, output: Any, input_list: Any) -> tuple[Buffer, list[Buffer]]:
+    """reduce_scatter's (output, inputs): inputs[rank] is reduced into this rank's output."""
+    out = as_buffer(output, writable=True, what="output")
+    ins = buffer_list(input_list, size, "input_list", writable=False)
+    same_dtype([("output", out), *((f"input_list[{i}]", b) for i, b in enumerate(ins))])
+    same_count(ins[rank], out.count, f"input_list[{rank}]", "it is reduced into this rank's output")
+    return out, ins
+
+
+def reduce_scatter_tensor_buffers(size: int, output: Any, input: Any) -> tuple[Buffer, Buffer]:  # noqa: A002
+    """reduce_scatter_tensor's (output, input): the input holds size × the output."""
+    out = as_buffer(output, writable=True, what="output")
+    inp = as_buffer(input, writable=False, what="input")
+    same_dtype([("output", out), ("input", inp)])
+    same_count(inp, size * out.count, "input", f"group size × output's {out.count} elements "
+               f"({size} × {out.describe()})")
+    return out, inp
+
+
+def all_to_all_buffers(rank: int, size: int, output_tensor_list: Any,
+                       input_tensor_list: Any) -> tuple[list[Buffer], list[Buffer]]:
+    """all_to_all's (outputs, inputs): outputs[j] gets rank j's inputs[rank]; sizes may differ."""
+    outs = buffer_list(output_tensor_list, size, "output_tensor_list", writable=True)
+    ins = buffer_list(input_tensor_list, size, "input_tensor_list", writable=False)
+    same_dtype([*((f"input_tensor_list[{i}]", b) for i, b in enumerate(ins)),
+                *((f"output_tensor_list[{i}]", b) for i, b in enumerate(outs))])
+    same_count(outs[rank], ins[rank].count, f"output_tensor_list[{rank}]",
+               f"it receives this rank's own input_tensor_list[{rank}]")
+    return outs, ins

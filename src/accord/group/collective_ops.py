@@ -19,7 +19,9 @@ from ..collectives import registry
 from ..errors import ArgumentError, ArgumentTypeError
 from ..reduce_ops import Kernel, as_reduce_op, make_kernel
 from . import short_paths
-from .arguments import buffer_list, equal_chunks, root_list, row_splits, same_count, same_dtype
+from .arguments import (all_gather_buffers, all_gather_into_tensor_buffers, all_to_all_buffers,
+                        equal_chunks, reduce_scatter_buffers, reduce_scatter_tensor_buffers, root_list,
+                        row_splits, same_dtype)
 from .process_group import ProcessGroup
 from .short_paths import cached_plan as _plan
 from .short_paths import choose
@@ -173,11 +175,7 @@ def all_gather(group: ProcessGroup, tensor_list: Any, tensor: Any, async_op: boo
     """tensor_list[i] gets rank i's ``tensor``; sizes may differ from rank to rank."""
     if not async_op and short_paths.all_gather(group, tensor_list, tensor):
         return None
-    inp = as_buffer(tensor, writable=False)
-    outs = buffer_list(tensor_list, group.size(), "tensor_list", writable=True)
-    same_dtype([("tensor", inp), *((f"tensor_list[{i}]", o) for i, o in enumerate(outs))])
-    same_count(outs[group.rank()], inp.count, f"tensor_list[{group.rank()}]",
-               "it receives this rank's own tensor")
+    inp, outs = all_gather_buffers(group.rank(), group.size(), tensor_list, tensor)
     total = sum(o.count for o in outs)
     return launch(group, "all_gather", total * inp.itemsize, inp, (inp.flat, [o.flat for o in outs]),
                   outs, [list(tensor_list)], async_op, count=total, inputs=(tensor,))
@@ -189,13 +187,8 @@ def all_gather_into_tensor(group: ProcessGroup, output_tensor: Any, input_tensor
     rank order."""
     if not async_op and short_paths.all_gather_into_tensor(group, output_tensor, input_tensor):
         return None
-    inp = as_buffer(input_tensor, writable=False, what="input_tensor")
-    out = as_buffer(output_tensor, writable=True, what="output_tensor")
-    same_dtype([("input_tensor", inp), ("output_tensor", out)])
-    n = group.size()
-    same_count(out, n * inp.count, "output_tensor",
-               f"group size × input_tensor's {inp.count} elements ({n} × {inp.describe()})")
-    outs = equal_chunks(out.flat, n)
+    inp, out = all_gather_into_tensor_buffers(group.size(), output_tensor, input_tensor)
+    outs = equal_chunks(out.flat, group.size())
     return launch(group, "all_gather", out.nbytes, inp, (inp.flat, outs), [out], [output_tensor],
                   async_op, count=out.count, inputs=(input_tensor,))
 
@@ -230,11 +223,7 @@ def reduce_scatter(group: ProcessGroup, output: Any, input_list: Any, op: Any,
     """``output`` on rank j gets the reduction over ranks of their ``input_list[j]``."""
     if not async_op and short_paths.reduce_scatter(group, output, input_list, op):
         return None
-    out = as_buffer(output, writable=True, what="output")
-    ins = buffer_list(input_list, group.size(), "input_list", writable=False)
-    same_dtype([("output", out), *((f"input_list[{i}]", b) for i, b in enumerate(ins))])
-    same_count(ins[group.rank()], out.count, f"input_list[{group.rank()}]",
-               "it is reduced into this rank's output")
+    out, ins = reduce_scatter_buffers(group.rank(), group.size(), output, input_list)
     total = sum(b.count for b in ins)
     return launch(group, "reduce_scatter", total * out.itemsize, out,
                   (out.flat, [b.flat for b in ins], _kernel(op, out)), [out], [output], async_op,
@@ -246,12 +235,8 @@ def reduce_scatter_tensor(group: ProcessGroup, output: Any, input: Any, op: Any,
     """``input`` (size × output elements, flat or stacked) is reduced; rank j gets chunk j."""
     if not async_op and short_paths.reduce_scatter_tensor(group, output, input, op):
         return None
-    out = as_buffer(output, writable=True, what="output")
-    inp = as_buffer(input, writable=False, what="input")
-    same_dtype([("output", out), ("input", inp)])
+    out, inp = reduce_scatter_tensor_buffers(group.size(), output, input)
     n = group.size()
-    same_count(inp, n * out.count, "input", f"group size × output's {out.count} elements "
-               f"({n} × {out.describe()})")
     return launch(group, "reduce_scatter", inp.nbytes, out,
                   (out.flat, equal_chunks(inp.flat, n), _kernel(op, out)), [out], [output], async_op,
                   count=inp.count, inputs=(input,))
@@ -262,13 +247,7 @@ def all_to_all(group: ProcessGroup, output_tensor_list: Any, input_tensor_list: 
     """``output_tensor_list[j]`` gets rank j's ``input_tensor_list[me]``; sizes may differ."""
     if not async_op and short_paths.all_to_all(group, output_tensor_list, input_tensor_list):
         return None
-    n, me = group.size(), group.rank()
-    outs = buffer_list(output_tensor_list, n, "output_tensor_list", writable=True)
-    ins = buffer_list(input_tensor_list, n, "input_tensor_list", writable=False)
-    same_dtype([*((f"input_tensor_list[{i}]", b) for i, b in enumerate(ins)),
-                *((f"output_tensor_list[{i}]", b) for i, b in enumerate(outs))])
-    same_count(outs[me], ins[me].count, f"output_tensor_list[{me}]",
-               f"it receives this rank's own input_tensor_list[{me}]")
+    outs, ins = all_to_all_buffers(group.rank(), group.size(), output_tensor_list, input_tensor_list)
     return launch(group, "all_to_all", 0, ins[0], ([o.flat for o in outs], [b.flat for b in ins]),
                   outs, [list(output_tensor_list)], async_op, count=0, inputs=(input_tensor_list,))
 

@@ -23,7 +23,9 @@ from ..collectives import registry
 from ..collectives.registry import Algorithm
 from ..reduce_ops import as_reduce_op, make_kernel
 from ..transport.wire import Fingerprint
-from .arguments import buffer_list, equal_chunks, root_list, row_splits, same_count, same_dtype
+from .arguments import (all_gather_buffers, all_gather_into_tensor_buffers, all_to_all_buffers,
+                        equal_chunks, reduce_scatter_buffers, reduce_scatter_tensor_buffers, root_list,
+                        row_splits, same_dtype)
 from .process_group import ProcessGroup
 
 _NDARRAY = np.ndarray
@@ -91,12 +93,7 @@ def all_gather_into_tensor(group: ProcessGroup, output: Any, inp: Any) -> bool:
 
 def _plan_all_gather_into_tensor(group: ProcessGroup, output: np.ndarray,
                                  inp: np.ndarray) -> tuple[Any, ...] | None:
-    i = as_buffer(inp, writable=False, what="input_tensor")
-    o = as_buffer(output, writable=True, what="output_tensor")
-    same_dtype([("input_tensor", i), ("output_tensor", o)])
-    n = group.size()
-    same_count(o, n * i.count, "output_tensor",
-               f"group size × input_tensor's {i.count} elements ({n} × {i.describe()})")
+    i, o = all_gather_into_tensor_buffers(group.size(), output, inp)
     return _shared_plan(*choose(group, "all_gather", o.nbytes, i, count=o.count))
 
 
@@ -114,11 +111,7 @@ def all_gather(group: ProcessGroup, outputs: Any, inp: Any) -> bool:
 
 def _plan_all_gather(group: ProcessGroup, outputs: list[np.ndarray],
                      inp: np.ndarray) -> tuple[Any, ...] | None:
-    i = as_buffer(inp, writable=False)
-    outs = buffer_list(outputs, group.size(), "tensor_list", writable=True)
-    same_dtype([("tensor", i), *((f"tensor_list[{r}]", o) for r, o in enumerate(outs))])
-    same_count(outs[group.rank()], i.count, f"tensor_list[{group.rank()}]",
-               "it receives this rank's own tensor")
+    i, outs = all_gather_buffers(group.rank(), group.size(), outputs, inp)
     total = sum(o.count for o in outs)
     return _shared_plan(*choose(group, "all_gather", total * i.itemsize, i, count=total))
 
@@ -138,12 +131,7 @@ def reduce_scatter_tensor(group: ProcessGroup, output: Any, inp: Any, op: Any) -
 
 def _plan_reduce_scatter_tensor(group: ProcessGroup, output: np.ndarray, inp: np.ndarray,
                                 op: Any) -> tuple[Any, ...] | None:
-    o = as_buffer(output, writable=True, what="output")
-    i = as_buffer(inp, writable=False, what="input")
-    same_dtype([("output", o), ("input", i)])
-    n = group.size()
-    same_count(i, n * o.count, "input", f"group size × output's {o.count} elements "
-               f"({n} × {o.describe()})")
+    o, i = reduce_scatter_tensor_buffers(group.size(), output, inp)
     kernel = make_kernel(as_reduce_op(op), o.flat.dtype, o.dtype_name)
     return _shared_plan(*choose(group, "reduce_scatter", i.nbytes, o, count=i.count), kernel)
 
@@ -163,11 +151,7 @@ def reduce_scatter(group: ProcessGroup, output: Any, inputs: Any, op: Any) -> bo
 
 def _plan_reduce_scatter(group: ProcessGroup, output: np.ndarray, inputs: list[np.ndarray],
                          op: Any) -> tuple[Any, ...] | None:
-    o = as_buffer(output, writable=True, what="output")
-    ins = buffer_list(inputs, group.size(), "input_list", writable=False)
-    same_dtype([("output", o), *((f"input_list[{r}]", b) for r, b in enumerate(ins))])
-    same_count(ins[group.rank()], o.count, f"input_list[{group.rank()}]",
-               "it is reduced into this rank's output")
+    o, ins = reduce_scatter_buffers(group.rank(), group.size(), output, inputs)
     total = sum(b.count for b in ins)
     kernel = make_kernel(as_reduce_op(op), o.flat.dtype, o.dtype_name)
     return _shared_plan(*choose(group, "reduce_scatter", total * o.itemsize, o, count=total), kernel)
@@ -189,13 +173,7 @@ def all_to_all(group: ProcessGroup, outputs: Any, inputs: Any) -> bool:
 
 def _plan_all_to_all(group: ProcessGroup, outputs: list[np.ndarray],
                      inputs: list[np.ndarray]) -> tuple[Any, ...] | None:
-    n, me = group.size(), group.rank()
-    outs = buffer_list(outputs, n, "output_tensor_list", writable=True)
-    ins = buffer_list(inputs, n, "input_tensor_list", writable=False)
-    same_dtype([*((f"input_tensor_list[{r}]", b) for r, b in enumerate(ins)),
-                *((f"output_tensor_list[{r}]", b) for r, b in enumerate(outs))])
-    same_count(outs[me], ins[me].count, f"output_tensor_list[{me}]",
-               f"it receives this rank's own input_tensor_list[{me}]")
+    _, ins = all_to_all_buffers(group.rank(), group.size(), outputs, inputs)
     return _shared_plan(*choose(group, "all_to_all", 0, ins[0], count=0))
 
 
@@ -259,18 +237,29 @@ def _root_args(group: ProcessGroup, tensors: Any, root: Any, writes: bool) -> bo
 
 
 def gather(group: ProcessGroup, tensor: Any, gather_list: Any, dst: Any) -> bool:
-    if not (group.shared and _plain(tensor, False)):
+    return _rooted(group, "gather", tensor, gather_list, dst, False, _plan_gather,
+                   lambda is_root: (tensor,))
+
+
+def scatter(group: ProcessGroup, tensor: Any, scatter_list: Any, src: Any) -> bool:
+    return _rooted(group, "scatter", tensor, scatter_list, src, True, _plan_scatter,
+                   lambda is_root: (scatter_list,) if is_root else ())
+
+
+def _rooted(group: ProcessGroup, op: str, tensor: Any, tensors: Any, root: Any, tensor_writes: bool,
+            make: Callable[..., tuple[Any, ...] | None], inputs: Callable[[bool], tuple[Any, ...]]) -> bool:
+    """gather (``tensors`` written on the root) and scatter (``tensor`` written everywhere)."""
+    if not (group.shared and _plain(tensor, tensor_writes)):
         return False
-    is_root = _root_args(group, gather_list, dst, True)
+    is_root = _root_args(group, tensors, root, not tensor_writes)
     if is_root is None:
         return False
-    key = ("gather", dst, tensor.dtype, tensor.size,
-           *([(o.dtype, o.size) for o in gather_list] if is_root else ()))
-    plan = cached_plan(group, key, _plan_gather, tensor, gather_list, dst)
+    key = (op, root, tensor.dtype, tensor.size, *([(t.dtype, t.size) for t in tensors] if is_root else ()))
+    plan = cached_plan(group, key, make, tensor, tensors, root)
     if plan is None:
         return False
-    flats = [_flat(o) for o in gather_list] if is_root else None
-    group.run_planned("gather", plan[0], plan[1], (_flat(tensor), flats, dst), (tensor,))
+    flats = [_flat(t) for t in tensors] if is_root else None
+    group.run_planned(op, plan[0], plan[1], (_flat(tensor), flats, root), inputs(is_root))
     return True
 
 
@@ -281,23 +270,6 @@ def _plan_gather(group: ProcessGroup, tensor: np.ndarray, gather_list: Any,
     inp = as_buffer(tensor, writable=False)
     root_list(group.rank(), group.size(), gather_list, dst, "gather_list", "dst", inp, writable=True)
     return _shared_plan(*choose(group, "gather", inp.nbytes, inp, root=dst))
-
-
-def scatter(group: ProcessGroup, tensor: Any, scatter_list: Any, src: Any) -> bool:
-    if not (group.shared and _plain(tensor, True)):
-        return False
-    is_root = _root_args(group, scatter_list, src, False)
-    if is_root is None:
-        return False
-    key = ("scatter", src, tensor.dtype, tensor.size,
-           *([(b.dtype, b.size) for b in scatter_list] if is_root else ()))
-    plan = cached_plan(group, key, _plan_scatter, tensor, scatter_list, src)
-    if plan is None:
-        return False
-    flats = [_flat(b) for b in scatter_list] if is_root else None
-    group.run_planned("scatter", plan[0], plan[1], (_flat(tensor), flats, src),
-                      (scatter_list,) if is_root else ())
-    return True
 
 
 def _plan_scatter(group: ProcessGroup, tensor: np.ndarray, scatter_list: Any,
