@@ -164,3 +164,19 @@ def all_to_all_buffers(rank: int, size: int, output_tensor_list: Any,
     same_count(outs[rank], ins[rank].count, f"output_tensor_list[{rank}]",
                f"it receives this rank's own input_tensor_list[{rank}]")
     return outs, ins
+
+
+def all_to_all_single_buffers(rank: int, size: int, output: Any, input: Any,  # noqa: A002
+                              output_split_sizes: Any, input_split_sizes: Any,
+                              ) -> tuple[Buffer, Buffer, list[np.ndarray], list[np.ndarray], bool]:
+    """all_to_all_single's (output, input, output pieces, input pieces, even): both cut along
+    dim 0, evenly or by the split sizes; this rank's own piece must fit its output piece."""
+    out = as_buffer(output, writable=True, what="output")
+    inp = as_buffer(input, writable=False, what="input")
+    same_dtype([("input", inp), ("output", out)])
+    outs, even_out = row_splits(out, output_split_sizes, size, "output")
+    ins, even_in = row_splits(inp, input_split_sizes, size, "input")
+    if outs[rank].size != ins[rank].size:
+        raise ArgumentError(f"this rank keeps input piece {rank} ({ins[rank].size} elements) in output "
+                            f"piece {rank}, which holds {outs[rank].size}: check the split sizes")
+    return out, inp, outs, ins, even_in and even_out

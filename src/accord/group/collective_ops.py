@@ -20,8 +20,8 @@ from ..errors import ArgumentError, ArgumentTypeError
 from ..reduce_ops import Kernel, as_reduce_op, make_kernel
 from . import short_paths
 from .arguments import (all_gather_buffers, all_gather_into_tensor_buffers, all_to_all_buffers,
-                        equal_chunks, reduce_scatter_buffers, reduce_scatter_tensor_buffers, root_list,
-                        row_splits, same_dtype)
+                        all_to_all_single_buffers, equal_chunks, reduce_scatter_buffers,
+                        reduce_scatter_tensor_buffers, root_list)
 from .process_group import ProcessGroup
 from .short_paths import cached_plan as _plan
 from .short_paths import choose
@@ -259,15 +259,7 @@ def all_to_all_single(group: ProcessGroup, output: Any, input: Any,  # noqa: A00
     if not async_op and short_paths.all_to_all_single(group, output, input, output_split_sizes,
                                                       input_split_sizes):
         return None
-    n, me = group.size(), group.rank()
-    out = as_buffer(output, writable=True, what="output")
-    inp = as_buffer(input, writable=False, what="input")
-    same_dtype([("input", inp), ("output", out)])
-    outs, even_out = row_splits(out, output_split_sizes, n, "output")
-    ins, even_in = row_splits(inp, input_split_sizes, n, "input")
-    if outs[me].size != ins[me].size:
-        raise ArgumentError(f"this rank keeps input piece {me} ({ins[me].size} elements) in output piece "
-                            f"{me}, which holds {outs[me].size}: check the split sizes")
-    even = even_in and even_out
+    out, inp, outs, ins, even = all_to_all_single_buffers(group.rank(), group.size(), output, input,
+                                                          output_split_sizes, input_split_sizes)
     return launch(group, "all_to_all", inp.nbytes if even else 0, inp, (outs, ins), [out], [output],
                   async_op, count=inp.count if even else 0, inputs=(input,))

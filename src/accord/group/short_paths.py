@@ -24,8 +24,8 @@ from ..collectives.registry import Algorithm
 from ..reduce_ops import as_reduce_op, make_kernel
 from ..transport.wire import Fingerprint
 from .arguments import (all_gather_buffers, all_gather_into_tensor_buffers, all_to_all_buffers,
-                        equal_chunks, reduce_scatter_buffers, reduce_scatter_tensor_buffers, root_list,
-                        row_splits, same_dtype)
+                        all_to_all_single_buffers, equal_chunks, reduce_scatter_buffers,
+                        reduce_scatter_tensor_buffers, root_list)
 from .process_group import ProcessGroup
 
 _NDARRAY = np.ndarray
@@ -196,14 +196,7 @@ def all_to_all_single(group: ProcessGroup, output: Any, inp: Any, output_split_s
 
 def _plan_all_to_all_single(group: ProcessGroup, output: np.ndarray,
                             inp: np.ndarray) -> tuple[Any, ...] | None:
-    n, me = group.size(), group.rank()
-    o = as_buffer(output, writable=True, what="output")
-    i = as_buffer(inp, writable=False, what="input")
-    same_dtype([("input", i), ("output", o)])
-    outs, _ = row_splits(o, None, n, "output")
-    ins, _ = row_splits(i, None, n, "input")
-    if outs[me].size != ins[me].size:
-        return None  # the long path raises its error
+    _, i, _, _, _ = all_to_all_single_buffers(group.rank(), group.size(), output, inp, None, None)
     return _shared_plan(*choose(group, "all_to_all", i.nbytes, i, count=i.count))
 
 
