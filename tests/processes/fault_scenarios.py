@@ -100,12 +100,14 @@ def large_round(rank: int, n: int, i: int, big: np.ndarray) -> None:
 
 def mixed_loop(ctx: Ctx, port: int, transport: str, timeout: float = 60.0,
                culprit: int = -1, raise_at: int = -1, large_only: bool = False,
-               laggard: int = -1, lag: float = 0.0) -> None:
+               laggard: int = -1, lag: float = 0.0, leave_at_once: bool = False) -> None:
     """Every rank loops ``mixed_round`` (or, ``large_only``, a large all_reduce) until a
     collective fails (the parent kills or stops a rank, or ``culprit`` raises a user error at
     round ``raise_at``); reports "looping" after the first round, then the failure, then how
     two later calls go; stays until released. ``laggard`` sleeps ``lag`` seconds before each
-    round (so the others are already waiting for it in the next one)."""
+    round (so the others are already waiting for it in the next one). ``leave_at_once``: a
+    survivor destroys and returns as soon as its call failed, as a program whose exception ends
+    it does (the others may then see it leave before they see the root cause)."""
     import accord as dist
 
     _start(ctx, port, transport, timeout)
@@ -129,6 +131,10 @@ def mixed_loop(ctx: Ctx, port: int, transport: str, timeout: float = 60.0,
         raise AssertionError(f"rank {ctx.rank}: no error after {i} rounds")
     except dist.DistError as exc:
         _fail_report(ctx, "failure", exc, start, iterations=i)
+        if leave_at_once:  # as a program whose exception ends it: destroy and go at once
+            dist.destroy_process_group()
+            ctx.report("destroyed")
+            return
     ctx.attempt("again", dist.all_reduce, np.ones(4, dtype=np.float32))
     ctx.attempt("barrier", dist.barrier)
     ctx.wait_for("release")

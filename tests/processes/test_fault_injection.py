@@ -430,3 +430,27 @@ def test_destroyed_groups_release_their_descriptors_at_once(fault_job, transport
         before, after = report.info["before"], report.info["after"]
         assert after[0] <= before[0] and after[1] <= before[1], (transport, rank, report)
     finish(job, {0: 0, 1: 0}, transport)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_survivors_that_leave_at_once_do_not_hide_the_rank_that_died(fault_job, request,
+                                                                     transport) -> None:
+    """As above, but each survivor destroys its group and ends as soon as its call fails (what
+    a program does when the exception ends it): the survivors still waiting must name the
+    killed rank (the root cause), not a survivor that left before them."""
+    rng, seed = rng_for(request)
+    n = 4
+    victim, delay = rng.randrange(n), rng.uniform(0.0, 1.0)
+    why = f"{seed}: rank {victim} killed {delay:.3f} s into the loop ({transport})"
+    job = fault_job(n, "mixed_loop", port=free_port(), transport=transport, leave_at_once=True)
+    check_transport(job, transport)
+    job.expect("looping", timeout=30)
+    time.sleep(delay)
+    job.signal(victim, signal.SIGKILL)
+    survivors = [r for r in range(n) if r != victim]
+    failures = job.expect("failure", ranks=survivors, timeout=15)
+    for rank, report in failures.items():
+        assert report.type_name == "PeerError", (why, report)
+        assert names_rank(report.message, victim), (why, report)
+    job.expect("destroyed", ranks=survivors, timeout=15)
+    assert job.join(timeout=15) == {r: (-signal.SIGKILL if r == victim else 0) for r in range(n)}, why
