@@ -3,8 +3,8 @@
 Owns: posting sends and receives, delivering frames into posted buffers or parking them, the
 checks of a collective's frames against the call running here (mismatches), peer
 loss (died → every group containing the peer breaks; left → only receives from it fail), and
-POISON frames that carry a group's failure to its other members, and GOODBYE's progress
-(where a leaver stopped on each group). The wait loop is in ``waiting``, ``Channel`` (one
+POISON frames that carry a group's failure to its other members. The wait loop is in
+``waiting``, what a leaver says and what the others make of it (GOODBYE, LEAVE) in ``leaving``, ``Channel`` (one
 group's view of the mesh) in ``channel``. Must not know about
 algorithms, process groups or stores; concrete transports (tcp, loopback) supply ``_transmit``
 (start sending one frame) and ``_drive`` (do I/O for a while).
@@ -19,7 +19,6 @@ sees no waiters can skip the notify without anybody missing a wake-up.
 
 from __future__ import annotations
 
-import struct
 import threading
 from abc import ABC, abstractmethod
 from typing import Any, Sequence
@@ -28,6 +27,7 @@ from ..errors import CollectiveMismatchError, DestroyedGroupError, PeerError, wi
 from .matching import (Matcher, Parked, RecvRequest, SendRequest, frame_error, match_key,
                        mismatch_error)
 from .channel import Channel, Describe, PeerState, _default_describe
+from .leaving import GOODBYE_ITEM, Leaving
 from .waiting import _TICK, Waiting
 from .wire import NO_FINGERPRINT, Fingerprint, FrameKind, Header, pack_header
 
@@ -37,11 +37,9 @@ Request = "SendRequest | RecvRequest"
 _PARKING_POOL_BYTES = 64 << 20
 
 
-_GOODBYE_ITEM = struct.Struct("<IQ")  # GOODBYE payload: (group id, last call ended there)
-_LEAVE_PAYLOAD = struct.Struct("<Q")  # LEAVE payload: the last call ended in the group
 
 
-class Mesh(Waiting, ABC):
+class Mesh(Waiting, Leaving, ABC):
     """Links from this rank to every other rank, and the logic shared by all transports."""
 
     name = "mesh"
@@ -130,70 +128,6 @@ class Mesh(Waiting, ABC):
                     channel.error = self.peer_error[peer]
             self._channels[group_id] = channel
             return channel
-
-    def close_channel(self, channel: Channel, ended: int | None = None, tell_peers: bool = True) -> None:
-        """Detach ``channel`` (its group was destroyed here); ``ended`` is the last call of
-        the group that ended here. The group's other members are told at once (LEAVE), so a
-        call of theirs that waits for this rank in the group raises now instead of at its
-        timeout; GOODBYE repeats it for every group when the mesh closes."""
-        with self.lock:
-            self._channels.pop(channel.group_id, None)
-            last = ended if ended is not None else max(channel.history, default=0)
-            self.ended[channel.group_id] = last
-            peers = [] if self.closed or self.leaving or not tell_peers else [
-                p for p in channel.members if p != self.rank and self.peer_state[p] is PeerState.OPEN]
-        payload = memoryview(_LEAVE_PAYLOAD.pack(last))
-        for peer in peers:
-            header = pack_header(FrameKind.LEAVE, channel.group_id, 0, 0, 0, NO_FINGERPRINT, payload.nbytes)
-            try:
-                self._transmit(SendRequest(peer, header, payload, channel, "leave"))
-            except PeerError:
-                pass  # that peer is gone: nothing to tell it
-
-    def group_left(self, peer: int, group: int, payload: bytes) -> None:
-        """``peer`` destroyed ``group`` after ending call ``payload`` there (LEAVE). Frames
-        on a link arrive in order, so whatever it sent in that group has arrived: a receive
-        from it there that is still unmatched can never complete, and fails now."""
-        if len(payload) != _LEAVE_PAYLOAD.size:
-            return  # not from this version of accord: ignore rather than guess
-        (ended,) = _LEAVE_PAYLOAD.unpack(payload)
-        gid = group & 0xFFFFFFFF
-        with self.lock:
-            self.left_groups.setdefault(peer, {})[gid] = ended
-            for req in self.matcher.posted_requests():
-                if req.src == peer and not req.claimed and req.channel.group_id & 0xFFFFFFFF == gid:
-                    self.matcher.cancel(req)
-                    req.error, req.done = self._left_error(peer, gid, ended, req.context), True
-            self.cond.notify_all()
-
-    def left_error(self, channel: Channel, peers: Sequence[int], context: Any) -> PeerError | None:
-        """The error to raise if any of ``peers`` destroyed ``channel``'s group (LEAVE), else
-        None: a call that still waits for it there can never complete."""
-        gid = channel.group_id & 0xFFFFFFFF
-        for peer in peers:
-            ended = self.left_groups.get(peer, {}).get(gid)
-            if ended is not None:
-                return self._left_error(peer, gid, ended, context)
-        return None
-
-    @staticmethod
-    def _left_error(peer: int, gid: int, ended: int, context: Any) -> PeerError:
-        return PeerError(
-            f"{context}: rank {peer} has left this group (destroy_process_group or exit) after "
-            f"call #{ended} of it, so this call can never complete. Did every rank call the same "
-            f"collectives before leaving?", peer=peer)
-
-    def goodbye_payload(self) -> bytes:
-        """GOODBYE's payload: (group id, last call ended here) for every group this rank had."""
-        with self.lock:
-            ended = dict(self.ended)
-            for gid, channel in self._channels.items():
-                ended.setdefault(gid, max(channel.history, default=0))
-        return b"".join(_GOODBYE_ITEM.pack(gid & 0xFFFFFFFF, seq) for gid, seq in ended.items())
-
-    def channel_closed(self, channel: Channel) -> bool:
-        """Whether ``channel``'s group was shut down (destroyed) on this rank."""
-        return self._channels.get(channel.group_id) is not channel
 
     # -- posting -----------------------------------------------------------------------------
     def post_send(self, req: SendRequest) -> SendRequest:
@@ -408,8 +342,8 @@ class Mesh(Waiting, ABC):
                 return
             if error is None:
                 self.peer_state[peer] = PeerState.LEFT
-                usable = len(goodbye) - len(goodbye) % _GOODBYE_ITEM.size
-                self.left_after[peer] = dict(_GOODBYE_ITEM.iter_unpack(goodbye[:usable]))
+                usable = len(goodbye) - len(goodbye) % GOODBYE_ITEM.size
+                self.left_after[peer] = dict(GOODBYE_ITEM.iter_unpack(goodbye[:usable]))
             else:
                 self.peer_state[peer] = PeerState.DEAD
                 self.peer_error[peer] = error

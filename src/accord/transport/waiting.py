@@ -34,6 +34,7 @@ class Waiting:
     rank: int
     left_after: dict[int, dict[int, int]]
     left_groups: dict[int, dict[int, int]]
+    _check_leavers: Callable[[Channel, Any], None]  # in ``leaving``
     _driving: bool
     _waiters: int
     _watched: list[tuple[SendRequest | RecvRequest, Callable[[], None] | None]]
@@ -115,23 +116,6 @@ class Waiting:
                 with self.lock:
                     self._driving = False
                     self._notify_locked()
-
-    def _check_leavers(self, channel: Channel, context: Any) -> None:
-        """Raise if a member that left (GOODBYE) ended its part of this group before the
-        call running here: that call can never complete."""
-        running, gid = max(channel.running), channel.group_id & 0xFFFFFFFF
-        left = [(peer, after.get(gid, 0)) for peer, after in list(self.left_after.items())]
-        left += [(peer, after[gid]) for peer, after in list(self.left_groups.items()) if gid in after]
-        for peer, ended in left:
-            if peer in channel.members:
-                if ended < running:
-                    error = PeerError(
-                        f"{context}: rank {peer} has left the group (destroy_process_group or "
-                        f"exit) after call #{ended} of this group, so this call can never "
-                        f"complete. Did every rank call the same collectives before leaving?",
-                        peer=peer)
-                    self.break_channel(channel, error, notify_peers=True)
-                    raise error
 
     def _sleep(self, requests: Sequence[SendRequest | RecvRequest], channel: Channel, timeout: float) -> None:
         """Wait on the Condition unless something already changed (lock held)."""
