@@ -23,7 +23,6 @@ from .arguments import (all_gather_buffers, all_gather_into_tensor_buffers, all_
                         all_to_all_single_buffers, equal_chunks, reduce_scatter_buffers,
                         reduce_scatter_tensor_buffers, root_list)
 from .process_group import ProcessGroup
-from .short_paths import cached_plan as _plan
 from .short_paths import choose
 from .work import Work
 
@@ -61,24 +60,9 @@ def launch(group: ProcessGroup, collective: str, nbytes: int, fp_buf: Buffer | N
                                 shared=algorithm.kind != registry.MESSAGES, inputs=inputs)
 
 
-def _flat(array: np.ndarray) -> np.ndarray:
-    return array if array.ndim == 1 else array.reshape(-1)
-
-
-def _short(group: ProcessGroup, tensor: Any, async_op: bool, writes: bool) -> bool:
-    return (group.shared and not async_op and type(tensor) is np.ndarray
-            and tensor.flags.c_contiguous and (tensor.flags.writeable or not writes))
-
-
 def all_reduce(group: ProcessGroup, tensor: Any, op: Any, async_op: bool) -> Work | None:
-    if group.shared and not async_op and type(tensor) is np.ndarray:
-        flags = tensor.flags  # the short path, written out: it is most of a small call's cost
-        if flags.c_contiguous and flags.writeable:
-            plan = _plan(group, ("all_reduce", op, tensor.dtype, tensor.size), _plan_all_reduce, tensor, op)
-            if plan is not None:
-                group.run_planned("all_reduce", plan[0], plan[1],
-                                  (tensor if tensor.ndim == 1 else tensor.reshape(-1), plan[2]), (tensor,))
-                return None
+    if not async_op and short_paths.all_reduce(group, tensor, op):
+        return None
     reduce = as_reduce_op(op)
     buf = as_buffer(tensor, writable=True)
     kernel = make_kernel(reduce, buf.flat.dtype, buf.dtype_name)
@@ -90,49 +74,21 @@ def all_reduce_flat(group: ProcessGroup, flat: np.ndarray, op: Any) -> None:
     """A blocking all_reduce of ``flat``: a 1-D, C-contiguous, writeable NumPy array the
     caller vouches for (the torch backend's view of a plain tensor), ``op`` an accord
     ReduceOp. Skips the checks that ``all_reduce`` makes of an arbitrary argument."""
-    if group.shared:
-        plan = group.plans.get(("all_reduce", op, flat.dtype, flat.size))
-        if plan is not None:
-            group.run_planned("all_reduce", plan[0], plan[1], (flat, plan[2]), (flat,))
-            return
-    all_reduce(group, flat, op, False)
+    if not short_paths.all_reduce_flat(group, flat, op):
+        all_reduce(group, flat, op, False)
 
 
 def broadcast_flat(group: ProcessGroup, flat: np.ndarray, src: int) -> None:
     """A blocking broadcast of ``flat`` (as ``all_reduce_flat`` takes it) from group rank
     ``src`` (an int)."""
-    if group.shared and 0 <= src < group.size():
-        plan = group.plans.get(("broadcast", src, flat.dtype, flat.size))
-        if plan is not None:
-            group.run_planned("broadcast", plan[0], plan[1], (flat, src), (flat,))
-            return
-    broadcast(group, flat, src, False)
-
-
-def _plan_all_reduce(group: ProcessGroup, tensor: np.ndarray, op: Any) -> tuple[Any, ...] | None:
-    buf = as_buffer(tensor, writable=True)
-    kernel = make_kernel(as_reduce_op(op), buf.flat.dtype, buf.dtype_name)
-    algorithm = registry.choose("all_reduce", buf.nbytes, group.size(), group.tunables, group.shared, group.cma)
-    if algorithm.kind == registry.MESSAGES:
-        return None
-    return group.fingerprint("all_reduce", algorithm, buf), algorithm, kernel
-
-
-def _plan_broadcast(group: ProcessGroup, tensor: np.ndarray, src: int) -> tuple[Any, ...] | None:
-    buf = as_buffer(tensor, writable=group.rank() != src)
-    algorithm = registry.choose("broadcast", buf.nbytes, group.size(), group.tunables, group.shared, group.cma)
-    if algorithm.kind == registry.MESSAGES:
-        return None
-    return group.fingerprint("broadcast", algorithm, buf, root=src), algorithm
+    if not short_paths.broadcast_flat(group, flat, src):
+        broadcast(group, flat, src, False)
 
 
 def broadcast(group: ProcessGroup, tensor: Any, src: int, async_op: bool) -> Work | None:
     check_group_rank(group, src, "src")
-    if _short(group, tensor, async_op, writes=group.rank() != src):
-        plan = _plan(group, ("broadcast", src, tensor.dtype, tensor.size), _plan_broadcast, tensor, src)
-        if plan is not None:
-            group.run_planned("broadcast", plan[0], plan[1], (_flat(tensor), src), (tensor,))
-            return None
+    if not async_op and short_paths.broadcast(group, tensor, src):
+        return None
     is_root = group.rank() == src
     buf = as_buffer(tensor, writable=not is_root)
     return launch(group, "broadcast", buf.nbytes, buf, (buf.flat, src), [] if is_root else [buf],
@@ -140,19 +96,9 @@ def broadcast(group: ProcessGroup, tensor: Any, src: int, async_op: bool) -> Wor
 
 
 def barrier(group: ProcessGroup, async_op: bool, timeout: float | None = None) -> Work | None:
-    if group.shared and not async_op and timeout is None:
-        plan = _plan(group, ("barrier",), _plan_barrier)
-        if plan is not None:
-            group.run_planned("barrier", plan[0], plan[1], ())
-            return None
-    return launch(group, "barrier", 0, None, (), [], [], async_op, timeout=timeout)
-
-
-def _plan_barrier(group: ProcessGroup) -> tuple[Any, ...] | None:
-    algorithm = registry.choose("barrier", 0, group.size(), group.tunables, group.shared, group.cma)
-    if algorithm.kind == registry.MESSAGES:
+    if not async_op and timeout is None and short_paths.barrier(group):
         return None
-    return group.fingerprint("barrier", algorithm, None), algorithm
+    return launch(group, "barrier", 0, None, (), [], [], async_op, timeout=timeout)
 
 
 def _kernel(op: Any, buf: Buffer) -> Kernel:

@@ -3,8 +3,8 @@
 Owns: the plan cache (``cached_plan``: per call signature, the fingerprint and algorithm,
 made once through the same checks and choices as the long path), ``choose`` (algorithm and
 fingerprint, shared with ``collective_ops.launch`` so a rank on either path agrees with a
-rank on the other), and the short paths of the collectives whose arguments are tensors or
-lists of tensors (all_gather, reduce_scatter, all_to_all and their tensor forms). A short
+rank on the other), and the short paths of the collectives: all_reduce, broadcast, barrier,
+all_gather, reduce_scatter, all_to_all (and their tensor forms), reduce, gather, scatter. A short
 path applies when every argument is a C-contiguous ``numpy.ndarray`` (outputs writeable),
 the call is blocking and the group uses shared memory; it returns False otherwise and the
 caller takes the long path, which explains what is wrong with an argument. What a plan
@@ -76,6 +76,76 @@ def _plain_list(arrays: Any, size: int, writes: bool) -> bool:
 
 def _flat(array: np.ndarray) -> np.ndarray:
     return array if array.ndim == 1 else array.reshape(-1)
+
+
+# -- all_reduce, broadcast, barrier ------------------------------------------------------------
+def all_reduce(group: ProcessGroup, tensor: Any, op: Any) -> bool:
+    if group.shared and type(tensor) is _NDARRAY:
+        flags = tensor.flags  # written out: it is most of a small call's cost
+        if flags.c_contiguous and flags.writeable:
+            plan = cached_plan(group, ("all_reduce", op, tensor.dtype, tensor.size), _plan_all_reduce,
+                               tensor, op)
+            if plan is not None:
+                group.run_planned("all_reduce", plan[0], plan[1],
+                                  (tensor if tensor.ndim == 1 else tensor.reshape(-1), plan[2]), (tensor,))
+                return True
+    return False
+
+
+def all_reduce_flat(group: ProcessGroup, flat: np.ndarray, op: Any) -> bool:
+    """``all_reduce`` for a 1-D plain array the caller vouches for, once its plan exists."""
+    if group.shared:
+        plan = group.plans.get(("all_reduce", op, flat.dtype, flat.size))
+        if plan is not None:
+            group.run_planned("all_reduce", plan[0], plan[1], (flat, plan[2]), (flat,))
+            return True
+    return False
+
+
+def _plan_all_reduce(group: ProcessGroup, tensor: np.ndarray, op: Any) -> tuple[Any, ...] | None:
+    buf = as_buffer(tensor, writable=True)
+    kernel = make_kernel(as_reduce_op(op), buf.flat.dtype, buf.dtype_name)
+    return _shared_plan(*choose(group, "all_reduce", buf.nbytes, buf), kernel)
+
+
+def broadcast(group: ProcessGroup, tensor: Any, src: int) -> bool:
+    """(``src`` checked by the caller.)"""
+    if not (group.shared and _plain(tensor, group.rank() != src)):
+        return False
+    plan = cached_plan(group, ("broadcast", src, tensor.dtype, tensor.size), _plan_broadcast, tensor, src)
+    if plan is None:
+        return False
+    group.run_planned("broadcast", plan[0], plan[1], (_flat(tensor), src), (tensor,))
+    return True
+
+
+def broadcast_flat(group: ProcessGroup, flat: np.ndarray, src: int) -> bool:
+    """``broadcast`` for a 1-D plain array the caller vouches for, once its plan exists."""
+    if group.shared and 0 <= src < group.size():
+        plan = group.plans.get(("broadcast", src, flat.dtype, flat.size))
+        if plan is not None:
+            group.run_planned("broadcast", plan[0], plan[1], (flat, src), (flat,))
+            return True
+    return False
+
+
+def _plan_broadcast(group: ProcessGroup, tensor: np.ndarray, src: int) -> tuple[Any, ...] | None:
+    buf = as_buffer(tensor, writable=group.rank() != src)
+    return _shared_plan(*choose(group, "broadcast", buf.nbytes, buf, root=src))
+
+
+def barrier(group: ProcessGroup) -> bool:
+    if not group.shared:
+        return False
+    plan = cached_plan(group, ("barrier",), _plan_barrier)
+    if plan is None:
+        return False
+    group.run_planned("barrier", plan[0], plan[1], ())
+    return True
+
+
+def _plan_barrier(group: ProcessGroup) -> tuple[Any, ...] | None:
+    return _shared_plan(*choose(group, "barrier", 0, None))
 
 
 # -- all_gather ---------------------------------------------------------------------------------
