@@ -61,6 +61,21 @@ def returned(value: Any) -> Any:
     return None if value is None else type(value).__name__
 
 
+def joined_group(dist: Any, **kwargs: Any) -> Any:
+    """new_group() of every rank, then a barrier on the default group (whose timeout is the
+    long one: the new group's may be short) before it is handed out.
+
+    gloo's new_group can return on a rank before its peers have finished connecting to it (the
+    connecting side of a pair is done before the accepting side has read its handshake). A
+    script that then destroys the group, or leaves it after a call one rank refuses without
+    sending anything, closes sockets a late peer is still reading: that peer's connectFullMesh
+    fails with "Connection closed by peer" (seen in CI at world size 4). The barrier makes
+    every rank finish joining first: no rank gets past it before all have left new_group."""
+    group = dist.new_group(**kwargs)
+    dist.barrier()
+    return group
+
+
 def check_plain(value: Any, where: str = "result") -> None:
     """Raise TypeError unless ``value`` is made of plain Python data only."""
     if value is None or type(value) in (bool, int, float, str):
@@ -577,7 +592,7 @@ def pg_count(dist: Any, rank: int, n: int, make: Make) -> dict:
     counts = {"start": dist.get_pg_count()}
     dist.new_group([0])
     counts["after_new_group_of_rank0"] = dist.get_pg_count()
-    everyone = dist.new_group()
+    everyone = joined_group(dist)
     counts["after_new_group_of_all"] = dist.get_pg_count()
     dist.destroy_process_group(everyone)
     counts["after_destroying_it"] = dist.get_pg_count()
@@ -691,7 +706,7 @@ def mismatched_counts(dist: Any, rank: int, n: int, make: Make) -> dict:
     times out). A failed collective breaks its group, so this runs on a fresh group of every
     rank (breaking the default group would race with peers still finishing earlier scripts);
     the default group is still usable afterwards."""
-    g = dist.new_group()
+    g = joined_group(dist)
     t = make(list(range(2 + rank)), "int64")
     try:
         dist.all_reduce(t, group=g)

@@ -324,7 +324,7 @@ def ref_monitored_barrier(dist: Any, rank: int, n: int, make: Make) -> dict:
     out = {}
     for key, callers, wait_all in (("without_rank1", [r for r in range(n) if r != 1], False),
                                    ("wait_all_ranks", [0], True)):
-        group = dist.new_group(list(range(n)), timeout=timedelta(seconds=NEW_GROUP_TIMEOUT_S))
+        group = scripts.joined_group(dist, timeout=timedelta(seconds=NEW_GROUP_TIMEOUT_S))
         out[key] = _monitored(dist, group, wait_all, rank == 0) if rank in callers else {"called": False}
         dist.destroy_process_group(group)
         dist.barrier()
@@ -353,7 +353,7 @@ def ref_all_to_all_uneven_lists(dist: Any, rank: int, n: int, make: Make) -> dic
     starts = [sum(splits[:j]) for j in range(4)]
     inputs = [make(data[s:s + k], "int64") for s, k in zip(starts, splits)]
     output = [make([0] * k, "int64") for k in DOCS_A2A_OUTPUT_SPLITS[rank]]
-    group = dist.new_group(list(range(n)), timeout=timedelta(seconds=NEW_GROUP_TIMEOUT_S))
+    group = scripts.joined_group(dist, timeout=timedelta(seconds=NEW_GROUP_TIMEOUT_S))
     result = outcome(lambda: dist.all_to_all(output, inputs, group=group))
     dist.destroy_process_group(group)
     dist.barrier()

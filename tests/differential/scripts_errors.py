@@ -162,7 +162,7 @@ def in_new_group(case: Callable[[Any, int, int, Make, Any], Any]) -> CaseFn:
     is destroyed afterwards either way, and a barrier on the default group waits for the
     ranks still waiting, so that the next case starts clean."""
     def run(dist: Any, rank: int, n: int, make: Make) -> None:
-        group = dist.new_group(list(range(n)), timeout=timedelta(seconds=NEW_GROUP_TIMEOUT_S))
+        group = scripts.joined_group(dist, timeout=timedelta(seconds=NEW_GROUP_TIMEOUT_S))
         try:
             case(dist, rank, n, make, group)
         finally:
@@ -238,7 +238,7 @@ def _group_cases() -> dict[str, CaseFn]:
         dist.broadcast(ones(make, 2), src=n - 1, group=group)  # rank 0: src is not a member
 
     def destroyed_group(dist, rank, n, make):
-        group = dist.new_group(list(range(n)))
+        group = scripts.joined_group(dist)
         dist.destroy_process_group(group)
         dist.all_reduce(ones(make, 2), group=group)
 
