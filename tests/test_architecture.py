@@ -58,6 +58,53 @@ def test_imports_go_down_the_layer_table():
     assert not upward, "imports that go up the layer table:\n" + "\n".join(upward)
 
 
+def _module_graph() -> dict[str, set[str]]:
+    """Module -> the package's modules it imports (type-checking imports included: a circle
+    drawn only for the type checker still ties the modules together)."""
+    modules = {}
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE).with_suffix("").parts
+        modules[".".join(rel[:-1] if rel[-1] == "__init__" else rel)] = path
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            rel = path.relative_to(PACKAGE).with_suffix("").parts
+            if node.level:
+                target = list(rel[: len(rel) - node.level]) + (node.module.split(".") if node.module else [])
+            elif node.module and node.module.startswith("accord"):
+                target = node.module.split(".")[1:]
+            else:
+                continue
+            for alias in node.names:  # "from . import x" names a module; "from .x import y" does not
+                whole = ".".join(target + [alias.name])
+                deps.add(whole if whole in modules else ".".join(target))
+        graph[name] = {d for d in deps if d in modules and d != name}
+    return graph
+
+
+def test_no_import_circles_between_modules():
+    """No module imports (even only for type checking) a module that imports it back, directly
+    or through others. Packages' __init__ files, which re-export their modules, are left out."""
+    packages = {p.parent.relative_to(PACKAGE).as_posix().replace("/", ".").strip(".")
+                for p in PACKAGE.rglob("__init__.py")}
+    graph = {m: deps - packages for m, deps in _module_graph().items() if m not in packages}
+    circles = set()
+    for start in graph:
+        seen, stack = set(), [[start]]
+        while stack:
+            path = stack.pop()
+            for dep in graph.get(path[-1], ()):
+                if dep == start:
+                    circles.add(" -> ".join(path + [dep]))
+                elif dep not in seen:
+                    seen.add(dep)
+                    stack.append(path + [dep])
+    assert not circles, "import circles:\n" + "\n".join(sorted(circles))
+
+
 def test_every_module_says_what_it_owns():
     missing = [str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
                if p.name != "__main__.py" and not ast.get_docstring(ast.parse(p.read_text(encoding="utf-8")))]

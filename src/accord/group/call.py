@@ -8,17 +8,16 @@ Must not know about the default world or env variables.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
+from .. import config
 from ..arrays import DTYPE_NAMES
 from ..collectives.registry import ALGORITHMS, COLLECTIVE_NAMES, COLLECTIVES
 from ..timeouts import Deadline
+from ..transport.channel import Channel
 from ..transport.wire import Fingerprint, FrameKind
-
-if TYPE_CHECKING:
-    from .process_group import ProcessGroup
 
 _ALGO_NAMES = {(COLLECTIVES[c], a.code): n for c, table in ALGORITHMS.items() for n, a in table.items()}
 
@@ -49,6 +48,20 @@ def byte_view(array: np.ndarray) -> memoryview:
     return memoryview(array.view(np.uint8))
 
 
+class CallSite(Protocol):
+    """What a call asks of its group (group.process_group.ProcessGroup is one). Declared here
+    so that call.py need not import process_group.py, which imports it."""
+
+    _rank: int
+    _ranks: list[int]
+    _channel: Channel
+    tunables: config.Tunables
+
+    def context(self, op: str, seq: int | None = None) -> str: ...
+
+    def _scratch_array(self, count: int, dtype: np.dtype, which: int = 0) -> np.ndarray: ...
+
+
 class CallPeers:
     """The ``Peers`` of one collective call: group ranks → mesh ranks, bound to (seq, fp).
 
@@ -59,7 +72,7 @@ class CallPeers:
     __slots__ = ("rank", "size", "tunables", "_group", "_channel", "_ranks", "_seq", "_fp",
                  "_deadline", "_op")
 
-    def __init__(self, group: ProcessGroup, op: str, seq: int, fp: Fingerprint, deadline: Deadline) -> None:
+    def __init__(self, group: CallSite, op: str, seq: int, fp: Fingerprint, deadline: Deadline) -> None:
         self.rank, self.size, self.tunables = group._rank, len(group._ranks), group.tunables
         self._group, self._channel, self._ranks = group, group._channel, group._ranks
         self._op, self._seq, self._fp, self._deadline = op, seq, fp, deadline

@@ -8,18 +8,41 @@ frame that comes late). Must not know about algorithms or process groups.
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+import threading
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
-from .matching import RecvRequest, SendRequest, match_key
+from .matching import Matcher, RecvRequest, SendRequest, match_key
 from .wire import Fingerprint, pack_header
 
 if TYPE_CHECKING:
     from ..timeouts import Deadline
-    from .mesh import Mesh
 
 Describe = Callable[[Fingerprint, int], str]
 #: Finished calls whose fingerprints a channel remembers (to explain a frame that came late).
 _HISTORY = 64
+
+
+class Carrier(Protocol):
+    """What a channel asks of the mesh that carries it (transport.mesh.Mesh is one). Declared
+    here so that channel.py need not import mesh.py, which imports it."""
+
+    lock: threading.Lock
+    matcher: Matcher
+
+    def begin_call(self, channel: Channel, seq: int, fp: Fingerprint, context: Any) -> None: ...
+
+    def post_send(self, req: SendRequest) -> SendRequest: ...
+
+    def post_recv(self, src: int | None, kind: int, key: Any, buf: memoryview | None,
+                  expect: Fingerprint | None, channel: Channel, context: Any) -> RecvRequest: ...
+
+    def wait(self, requests: Sequence[SendRequest | RecvRequest], deadline: Deadline,
+             context: Any, channel: Channel) -> None: ...
+
+    def settle(self, requests: Sequence[SendRequest | RecvRequest], deadline: Deadline,
+               context: Any, channel: Channel) -> None: ...
+
+    def break_channel(self, channel: Channel, error: BaseException, notify_peers: bool) -> None: ...
 
 
 class PeerState(enum.Enum):
@@ -35,7 +58,7 @@ def _default_describe(fp: Fingerprint, seq: int) -> str:
 class Channel:
     """One group's traffic on a mesh: its id goes in every header; failures break it alone."""
 
-    def __init__(self, mesh: Mesh, group_id: int, members: Sequence[int], describe: Describe) -> None:
+    def __init__(self, mesh: Carrier, group_id: int, members: Sequence[int], describe: Describe) -> None:
         self.mesh = mesh
         self.group_id = group_id
         self.members = frozenset(members)
