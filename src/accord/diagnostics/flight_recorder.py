@@ -12,7 +12,14 @@ The file of rank N is ``<dir>/rank<N>.json``::
                  "broken": true, "entries": [{"seq": 11, "op": "broadcast", "state":
                  "completed", "start": …, "end": …, "duration_s": …, "dtype": "float32",
                  "count": 1024, "root": 0, "algo": 1, "nbytes": 4096}, …],
+                 "p2p": [{"n": 7, "op": "recv", "peer": 0, "tag": 3, "nbytes": 64,
+                          "state": "started", "start": …, "end": null, …}, …],
                  "stats": {"all_reduce": {"calls": 11, "bytes": …, …}}}]}
+
+``entries`` are the group's collective calls by sequence number; ``p2p`` its point-to-point
+operations (send, recv, isend, irecv) in the order this rank posted them, ``peer`` a global
+rank (null: a receive from any rank that got nothing yet). Dumps written before p2p was
+recorded have no ``p2p``: readers take it as empty.
 """
 
 from __future__ import annotations
@@ -51,7 +58,8 @@ def snapshot(rank: int, world_size: int, groups: Sequence[ProcessGroup], reason:
         "host": socket.gethostname(), "time": time.time(), "reason": reason,
         "groups": [{"name": g.group_name, "desc": g.group_desc, "id": g.group_id, "ranks": g.ranks,
                     "rank": g.rank(), "broken": g.is_broken(), "entries": g.recorder.entries(),
-                    "stats": g.recorder.stats()} for g in groups],
+                    "p2p": g.recorder.p2p_entries(), "stats": g.recorder.stats()}
+                   for g in groups],
     }
 
 

@@ -3,9 +3,12 @@
 Owns: reading the ``rank<N>.json`` files of a job (``flight_recorder.FORMAT``), lining the
 ranks' calls up by group and sequence number, and finding, per group, the first call on which
 the ranks disagree: different operations or arguments (a mismatch), some ranks never started
-it (they lag, or skipped it), or some never finished it (they are stuck in it). ``accord
-flight-recorder DIR`` prints that; ``analyse`` returns it as data for tests and tools. Must
-not know about live groups: it reads files only.
+it (they lag, or skipped it), or some never finished it (they are stuck in it); and the
+point-to-point operations still open in the dumps, each with what its peer had open towards
+it (a send and a receive that should meet, or nothing: the peer never posted its side).
+``accord flight-recorder DIR`` prints that; ``analyse`` returns it as data for tests and tools
+(the Chrome/Perfetto timeline is ``trace``'s). Must not know about live groups: it reads files
+only.
 """
 
 from __future__ import annotations
@@ -17,7 +20,8 @@ import os
 import sys
 from typing import Any
 
-from .flight_recorder import FORMAT
+from .flight_recorder import FORMAT, write
+from .trace import trace
 
 
 def load(paths: list[str]) -> dict[int, dict[str, Any]]:
@@ -58,8 +62,9 @@ def analyse(dumps: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
     for rank, dump in dumps.items():
         for g in dump["groups"]:
             info = groups.setdefault(g["id"], {"id": g["id"], "name": g["name"], "ranks": g["ranks"],
-                                               "calls": {}})
+                                               "calls": {}, "p2p": {}})
             info["calls"][rank] = {e["seq"]: e for e in g["entries"]}
+            info["p2p"][rank] = g.get("p2p", [])
     results = []
     for gid in sorted(groups):
         info = groups[gid]
@@ -68,8 +73,31 @@ def analyse(dumps: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
         last = {r: (max(c.values(), key=lambda e: e["seq"]) if c else None) for r, c in calls.items()}
         results.append({"id": gid, "name": info["name"], "ranks": info["ranks"],
                         "missing_dumps": missing, "last": last,
-                        "divergence": _first_divergence(calls)})
+                        "divergence": _first_divergence(calls),
+                        "last_p2p": {r: (ops[-1] if ops else None) for r, ops in info["p2p"].items()},
+                        "open_p2p": _open_p2p(info["p2p"])})
     return results
+
+
+_SENDS, _RECVS = ("send", "isend"), ("recv", "irecv")
+
+
+def _open_p2p(p2p: dict[int, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """The p2p operations not ended in the dumps, each with ``counterpart``: the peer's open
+    operations towards this rank with the same tag (None: the peer did not dump)."""
+    found = []
+    for rank in sorted(p2p):
+        for item in p2p[rank]:
+            if item["state"] != "started":
+                continue
+            peer = item.get("peer")
+            counterpart: list[dict[str, Any]] | None = None
+            if peer is not None and peer in p2p:
+                wanted = _RECVS if item["op"] in _SENDS else _SENDS
+                counterpart = [o for o in p2p[peer] if o["state"] == "started" and o["op"] in wanted
+                               and o.get("peer") in (rank, None) and o["tag"] == item["tag"]]
+            found.append({"rank": rank, "op": item, "counterpart": counterpart})
+    return found
 
 
 def _first_divergence(calls: dict[int, dict[int, dict[str, Any]]]) -> dict[str, Any] | None:
@@ -110,6 +138,11 @@ def render(dumps: dict[int, dict[str, Any]]) -> str:
         for rank, entry in sorted(group["last"].items()):
             last = f"{_call(entry)} {entry['state']}" if entry else "none"
             lines.append(f"  rank {rank}: last call {last}")
+            p2p = group["last_p2p"].get(rank)
+            if p2p is not None:
+                lines.append(f"  rank {rank}: last p2p {_p2p(p2p)} {p2p['state']}"
+                             + (f" ({p2p['error'].splitlines()[0][:200]})" if p2p.get("error") else ""))
+        lines.extend(_render_open_p2p(group["open_p2p"]))
         div = group["divergence"]
         if div is None:
             lines.append("  no divergence: every rank that dumped made the same calls")
@@ -125,18 +158,52 @@ def render(dumps: dict[int, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _p2p(item: dict[str, Any]) -> str:
+    towards = "to" if item["op"] in _SENDS else "from"
+    peer = "any rank" if item.get("peer") is None else f"rank {item['peer']}"
+    return f"{item['op']} {towards} {peer} (tag {item['tag']}, {item['nbytes']} bytes)"
+
+
+def _render_open_p2p(open_ops: list[dict[str, Any]]) -> list[str]:
+    lines = []
+    for found in open_ops:
+        item, counterpart = found["op"], found["counterpart"]
+        if counterpart is None:
+            verdict = ("any rank may answer it" if item.get("peer") is None
+                       else f"no dump from rank {item['peer']}")
+        elif counterpart:
+            verdict = (f"rank {item['peer']} has {_p2p(counterpart[0])} open: they should meet "
+                       f"(different sizes or dtypes, or the transport is stuck)")
+        else:
+            side = "receive" if item["op"] in _SENDS else "send"
+            verdict = (f"rank {item['peer']} has no matching {side} open: it never posted one, "
+                       f"or is waiting elsewhere")
+        lines.append(f"  rank {found['rank']}: open p2p {_p2p(item)}: {verdict}")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="accord flight-recorder",
         description="Merge the flight-recorder dumps of a job and show where the ranks diverge.")
     parser.add_argument("paths", nargs="+", help="dump files (rank<N>.json) or directories of them")
     parser.add_argument("--json", action="store_true", help="print the analysis as JSON")
+    parser.add_argument("--trace", metavar="OUT.json",
+                        help="also write the job's calls as one Chrome/Perfetto timeline (a row "
+                             "per rank; open it in https://ui.perfetto.dev or chrome://tracing)")
     args = parser.parse_args(argv)
     try:
         dumps = load(args.paths)
+        if args.trace:
+            timeline = trace(dumps)
+            write(timeline, args.trace)
     except (OSError, ValueError) as exc:
         print(f"accord flight-recorder: {exc}", file=sys.stderr)
         return 2
+    if args.trace:
+        print(f"wrote {args.trace}: {len(dumps)} ranks, "
+              f"{sum(e['ph'] == 'X' for e in timeline['traceEvents'])} calls (open it in "
+              f"https://ui.perfetto.dev or chrome://tracing)", file=sys.stderr)
     if args.json:
         print(json.dumps(analyse(dumps), indent=1, default=str))
     else:

@@ -2,7 +2,8 @@
 
 Owns: ``Monitor`` — attached to every group of a world (``group.monitor``). When a group
 breaks it adds the stuck report to a timeout's message, dumps the flight recorder (once per
-failure, on timeout and on peer error) and names the dump in the message; when a group is
+failure, on timeout and on peer error) and names the dump in the message; when a send or
+receive times out it adds what the peer was doing (and dumps); when a group is
 destroyed it logs the group's communication statistics (INFO). Also ``comm_stats`` for a list
 of groups. Must not know about the API or the launcher.
 """
@@ -16,7 +17,7 @@ from ..errors import DistTimeoutError, PeerError
 from ..group.process_group import ProcessGroup
 from . import flight_recorder
 from .debug import DebugLevel, get_debug_level
-from .progress import ProgressBoard, stuck_report
+from .progress import ProgressBoard, peer_report, stuck_report
 
 log = logging.getLogger("accord")
 
@@ -61,6 +62,16 @@ class Monitor:
         entry = group.recorder.last_failed
         if isinstance(exc, DistTimeoutError) and self.board is not None and entry is not None:
             extra.append(stuck_report(self.board, group, entry[0], entry[1]))
+        self._annotate(exc, extra)
+
+    def p2p_timed_out(self, group: ProcessGroup, exc: BaseException, peer: int | None) -> None:
+        """A send or receive with global rank ``peer`` (None: any rank) timed out on ``group``
+        (which goes on): say what the peer was doing, and dump the flight recorder."""
+        extra = [peer_report(self.board, group, peer)] if self.board is not None else []
+        self._annotate(exc, extra)
+
+    def _annotate(self, exc: BaseException, extra: list[str]) -> None:
+        """Dump the flight recorder and add ``extra`` and the dump's path to ``exc``'s message."""
         try:
             path = self.dump(f"{type(exc).__name__}: {exc}")
         except OSError as err:

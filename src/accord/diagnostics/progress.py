@@ -100,10 +100,12 @@ class ProgressBoard:
                 self._seen[gid] = stamp
 
     # -- reading -------------------------------------------------------------------------------
-    def read(self, group: ProcessGroup) -> dict[int, dict[str, Any] | None]:
-        """The last post of each other member (None: it never posted)."""
+    def read(self, group: ProcessGroup,
+             ranks: list[int] | None = None) -> dict[int, dict[str, Any] | None]:
+        """The last post of each other member (of ``ranks``, default the first members;
+        None: it never posted)."""
         posts: dict[int, dict[str, Any] | None] = {}
-        for global_rank in group.ranks[:_MAX_REPORTED]:
+        for global_rank in (group.ranks[:_MAX_REPORTED] if ranks is None else ranks):
             if global_rank == self.rank:
                 continue
             key = self.key(group, global_rank)
@@ -114,14 +116,16 @@ class ProgressBoard:
         return posts
 
 
-def stuck_report(board: ProgressBoard, group: ProcessGroup, seq: int, op: str) -> str:
-    """Who has and has not reached call #seq of ``group``, and what each laggard did last."""
+def _exchange(board: ProgressBoard, group: ProcessGroup,
+              ranks: list[int] | None = None) -> tuple[dict[int, Any] | None, str]:
+    """Publish this rank's position on ``group`` and read the others' posts: (posts, "") or
+    (None, why the store could not be read)."""
     outcome: dict[str, Any] = {}
 
     def exchange() -> None:
         try:
             board.publish(group)  # so that the ranks timing out after this one see it here
-            outcome["posts"] = board.read(group)
+            outcome["posts"] = board.read(group, ranks)
         except Exception as exc:  # noqa: BLE001 — never hide the timeout behind a store problem
             outcome["error"] = exc
 
@@ -134,8 +138,15 @@ def stuck_report(board: ProgressBoard, group: ProcessGroup, seq: int, op: str) -
         why = (f"{type(error).__name__}: {error}" if error is not None else
                f"it did not answer within {STORE_WAIT_S:g} s; is the store's host (rank 0 for "
                f"env:// and tcp://) frozen or gone?")
+        return None, why
+    return outcome["posts"], ""
+
+
+def stuck_report(board: ProgressBoard, group: ProcessGroup, seq: int, op: str) -> str:
+    """Who has and has not reached call #seq of ``group``, and what each laggard did last."""
+    posts, why = _exchange(board, group)
+    if posts is None:
         return f"(no stuck report: the store could not be read: {why})"
-    posts = outcome["posts"]
     now = time.time()
     reached, lagging, unknown = [board.rank], [], []
     for global_rank, post in posts.items():
@@ -159,6 +170,26 @@ def stuck_report(board: ProgressBoard, group: ProcessGroup, seq: int, op: str) -
     return "\n".join(lines)
 
 
+def peer_report(board: ProgressBoard, group: ProcessGroup, peer: int | None) -> str:
+    """What the peer of a p2p operation that timed out (global rank ``peer``; None: any rank,
+    then every other member) was doing, as last posted in the store."""
+    posts, why = _exchange(board, group, None if peer is None else [peer])
+    if posts is None:
+        return f"(no peer report: the store could not be read: {why})"
+    now = time.time()
+    chosen = sorted(posts) if peer is None else [peer]
+    lines = [f"Peer report ({'every other rank' if peer is None else f'rank {peer}'}, as last "
+             f"posted in the store):"]
+    for global_rank in chosen:
+        post = posts.get(global_rank)
+        if post is None:
+            lines.append(f"  rank {global_rank}: posted nothing: busy without a pause since the "
+                         f"job started, frozen (SIGSTOP, a debugger), or on another store")
+        else:
+            lines.append(f"  rank {global_rank}: {_where(post, now)}")
+    return "\n".join(lines)
+
+
 def _reached(post: dict[str, Any], seq: int) -> bool:
     current, done = post.get("current"), post.get("last_done")
     return bool((current and current["seq"] >= seq) or (done and done["seq"] >= seq))
@@ -177,12 +208,36 @@ def _where(post: dict[str, Any], now: float) -> str:
         text = f"{_call(current)} failed: {current.get('error', '')[:200]}"
     elif current is not None:
         text = f"in {_call(current)} for {_span(now - current['start'])}"
+    elif post.get("p2p_open"):
+        text = f"not in a collective of this group: {p2p_waits(post, now)}"
+    elif post.get("p2p_failed"):
+        failed = post["p2p_failed"]
+        text = (f"not in a collective of this group: its {describe_p2p(failed)} failed "
+                f"{_span(now - (failed.get('end') or now))} ago: "
+                f"{failed.get('error', '')[:200].splitlines()[0]}")
     elif done is not None:
         text = (f"not in a collective of this group: its last one, {_call(done)}, ended "
                 f"{_span(now - done['end'])} ago (computing, or blocked outside accord?)")
     else:
         text = "has not started a collective on this group yet"
     return f"{text} [{age}, pid {post.get('pid')} on {post.get('host')}]"
+
+
+def describe_p2p(item: dict[str, Any]) -> str:
+    """'recv from rank 0 (tag 3, 64 bytes)', for reports."""
+    towards = "to" if item["op"] in ("send", "isend") else "from"
+    peer = "any rank" if item.get("peer") is None else f"rank {item['peer']}"
+    return f"{item['op']} {towards} {peer} (tag {item['tag']}, {item['nbytes']} bytes)"
+
+
+def p2p_waits(post: dict[str, Any], now: float) -> str:
+    """The open p2p operations of a progress post, oldest first: 'waiting in recv from rank 0
+    (tag 3, 64 bytes) for 4.0 s (and 2 more open p2p operations)'."""
+    ops = post["p2p_open"]
+    first = ops[0]
+    more = post.get("p2p_open_count", len(ops)) - 1
+    return (f"waiting in {describe_p2p(first)} for {_span(now - first['start'])}"
+            + (f" (and {more} more open p2p operation{'s' if more > 1 else ''})" if more else ""))
 
 
 def _span(seconds: float) -> str:

@@ -9,7 +9,6 @@ here are group ranks. Must not know about the default world or env variables.
 from __future__ import annotations
 
 import threading
-import time
 from typing import Any
 
 from .. import profiling
@@ -45,26 +44,54 @@ def _peer(group: ProcessGroup, rank: int, what: str) -> int:
     return rank
 
 
-def _post_send(group: ProcessGroup, tensor: Any, dst: int, tag: int) -> tuple[SendRequest, Deadline, str]:
+def _post_send(group: ProcessGroup, tensor: Any, dst: int, tag: int,
+               op: str) -> tuple[SendRequest, Deadline, str, list[Any]]:
+    """Post a send; also returns its flight-recorder entry (ended by the caller)."""
     _peer(group, dst, "dst")
     buf = as_buffer(tensor, writable=False)
-    context = f"send to rank {group.global_rank_of(dst)} (tag {_check_tag(tag)}) on rank {group.global_rank}"
+    peer = group.global_rank_of(dst)
+    context = f"send to rank {peer} (tag {_check_tag(tag)}) on rank {group.global_rank}"
     deadline = Deadline.after(group._timeout)
     fp = Fingerprint(0, 0, buf.dtype_code, buf.count, -1)
-    req = group.channel.isend(group.global_rank_of(dst), FrameKind.P2P, 0, 0, tag, fp,
-                              byte_view(buf.flat), context)
-    return req, deadline, context
+    payload = byte_view(buf.flat)
+    entry = group.recorder.p2p_start(op, peer, tag, payload.nbytes)
+    try:
+        req = group.channel.isend(peer, FrameKind.P2P, 0, 0, tag, fp, payload, context)
+    except BaseException as exc:
+        group.recorder.p2p_end(entry, exc)
+        raise
+    return req, deadline, context, entry
 
 
-def _post_recv(group: ProcessGroup, tensor: Any, src: int | None, tag: int) -> tuple[RecvRequest, Deadline, str, Buffer]:
+def _post_recv(group: ProcessGroup, tensor: Any, src: int | None, tag: int,
+               op: str) -> tuple[RecvRequest, Deadline, str, Buffer, list[Any]]:
+    """Post a receive; also returns its flight-recorder entry (ended by the caller)."""
     buf = as_buffer(tensor, writable=True)
     source = None if src is None else group.global_rank_of(_peer(group, src, "src"))
     origin = "any rank" if source is None else f"rank {source}"
     context = f"recv from {origin} (tag {_check_tag(tag)}) on rank {group.global_rank}"
     deadline = Deadline.after(group._timeout)
     expect = Fingerprint(0, 0, buf.dtype_code, buf.count, -1)
-    req = group.channel.irecv(source, FrameKind.P2P, 0, 0, tag, expect, byte_view(buf.flat), context)
-    return req, deadline, context, buf
+    entry = group.recorder.p2p_start(op, source, tag, buf.nbytes)
+    try:
+        req = group.channel.irecv(source, FrameKind.P2P, 0, 0, tag, expect, byte_view(buf.flat),
+                                  context)
+    except BaseException as exc:
+        group.recorder.p2p_end(entry, exc)
+        raise
+    return req, deadline, context, buf, entry
+
+
+def _timed_out(group: ProcessGroup, exc: BaseException, req: SendRequest | RecvRequest) -> None:
+    """Let the world's monitor say what the peer was doing (the group goes on)."""
+    monitor = group.monitor
+    if monitor is None:
+        return
+    peer = req.dst if isinstance(req, SendRequest) else req.src
+    try:
+        monitor.p2p_timed_out(group, exc, peer)
+    except Exception:  # noqa: BLE001 — diagnostics must never hide the real error
+        pass
 
 
 def send(group: ProcessGroup, tensor: Any, dst: int, tag: int) -> None:
@@ -78,14 +105,17 @@ def send(group: ProcessGroup, tensor: Any, dst: int, tag: int) -> None:
 
 
 def _send(group: ProcessGroup, tensor: Any, dst: int, tag: int) -> None:
-    start = time.monotonic()
-    req, deadline, context = _post_send(group, tensor, dst, tag)
+    req, deadline, context, entry = _post_send(group, tensor, dst, tag, "send")
     try:
         group.channel.wait([req], deadline, context)
-    except BaseException:
-        group.recorder.count("send", 0, time.monotonic() - start, failed=True)
+    except DistTimeoutError as exc:
+        group.recorder.p2p_end(entry, exc)
+        _timed_out(group, exc, req)
         raise
-    group.recorder.count("send", req.payload.nbytes, time.monotonic() - start)
+    except BaseException as exc:
+        group.recorder.p2p_end(entry, exc)
+        raise
+    group.recorder.p2p_end(entry)
 
 
 def recv(group: ProcessGroup, tensor: Any, src: int | None, tag: int) -> int:
@@ -99,40 +129,43 @@ def recv(group: ProcessGroup, tensor: Any, src: int | None, tag: int) -> int:
 
 
 def _recv(group: ProcessGroup, tensor: Any, src: int | None, tag: int) -> int:
-    start = time.monotonic()
-    req, deadline, context, buf = _post_recv(group, tensor, src, tag)
+    req, deadline, context, buf, entry = _post_recv(group, tensor, src, tag, "recv")
     try:
         group.channel.wait([req], deadline, context)
     except DistTimeoutError as exc:
-        group.recorder.count("recv", 0, time.monotonic() - start, failed=True)
+        group.recorder.p2p_end(entry, exc)
         if not group.channel.cancel(req) and req.claimed:
             group._break(context, exc)
+        else:
+            _timed_out(group, exc, req)
         raise
-    except BaseException:
-        group.recorder.count("recv", 0, time.monotonic() - start, failed=True)
+    except BaseException as exc:
+        group.recorder.p2p_end(entry, exc)
         raise
-    group.recorder.count("recv", buf.nbytes, time.monotonic() - start)
+    group.recorder.p2p_end(entry, peer=req.source)
     buf.finish()
     assert req.source is not None
     return group.group_rank_of(req.source)
 
 
 def isend(group: ProcessGroup, tensor: Any, dst: int, tag: int) -> Work:
-    req, deadline, context = _post_send(group, tensor, dst, tag)
-    return _work(group, req, deadline, context, [tensor], buf=None, event=_event("send", tensor))
+    req, deadline, context, entry = _post_send(group, tensor, dst, tag, "isend")
+    return _work(group, req, deadline, context, [tensor], buf=None, event=_event("send", tensor),
+                 entry=entry)
 
 
 def irecv(group: ProcessGroup, tensor: Any, src: int | None, tag: int) -> Work:
-    req, deadline, context, buf = _post_recv(group, tensor, src, tag)
+    req, deadline, context, buf, entry = _post_recv(group, tensor, src, tag, "irecv")
     event = _event("recv" if src is not None else "recv_any", tensor)
-    return _work(group, req, deadline, context, [tensor], buf=buf, event=event)
+    return _work(group, req, deadline, context, [tensor], buf=buf, event=event, entry=entry)
 
 
 def _work(group: ProcessGroup, req: SendRequest | RecvRequest, deadline: Deadline, context: str,
-          result: list[Any], buf: Any, event: Any) -> Work:
-    """The Work of a posted isend/irecv; its profiler ``event`` (if any) ends with it."""
+          result: list[Any], buf: Any, event: Any, entry: list[Any]) -> Work:
+    """The Work of a posted isend/irecv; its profiler ``event`` (if any) and its recorder
+    ``entry`` end with it."""
     channel = group.channel
-    op, start = ("irecv" if buf is not None else "isend"), time.monotonic()
+    recorder = group.recorder
     events = [event] if event is not None else []
 
     def end_event() -> None:
@@ -146,15 +179,14 @@ def _work(group: ProcessGroup, req: SendRequest | RecvRequest, deadline: Deadlin
     def settle() -> None:
         if not req.done or future._done.is_set() or not settled.acquire(blocking=False):
             return
-        took = time.monotonic() - start  # until this rank saw it done
-        end_event()
+        end_event()  # the entry's end is when this rank saw it done
         if req.error is not None:
-            group.recorder.count(op, 0, took, failed=True)
+            recorder.p2p_end(entry, req.error)
             future.set_exception(req.error)
             return
         if buf is not None:
             buf.finish()
-        group.recorder.count(op, buf.nbytes if buf is not None else req.payload.nbytes, took)
+        recorder.p2p_end(entry, peer=getattr(req, "source", None))
         future.set_result(result)
 
     def drive(timeout: float | None) -> None:
@@ -164,13 +196,17 @@ def _work(group: ProcessGroup, req: SendRequest | RecvRequest, deadline: Deadlin
         except DistTimeoutError as exc:
             if limit is not deadline:
                 return  # only the caller's shorter Work.wait timeout passed: the operation goes on
+            end_event()
+            recorder.p2p_end(entry, exc)
             if isinstance(req, RecvRequest) and not channel.cancel(req) and req.claimed:
                 group._break(context, exc)
-            end_event()
+            else:
+                _timed_out(group, exc, req)
             future.set_exception(exc)
             raise
         except BaseException as exc:
             end_event()
+            recorder.p2p_end(entry, exc)
             future.set_exception(exc)
             raise
         settle()

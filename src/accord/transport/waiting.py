@@ -16,12 +16,21 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 from ..errors import DistTimeoutError, PeerError, with_context
 from ..timeouts import Deadline, format_seconds
 from .matching import RecvRequest, SendRequest
+from .wire import FrameKind
+
+_KIND_OFFSET = 2  # of the frame kind in a packed header (wire.HEADER: magic, then kind)
 
 if TYPE_CHECKING:
     from .channel import Channel
 
 #: Longest a waiting thread sleeps before it looks at the clock and its requests again.
 _TICK = 0.5
+
+
+def _is_p2p(req: SendRequest | RecvRequest) -> bool:
+    """A point-to-point message (not a step of a collective)?"""
+    kind = req.kind if isinstance(req, RecvRequest) else req.header[_KIND_OFFSET]
+    return kind == FrameKind.P2P
 
 
 class Waiting:
@@ -139,11 +148,14 @@ class Waiting:
         if stuck:
             parts.append(f"rank {', '.join(map(str, stuck))} did not take the data sent to it")
         suspects = ", ".join(map(str, waiting or stuck)) or "each peer"
+        if all(_is_p2p(r) for r in requests):
+            side = "send" if waiting or not stuck else "receive"
+            hint = f"did it post the matching {side}, with the same tag?"
+        else:
+            hint = "did every rank call the same collectives in the same order?"
         return DistTimeoutError(
             f"{context}: Timed out after {format_seconds(deadline.budget)}: "
-            f"{'; '.join(parts) or 'no progress'}. "
-            f"Is rank {suspects} alive, and did every rank call the same collectives in the "
-            f"same order?")
+            f"{'; '.join(parts) or 'no progress'}. Is rank {suspects} alive, and {hint}")
 
     # -- background progress ------------------------------------------------------------------
     def watch(self, req: SendRequest | RecvRequest,
