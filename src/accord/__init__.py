@@ -21,7 +21,9 @@ from .api import (P2POp, all_gather, all_gather_into_tensor, all_gather_object, 
 from .backend_names import Backend, is_backend_available
 from .diagnostics.debug import (DebugLevel, get_debug_level, set_debug_level,
                                 set_debug_level_from_env)
-from .errors import (ArgumentError, ArgumentTypeError, CollectiveMismatchError, DestroyedGroupError,
+from .auth import InsecureListenWarning
+from .errors import (ArgumentError, ArgumentTypeError, AuthenticationError, CollectiveMismatchError,
+                     DestroyedGroupError,
                      DistBackendError, DistError, DistNetworkError, DistStoreError, DistTimeoutError, InternalError,
                      NotInitializedError, PeerError, QueueEmptyError, ShortListError,
                      StoreLimitError, StoreTimeoutError)
@@ -81,6 +83,7 @@ def is_xccl_available() -> bool:
 
 __all__ = [
     "ArgumentError", "ArgumentTypeError", "ShortListError", "DestroyedGroupError",
+    "AuthenticationError", "InsecureListenWarning",
     "Backend", "CollectiveMismatchError", "DistBackendError", "DistError", "DistNetworkError",
     "DistStoreError", "DistTimeoutError", "FileStore", "Future", "GroupMember", "HashStore",
     "InternalError", "NotInitializedError", "PeerError", "PrefixStore", "ProcessGroup",

@@ -21,6 +21,7 @@ class Setting:
     default: str | None
     doc: str
     aliases: tuple[str, ...] = ()
+    secret: bool = False  # describe() shows whether it is set, never its value
 
     def raw(self) -> str | None:
         """The value from the environment (first of name, aliases), or None if unset/empty."""
@@ -391,7 +392,10 @@ def describe(show: Callable[[str], None] = print) -> None:
     """Print every setting: name, aliases, default, current value and meaning."""
     for setting in SETTINGS.values():
         alias = f" (also {', '.join(setting.aliases)})" if setting.aliases else ""
-        show(f"{setting.name}{alias} = {setting.raw()!r}  [default {setting.default!r}]")
+        value = setting.raw()
+        if setting.secret and value is not None:
+            value = "<set, not shown>"
+        show(f"{setting.name}{alias} = {value!r}  [default {setting.default!r}]")
         show(f"    {setting.doc}")
 
 

@@ -20,6 +20,7 @@ DistTimeoutError        the world: a peer or store too slow   TimeoutError
 PeerError               the world: a peer died or went away   ConnectionError
 CollectiveMismatchError the program: ranks disagree           RuntimeError
 DistStoreError          the store (one type for every store)  RuntimeError
+AuthenticationError     the setup: a peer without the secret  ConnectionError
 InternalError           accord itself: please report it       RuntimeError
 ======================  ====================================  ==================================
 
@@ -82,6 +83,12 @@ class DistBackendError(DistError):
 
 class DistNetworkError(DistError, ConnectionError):
     """A network operation failed: connecting, reading or writing a socket (torch's name)."""
+
+
+class AuthenticationError(DistNetworkError):
+    """A connection did not prove it holds the job's secret (ACCORD_SECRET): it has none,
+    another one, or the peer asked for none while this side has one. The connection is
+    refused; the job goes on. Also raised for a secret file others could read."""
 
 
 class DistStoreError(DistError):

@@ -1,7 +1,8 @@
 """``accordrun`` (and ``python -m accord.run``): the command line entry point.
 
 Owns: parsing the arguments (``options``), turning bad options into a usage error (exit 2),
-warning about torchrun options that have no effect here, and handing the job to the ``Agent``.
+warning about torchrun options that have no effect here, giving a one-node job its secret, and
+handing the job to the ``Agent``.
 Exit status as torchrun's: 0 when every worker succeeded, 1 otherwise (the report is on
 stderr). Must not know how the job runs.
 """
@@ -9,9 +10,11 @@ stderr). Must not know how the job runs.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Sequence
 
+from .. import auth
 from .agent import Agent
 from .options import config_from_args, get_args_parser, ignored_options
 from .output import Console
@@ -28,10 +31,22 @@ def run(argv: Sequence[str] | None = None, parser: argparse.ArgumentParser | Non
     except ValueError as exc:
         parser.error(str(exc))
     console = Console()
+    give_job_a_secret(cfg.max_nodes, cfg.rdzv_host)
     for option in ignored_options(args):
         console.say(f"accordrun: {option} is accepted for torchrun compatibility and has no "
                     f"effect here.")
     return Agent(cfg, console, local_rank_arg=local_rank_arg).run()
+
+
+def give_job_a_secret(max_nodes: int, store_host: str) -> None:
+    """A job on this node alone (its store on loopback) gets a fresh secret unless the user
+    gave one: this process and every worker prove it on each store and rank-to-rank
+    connection (torch programs' store clients, which cannot, are admitted as this launcher's
+    descendants: see ``admission``). A multi-node job uses the secret the user sets."""
+    if max_nodes != 1 or not auth.is_loopback(store_host):
+        return
+    if auth.SECRET.raw() is None and auth.SECRET_FILE.raw() is None:
+        os.environ[auth.SECRET.name] = auth.new_secret()
 
 
 def main(argv: Sequence[str] | None = None) -> None:

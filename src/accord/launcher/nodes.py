@@ -28,6 +28,7 @@ from ..store.prefix_store import PrefixStore
 from ..store.tcp_server import TCPStoreServer
 from ..store.tcp_store import TCPStore
 from ..timeouts import format_seconds
+from .admission import descendants_checker
 from .env import WorkerPlace
 from .options import LaunchConfig
 
@@ -176,7 +177,8 @@ class Rendezvous:
         key = f"r{restart}/workers_port"
         if self.hosting:
             self.close()
-            self._workers_store = TCPStoreServer(0)
+            self._workers_store = TCPStoreServer(0, host=self.cfg.rdzv_host,
+                                                 admit=descendants_checker(os.getpid()))
             self.store.set(key, str(self._workers_store.port))
         if self.wait_keys([key], self.cfg.join_timeout):
             raise LaunchError(f"the launcher hosting the store at {self.cfg.rdzv_host}:"

@@ -16,10 +16,12 @@ import os
 import socket
 import time
 
-from ..errors import DistStoreError, ProtocolError, StoreTimeoutError
+from .. import auth
+from ..errors import AuthenticationError, DistStoreError, ProtocolError, StoreTimeoutError
 from ..timeouts import Deadline, format_seconds
 from . import tcp_protocol as p
 from . import tcp_server
+from .tcp_auth import authenticate_client
 
 _RECV_BYTES = 1 << 16
 _FIRST_RETRY_S, _MAX_RETRY_S = 0.01, 0.5
@@ -80,6 +82,9 @@ class ClientConnection:
         self.sock, self._buffer = sock, bytearray()
         tcp_server.forget_local_client(self._local)
         self._local = tcp_server.note_local_client(sock)
+        secret = auth.job_secret()
+        if secret is not None:
+            self._authenticate(secret, deadline)
         nonce = os.getpid() & 0xFFFFFFFF
         self.send(p.request(p.Command.VALIDATE, number=p.MAGIC) +
                   p.request(p.Command.PING, number=nonce))
@@ -97,6 +102,21 @@ class ClientConnection:
                 f"echoing 0x{nonce:08X}: it does not speak torch's TCPStore protocol (an accord "
                 f"before torch's protocol was adopted, or another program, listens there).")
 
+    def _authenticate(self, secret: bytes, deadline: Deadline) -> None:
+        """Prove the job's secret before torch's protocol starts (see tcp_auth)."""
+        try:
+            authenticate_client(secret, self.send, lambda n: self.read(n, deadline), self.where)
+        except (Lost, socket.timeout) as exc:
+            self.close()
+            raise AuthenticationError(
+                f"{self.where} did not take part in authentication ({exc}): it has no secret "
+                f"(torch's store, or accord's with ACCORD_SECRET unset where it runs), while "
+                f"this process has one. Set the same ACCORD_SECRET on every process of the "
+                f"job, or unset it on all.") from None
+        except AuthenticationError:
+            self.close()
+            raise
+
     def _unreachable(self, seconds: float, last: BaseException) -> str:
         reason = getattr(last, "strerror", None) or str(last) or type(last).__name__
         return (f"{self.where}: could not reach the store within {format_seconds(seconds)} "
@@ -105,9 +125,10 @@ class ClientConnection:
 
     def _refused_handshake(self, exc: Lost) -> str:
         return (f"{self.where}: the server closed the connection during the handshake "
-                f"{_HANDSHAKE_TRIES} times ({exc}): it does not speak torch's TCPStore protocol "
-                f"(an accord before torch's protocol was adopted speaks its own), or it refuses "
-                f"this client. Its log says which; run the same accord version everywhere.")
+                f"{_HANDSHAKE_TRIES} times ({exc}): it requires the job's secret, which this "
+                f"process does not have (set ACCORD_SECRET or ACCORD_SECRET_FILE as on the "
+                f"store's side), or it does not speak torch's TCPStore protocol (an accord "
+                f"before torch's protocol was adopted speaks its own). Its log says which.")
 
     # -- exchanging -------------------------------------------------------------------------
     def send(self, data: bytes) -> None:

@@ -32,15 +32,17 @@ import threading
 import time
 import weakref
 from collections import deque
+from typing import Callable
 
-from .. import config
-from ..errors import DistStoreError
+from .. import auth, config
+from .tcp_auth import ServerGate, Verdict
 from .tcp_engine import Refused, StoreEngine
+from .tcp_listen import BACKLOG as _BACKLOG
+from .tcp_listen import make_listener
 from .tcp_protocol import Command, RequestDecoder
 
 log = logging.getLogger(__name__)
 
-_BACKLOG = 2048
 _RECV_BYTES = 1 << 16
 _LISTENER, _WAKER = object(), object()
 
@@ -115,19 +117,21 @@ _SHARED_SERVERS: dict[int, list] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def acquire(port: int, multi_tenant: bool, listen_fd: int | None) -> TCPStoreServer:
+def acquire(port: int, multi_tenant: bool, listen_fd: int | None,
+            host: str | None = None) -> TCPStoreServer:
     """A server for a master TCPStore: a new one, or with ``multi_tenant`` the one this
-    process already runs on ``port``."""
+    process already runs on ``port``. ``host``: the address clients are told (a loopback
+    one keeps the server on loopback)."""
     if port and listen_fd is None:
         for old in list(_LIVE_SERVERS):
             if old.port == port and old.retiring:
                 old.close()  # the program started over: the new server takes the port
     if not multi_tenant:
-        return TCPStoreServer(port, listen_fd=listen_fd)
+        return TCPStoreServer(port, listen_fd=listen_fd, host=host)
     with _SHARED_LOCK:
         entry = _SHARED_SERVERS.get(port) if port and listen_fd is None else None
         if entry is None:
-            server = TCPStoreServer(port, listen_fd=listen_fd)
+            server = TCPStoreServer(port, listen_fd=listen_fd, host=host)
             entry = _SHARED_SERVERS[server.port] = [server, 0]
         entry[1] += 1
         return entry[0]
@@ -145,55 +149,34 @@ def release(server: TCPStoreServer) -> None:
     server.retire(exit_grace())
 
 
-def _make_listener(port: int, listen_fd: int | None) -> socket.socket:
-    """A non-blocking listening socket on ``port`` (all interfaces), or on ``listen_fd``."""
-    if listen_fd is not None:
-        try:
-            sock = socket.socket(fileno=listen_fd)  # takes ownership of the descriptor
-            sock.listen(_BACKLOG)
-        except OSError as exc:
-            raise DistStoreError(
-                f"TCPStore server: cannot listen on master_listen_fd={listen_fd} "
-                f"({exc.strerror or exc}); pass the descriptor of a bound TCP socket.") from exc
-    else:
-        try:
-            sock = _bind(port)
-        except OSError as exc:
-            raise DistStoreError(
-                f"TCPStore server: could not listen on port {port} ({exc.strerror or exc}). Is "
-                f"another job using it? Pick another MASTER_PORT, or pass port 0 for a free one."
-            ) from exc
-    sock.setblocking(False)
-    return sock
-
-
-def _bind(port: int) -> socket.socket:
-    if socket.has_dualstack_ipv6():
-        try:
-            return socket.create_server(("", port), family=socket.AF_INET6, backlog=_BACKLOG,
-                                        dualstack_ipv6=True)
-        except OSError as exc:
-            if exc.errno == getattr(socket, "EADDRINUSE", 98):
-                raise
-    return socket.create_server(("", port), family=socket.AF_INET, backlog=_BACKLOG)
-
-
 class _Connection:
-    __slots__ = ("sock", "decoder", "out", "peer", "writing", "local")
+    __slots__ = ("sock", "decoder", "out", "peer", "writing", "local", "gate")
 
-    def __init__(self, sock: socket.socket, peer: object) -> None:
-        self.sock, self.peer = sock, peer
+    def __init__(self, sock: socket.socket, peer: object, gate: ServerGate | None) -> None:
+        self.sock, self.peer, self.gate = sock, peer, gate
         self.local = False  # a client of this process (known from its first request on)
         self.decoder = RequestDecoder()
         self.out: deque[memoryview] = deque()
         self.writing = False
 
 
-class TCPStoreServer:
-    """Serves one store on ``port`` (0: a free one; see ``port``) from a daemon thread."""
+#: ``TCPStoreServer(secret=...)`` default: the job's secret (``auth.job_secret()``).
+JOB_SECRET: object = object()
 
-    def __init__(self, port: int = 0, *, listen_fd: int | None = None) -> None:
-        self._listener = _make_listener(port, listen_fd)
+
+class TCPStoreServer:
+    """Serves one store on ``port`` (0: a free one; see ``port``) from a daemon thread.
+
+    ``secret`` (default: the job's): clients must prove it (``tcp_auth``); ``admit(sock)``
+    may let in a client that does not authenticate (accordrun: its own workers' processes).
+    ``host``: the address clients are told; a loopback one keeps the server on loopback."""
+
+    def __init__(self, port: int = 0, *, listen_fd: int | None = None, host: str | None = None,
+                 secret: bytes | None | object = JOB_SECRET,
+                 admit: Callable[[socket.socket], bool] | None = None) -> None:
+        self._secret = auth.job_secret() if secret is JOB_SECRET else secret
+        self._admit = admit
+        self._listener = make_listener(port, listen_fd, host, secured=self._secret is not None)
         self.port: int = self._listener.getsockname()[1]
         self._engine = StoreEngine()
         self._conns: set[_Connection] = set()
@@ -319,7 +302,9 @@ class TCPStoreServer:
                 return
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            conn = _Connection(sock, peer)
+            admit = self._admit
+            gate = ServerGate(self._secret, None if admit is None else lambda s=sock: admit(s))
+            conn = _Connection(sock, peer, gate)
             self._conns.add(conn)
             self._selector.register(sock, selectors.EVENT_READ, conn)
 
@@ -331,8 +316,23 @@ class TCPStoreServer:
         except OSError as exc:
             return self._drop(conn, f"read failed: {exc}")
         if not data:
-            why = f"disconnected inside a request ({conn.decoder.buffered} bytes pending)"
-            return self._drop(conn, why if conn.decoder.buffered else None)
+            why = None
+            if conn.decoder.buffered:
+                why = f"disconnected inside a request ({conn.decoder.buffered} bytes pending)"
+            elif conn.gate is not None and conn.gate.server_nonce:
+                why = "left during authentication (without proving the job's secret)"
+            return self._drop(conn, why)
+        if conn.gate is not None:
+            verdict, reply, data = conn.gate.feed(data)
+            if reply:
+                self._deliver({conn: [reply]})
+            if verdict is Verdict.REFUSED:
+                return self._drop(conn, conn.gate.why)
+            if verdict is Verdict.PENDING or conn not in self._conns:
+                return
+            conn.gate = None
+            if not data:
+                return
         replies: dict[_Connection, list[bytes]] = {}
         requests = conn.decoder.feed(data)
         if requests and requests[0].command is Command.VALIDATE:

@@ -54,8 +54,9 @@ def _refusal(what: str) -> str:
 class TCPStore(Store):
     """A store served over TCP by the master process (torch.distributed.TCPStore).
 
-    Args, as torch's: ``host_name``/``port`` of the server (the master binds every interface;
-    port 0 picks a free one, see ``port``); ``world_size`` processes expected; ``is_master``
+    Args, as torch's: ``host_name``/``port`` of the server (the master binds every interface,
+    or only loopback when ``host_name`` is a loopback address; port 0 picks a free one, see
+    ``port``); ``world_size`` processes expected; ``is_master``
     starts the server in this process (and connects to it); ``timeout`` bounds connecting and
     every waiting operation; with ``wait_for_workers`` and a ``world_size`` each store adds 1
     under the key "init/" and the master's constructor returns only once ``world_size`` have
@@ -78,7 +79,8 @@ class TCPStore(Store):
         self._closing = False
         self._unanswered: str | None = None  # the last request sent that has no reply
         if is_master:
-            self._server = tcp_server.acquire(self._port, multi_tenant, master_listen_fd)
+            self._server = tcp_server.acquire(self._port, multi_tenant, master_listen_fd,
+                                              host_name)
             self._port = self._server.port
         try:
             self._conn = ClientConnection(host_name, self._port, self._seconds(None))

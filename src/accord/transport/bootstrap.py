@@ -1,8 +1,8 @@
 """Building a TCP full mesh through a Store: publish, gather, connect, handshake.
 
 Owns: the listening socket, the address record each rank publishes, the store wait that names
-the ranks that never published, the HELLO handshake that tells an accepted socket's rank, and
-socket options. Must not know about algorithms or process groups: it returns a TcpMesh.
+the ranks that never published, refusing (with a warning) an accepted connection whose
+handshake fails (the handshake itself is ``handshake``'s), and socket options. Must not know about algorithms or process groups: it returns a TcpMesh.
 
 Rank r connects to every lower rank and accepts every higher one; the kernel completes
 connections into the listen backlog, so the two phases cannot deadlock.
@@ -11,22 +11,25 @@ connections into the listen backlog, so the two phases cannot deadlock.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
-import struct
 from dataclasses import dataclass
 
-from .. import config
-from ..errors import (DistNetworkError, DistStoreError, DistTimeoutError, ProtocolError,
-                      StoreTimeoutError)
+from .. import auth, config
+from ..errors import (AuthenticationError, DistNetworkError, DistStoreError, DistTimeoutError,
+                      ProtocolError, StoreTimeoutError)
 from ..store.base import Store
 from ..timeouts import Deadline, format_seconds
 from .addresses import choose_address, host_identity
 from .shm_ring import RingReader, RingWriter, map_rings
+from .handshake import acceptor_side, connector_side
 from .tcp import TcpMesh
-from .wire import HEADER_SIZE, NO_FINGERPRINT, FrameKind, pack_header, unpack_header
 
-_HELLO = struct.Struct("<II")  # rank, world size; followed by the job token
+log = logging.getLogger("accord")
+#: How long an accepted connection may take over its handshake before it is dropped (a
+#: silent stranger must not hold up the ranks still to come).
+_HANDSHAKE_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -133,32 +136,6 @@ def _set_buffers(sock: socket.socket) -> None:
             pass
 
 
-def _hello(rank: int, size: int, token: bytes) -> bytes:
-    payload = _HELLO.pack(rank, size) + token
-    return pack_header(FrameKind.HELLO, 0, 0, 0, 0, NO_FINGERPRINT, len(payload)) + payload
-
-
-def _read_exact(sock: socket.socket, n: int) -> bytes:
-    data = bytearray()
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ProtocolError("connection closed during the handshake")
-        data += chunk
-    return bytes(data)
-
-
-def _read_hello(sock: socket.socket, size: int, token: bytes) -> int:
-    header = unpack_header(_read_exact(sock, HEADER_SIZE))
-    if header.kind != FrameKind.HELLO or header.nbytes > 4096:
-        raise ProtocolError("the first frame on a new link was not a HELLO")
-    payload = _read_exact(sock, header.nbytes)
-    rank, their_size = _HELLO.unpack_from(payload)
-    if payload[_HELLO.size:] != token or their_size != size:
-        raise ProtocolError(f"a process of another job (or an older run) connected as rank {rank}")
-    return int(rank)
-
-
 def _connect(record: PeerRecord, me: int, deadline: Deadline) -> socket.socket:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     _set_buffers(sock)
@@ -174,6 +151,31 @@ def _connect(record: PeerRecord, me: int, deadline: Deadline) -> socket.socket:
     return sock
 
 
+def _accept_link(sock: socket.socket, stranger: object, rank: int, size: int, token: bytes,
+                 secret: bytes | None, deadline: Deadline,
+                 sockets: dict[int, socket.socket]) -> int | None:
+    """The rank of an accepted connection, or None (closed, with a warning) if it is refused."""
+    sock.settimeout(min(_remaining(deadline), _HANDSHAKE_S))
+    try:
+        peer = acceptor_side(sock, rank, size, token, secret)
+        if peer <= rank or peer in sockets:
+            raise ProtocolError(f"a second connection claiming rank {peer}")
+    except (ProtocolError, AuthenticationError, OSError) as exc:
+        sock.close()
+        why = "it did not finish the handshake in time" if isinstance(exc, socket.timeout) else exc
+        log.warning("rank %d: refused a connection from %s: %s", rank,
+                    _where(stranger), why)
+        return None
+    sock.settimeout(_remaining(deadline))
+    return peer
+
+
+def _where(address: object) -> str:
+    if isinstance(address, tuple) and len(address) >= 2:
+        return f"{address[0]}:{address[1]}"
+    return str(address)
+
+
 def _rings(store: Store, prefix: str, rank: int, records: list[PeerRecord],
            deadline: Deadline) -> dict[int, tuple[RingWriter, RingReader]]:
     """Shared-memory rings to the ranks on this host, unless ACCORD_TRANSPORT=tcp."""
@@ -186,9 +188,16 @@ def _rings(store: Store, prefix: str, rank: int, records: list[PeerRecord],
 
 
 def connect_mesh(store: Store, prefix: str, rank: int, size: int, deadline: Deadline) -> TcpMesh:
-    """Build the TCP full mesh for ``size`` ranks whose records go under ``prefix``."""
+    """Build the TCP full mesh for ``size`` ranks whose records go under ``prefix``.
+
+    A connection that fails its handshake (another job, no or another secret, garbage,
+    silence) is refused with a warning naming its address, and the ranks still to come are
+    waited for as before: a stranger cannot break the job's start."""
+    secret = auth.job_secret()
     address = choose_address(store.local_address())
     listener = _listen(address, size)
+    if secret is None:
+        auth.warn_if_exposed(address, "accord's rank-to-rank listener")
     sockets: dict[int, socket.socket] = {}
     token = prefix.encode()
     try:
@@ -197,21 +206,19 @@ def connect_mesh(store: Store, prefix: str, rank: int, size: int, deadline: Dead
         for peer in range(rank):
             sock = _connect(records[peer], rank, deadline)
             sockets[peer] = sock
-            sock.sendall(_hello(rank, size, token))
+            where = f"{records[peer].host}:{records[peer].port}"
+            connector_side(sock, rank, peer, size, token, secret, where)
         while len(sockets) < size - 1:
             listener.settimeout(_remaining(deadline))
             try:
-                sock, _ = listener.accept()
+                sock, stranger = listener.accept()
             except socket.timeout:
                 missing = sorted(set(range(rank + 1, size)) - set(sockets))
                 raise DistTimeoutError(f"rank {rank}: ranks {missing} never connected within "
                                        f"{format_seconds(deadline.budget)}") from None
-            sock.settimeout(_remaining(deadline))
-            peer = _read_hello(sock, size, token)
-            if peer <= rank or peer in sockets:
-                sock.close()
-                raise ProtocolError(f"rank {rank}: unexpected connection claiming rank {peer}")
-            sockets[peer] = sock
+            peer = _accept_link(sock, stranger, rank, size, token, secret, deadline, sockets)
+            if peer is not None:
+                sockets[peer] = sock
         for sock in sockets.values():
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return TcpMesh(rank, size, sockets, records, _rings(store, prefix, rank, records, deadline))
