@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import pathlib
 import time
@@ -65,6 +66,19 @@ def test_verdict_picks_the_earliest_failure_and_restarts_while_allowed():
     assert [f.rank for f in verdict.others] == [1]
     assert decide(_info(restart=1), statuses, 1, 30).outcome == FAILED
     assert Verdict.decode(verdict.encode()) == verdict
+
+
+def test_a_failure_blamed_on_a_peer_is_not_the_root_cause_even_when_it_came_first():
+    """Rank 0 exits first with PeerError ('rank 1 raised ValueError …'); rank 1, whose
+    exception it was, exits later (its exit hooks take longer): rank 1 is the root cause."""
+    consequence = dataclasses.replace(_failure(0, 10.0),
+        message="PeerError: barrier #3 on rank 0: rank 1 raised ValueError: bad batch")
+    cause = dataclasses.replace(_failure(1, 10.4), message="ValueError: bad batch")
+    statuses = {0: NodeStatus(0, "a", FAILED, [consequence, cause])}
+    verdict = decide(_info(), statuses, max_restarts=0, lost_after=30)
+    assert verdict.root.rank == 1 and [f.rank for f in verdict.others] == [0]
+    alone = decide(_info(), {0: NodeStatus(0, "a", FAILED, [consequence])}, 0, 30)
+    assert alone.root.rank == 0  # with nothing else to blame, it is still reported
 
 
 def test_verdict_for_success_interruption_and_a_lost_node():

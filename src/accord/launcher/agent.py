@@ -193,7 +193,8 @@ class Agent:
                 failures = [self._failure(e, info, error_files) for e in exits if e.returncode]
                 if several:
                     channel.raise_alarm()
-                return self._status(info, FAILED, sorted(failures, key=lambda f: f.time))
+                failures.sort(key=lambda f: (f.caused_by_a_peer(), f.time))
+                return self._status(info, FAILED, failures)
             if event is not None and not group.running():
                 return self._status(info, SUCCEEDED, [])
             if several:

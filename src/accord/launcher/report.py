@@ -43,6 +43,13 @@ class Failure:
         except ValueError:
             return f"signal {-self.exitcode}"
 
+    def caused_by_a_peer(self) -> bool:
+        """Whether the worker says another rank's failure caused its own (accord's PeerError:
+        'rank 1 raised ValueError …', 'rank 2 has left the group …'): then it is no root
+        cause while a failure it does not blame on a peer exists, whichever exit came first."""
+        kind = self.message.split(":", 1)[0].strip().rsplit(".", 1)[-1]
+        return kind in ("PeerError", "ProtocolError")
+
     def summary(self) -> str:
         """One line: 'rank 3 (local_rank 1 on host b) exited with code 1: ValueError: boom'."""
         where = f"local_rank {self.local_rank} on {self.host}"

@@ -80,7 +80,8 @@ def _lost(info: RoundInfo, node_rank: int, seconds: float) -> Failure:
 def decide(info: RoundInfo, statuses: dict[int, NodeStatus | None], max_restarts: int,
            lost_after: float) -> Verdict:
     """The verdict from every node's status (None: the node was lost)."""
-    failures = sorted((f for s in statuses.values() if s for f in s.failures), key=lambda f: f.time)
+    failures = sorted((f for s in statuses.values() if s for f in s.failures),
+                      key=lambda f: (f.caused_by_a_peer(), f.time))
     failures += [_lost(info, n, lost_after) for n, s in sorted(statuses.items()) if s is None]
     interrupted = [s for s in statuses.values() if s is not None and s.outcome == INTERRUPTED]
     if interrupted:
