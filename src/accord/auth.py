@@ -107,6 +107,7 @@ _warned = threading.Event()
 
 
 def is_loopback(address: str) -> bool:
+    """Whether ``address`` (a host name or an IP address; "" is every interface) is loopback."""
     if address in ("localhost", ""):
         return address == "localhost"
     try:

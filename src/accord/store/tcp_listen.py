@@ -39,8 +39,8 @@ def make_listener(port: int, listen_fd: int | None, host: str | None = None,
                 f"another job using it? Pick another MASTER_PORT, or pass port 0 for a free one."
             ) from exc
     if not secured:
-        auth.warn_if_exposed(str(sock.getsockname()[0]).replace("0.0.0.0", "").replace("::", ""),
-                             "The TCPStore server")
+        bound = str(sock.getsockname()[0])
+        auth.warn_if_exposed("" if bound in ("0.0.0.0", "::") else bound, "The TCPStore server")
     sock.setblocking(False)
     return sock
 

@@ -50,8 +50,12 @@ class PeerRecord:
         return cls(**json.loads(data))
 
 
+def _family(address: str) -> socket.AddressFamily:
+    return socket.AF_INET6 if ":" in address else socket.AF_INET
+
+
 def _listen(address: str, backlog: int) -> socket.socket:
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener = socket.socket(_family(address), socket.SOCK_STREAM)
     _set_buffers(listener)  # accepted sockets inherit them; must precede the handshake
     try:
         listener.bind((address, 0))
@@ -137,7 +141,7 @@ def _set_buffers(sock: socket.socket) -> None:
 
 
 def _connect(record: PeerRecord, me: int, deadline: Deadline) -> socket.socket:
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock = socket.socket(_family(record.host), socket.SOCK_STREAM)
     _set_buffers(sock)
     sock.settimeout(_remaining(deadline))
     try:

@@ -28,6 +28,8 @@ from .mesh import Mesh, PeerState
 from .wire import HEADER_SIZE, FrameKind, Header, unpack_header
 
 _STAGING_BYTES = 256 << 10
+#: The largest GOODBYE / POISON / LEAVE payload a peer may send (a reason, positions).
+_MAX_CONTROL_BYTES = 1 << 20
 
 
 class Writer(Protocol):
@@ -114,6 +116,11 @@ class StreamMesh(Mesh):
             self._link_failed(link, exc)
         except OSError as exc:
             self._link_failed(link, exc)
+        except MemoryError:  # a frame announcing more than this process can ever buffer
+            nbytes = link.header.nbytes if link.header is not None else "?"
+            self._link_failed(link, ProtocolError(
+                f"rank {link.peer} announced a message of {nbytes} bytes that cannot be "
+                f"buffered here (out of memory): a corrupt stream, or a message far too large"))
 
     def _fill_staging(self, link: StreamLink) -> bool:
         """Read more bytes into the staging buffer; False when the socket has none now."""
@@ -141,6 +148,10 @@ class StreamMesh(Mesh):
         elif kind == FrameKind.HELLO:
             raise ProtocolError(f"rank {link.peer} sent a second HELLO on an open link")
         else:  # GOODBYE / POISON / LEAVE: small control payloads
+            if header.nbytes > _MAX_CONTROL_BYTES:
+                raise ProtocolError(f"rank {link.peer} sent a {FrameKind(kind).name} frame of "
+                                    f"{header.nbytes} bytes (at most {_MAX_CONTROL_BYTES}): a "
+                                    f"corrupt stream")
             dest, token = memoryview(bytearray(header.nbytes)), ("control", header)
         link.header, link.dest, link.token, link.filled = header, dest, token, 0
         staged = min(link.end - link.start, header.nbytes)
