@@ -125,6 +125,33 @@ def test_a_timeout_says_who_has_not_reached_the_call_and_what_it_did_last(monkey
         assert "rank 2: not in a collective of this group: its last one, broadcast #2" in text, text
 
 
+def test_the_first_timeout_already_has_every_live_ranks_post(monkeypatch):
+    """No interval set (1 s), a 1 s timeout, a laggard busy since the job started: the board
+    looks every quarter of the timeout and posts a group on first sight, so the report knows
+    where the laggard is instead of 'posted nothing'."""
+    monkeypatch.delenv("ACCORD_PROGRESS_INTERVAL", raising=False)
+    release = threading.Event()
+
+    def body(rank):
+        if rank == 2:  # busy from the start: never calls a collective in time
+            release.wait(10)
+            return None
+        try:
+            dist.all_reduce(np.ones(4, dtype=np.float32))
+        except (dist.DistTimeoutError, dist.PeerError) as exc:
+            return str(exc)
+        finally:
+            if rank == 0:
+                release.set()
+        return None
+
+    texts = run_ranks(3, body, timeout=1.0, expect_failure=True)[:2]
+    report = next(t for t in texts if "Stuck report" in t)
+    assert "not reached: rank 2" in report, report
+    assert "rank 2: has not started a collective on this group yet" in report, report
+    assert "posted nothing" not in report, report
+
+
 # -- debug levels and the DETAIL check ----------------------------------------------------------
 @pytest.fixture
 def detail_level():

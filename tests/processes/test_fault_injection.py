@@ -27,6 +27,8 @@ pytestmark = [pytest.mark.multiprocess, pytest.mark.timeout(60)]
 
 TRANSPORTS = ["shm", "tcp"]
 SEED = int(os.environ.get("ACCORD_FAULT_SEED") or random.SystemRandom().randrange(1 << 32))
+#: Jobs per transport of the random-kill test: 25 with ``pytest --long`` (50 in all), else 1.
+CHAOS_RUNS = 25 if os.environ.get("ACCORD_LONG_TESTS") == "1" else 1
 #: The calls of fault_scenarios.mixed_round (what a failure in the loop may name).
 LOOP_CALLS = {"all_reduce", "broadcast", "all_gather", "reduce_scatter", "all_to_all", "barrier",
               "gather", "scatter"}
@@ -117,11 +119,14 @@ def names_rank(message: str, rank: int) -> bool:
 # ---------------------------------------------------------------------------------------------
 # 1. kill -9 at a random point
 # ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("run", range(CHAOS_RUNS))
 @pytest.mark.parametrize("transport", TRANSPORTS)
-def test_a_rank_killed_at_a_random_point_is_named_promptly(fault_job, request, transport) -> None:
-    """4 ranks loop mixed collectives (group timeout 60 s); a random rank is SIGKILLed after a
-    random delay. Every survivor raises PeerError naming it within 2 s; later calls raise at
-    once; the survivors then leave normally."""
+def test_a_rank_killed_at_a_random_point_is_named_promptly(fault_job, request, transport,
+                                                          run) -> None:
+    """4 ranks loop mixed collectives, small and 1 MiB (group timeout 60 s); a random rank is
+    SIGKILLed after a random delay. Every survivor raises PeerError naming it within 2 s; later
+    calls raise at once; the survivors then leave normally; nothing is left in /dev/shm. The
+    chaos run: CHAOS_RUNS jobs per transport, each with its own victim and moment."""
     rng, seed = rng_for(request)
     n = 4
     victim, delay = rng.randrange(n), rng.uniform(0.0, 1.0)

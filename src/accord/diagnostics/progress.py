@@ -5,11 +5,13 @@ rank is on each of its groups (the call in flight, the last one completed), and
 ``stuck_report``, which a rank whose collective timed out builds from the others' posts: who
 has reached that call, who has not, and what each laggard did last.
 
-Publishing costs nothing on the hot path: the thread looks every ``interval`` seconds and
-writes a group's state only once it has stopped changing for a whole interval (a rank that is
-stuck, or busy outside accord). A job that makes progress writes nothing; a job that hangs has
-every rank's position in the store within two intervals. A frozen rank (SIGSTOP, a debugger)
-cannot publish: its last post, with its age, is what the report shows.
+Publishing costs nothing on the hot path: the thread looks every ``interval`` seconds (or a
+quarter of the shortest group timeout, if shorter) and writes a group's state once when it
+first sees the group, then only once it has stopped changing for a whole period (a rank that
+is stuck, or busy outside accord). A job that makes progress writes little; a job that hangs
+has every rank's position in the store within two periods, well before the first timeout. A
+frozen rank (SIGSTOP, a debugger) cannot publish: its last post, with its age, is what the
+report shows.
 
 Must not know about the flight-recorder files or the API.
 """
@@ -28,6 +30,7 @@ from ..store.base import Store
 
 _MAX_REPORTED = 64  # members whose posts a report reads (the first ones, in rank order)
 STORE_WAIT_S = 2.0  # how long a timed-out call waits for the store to build its report
+_MIN_PERIOD_S = 0.05  # the board thread never looks more often than this
 
 
 class ProgressBoard:
@@ -62,6 +65,8 @@ class ProgressBoard:
     def remove(self, group: ProcessGroup) -> None:
         with self._lock:
             self._groups.pop(group.group_id, None)
+            self._seen.pop(group.group_id, None)
+            self._published.pop(group.group_id, None)
 
     def close(self) -> None:
         """Stop posting; close the board's own store handle (so that a store host that is
@@ -81,15 +86,25 @@ class ProgressBoard:
         self._store.set(self.key(group, self.rank), json.dumps(post))
         self._published[group.group_id] = group.recorder.stamp()
 
+    def period(self) -> float:
+        """How often the thread looks: ``interval``, or a quarter of the shortest timeout of
+        the groups if that is shorter (a stuck report at a 2 s timeout must find posts made
+        since the last call began), but not more often than every 50 ms."""
+        with self._lock:
+            shortest = min((g._timeout for g in self._groups.values()), default=self.interval)
+        return max(_MIN_PERIOD_S, min(self.interval, shortest / 4))
+
     def _loop(self) -> None:
         failures = 0
-        while not self._stop.wait(self.interval):
+        while not self._stop.wait(self.period()):
             with self._lock:
                 groups = list(self._groups.values())
             for group in groups:
                 stamp = group.recorder.stamp()
                 gid = group.group_id
-                if stamp == self._seen.get(gid) and stamp != self._published.get(gid):
+                # the first look posts at once: a rank busy from the start is not 'silent'
+                first = gid not in self._published
+                if (first or stamp == self._seen.get(gid)) and stamp != self._published.get(gid):
                     try:
                         self.publish(group)
                         failures = 0
