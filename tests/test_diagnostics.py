@@ -150,6 +150,8 @@ def test_the_first_timeout_already_has_every_live_ranks_post(monkeypatch):
     assert "not reached: rank 2" in report, report
     assert "rank 2: has not started a collective on this group yet" in report, report
     assert "posted nothing" not in report, report
+    first_line = report.splitlines()[0]
+    assert "Did not reach this call: rank 2 (stuck report below)." in first_line, report
 
 
 # -- debug levels and the DETAIL check ----------------------------------------------------------

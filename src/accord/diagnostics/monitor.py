@@ -61,7 +61,9 @@ class Monitor:
         extra = []
         entry = group.recorder.last_failed
         if isinstance(exc, DistTimeoutError) and self.board is not None and entry is not None:
-            extra.append(stuck_report(self.board, group, entry[0], entry[1]))
+            report, missing = stuck_report(self.board, group, entry[0], entry[1])
+            extra.append(report)
+            _name_in_first_line(exc, missing)
         self._annotate(exc, extra)
 
     def p2p_timed_out(self, group: ProcessGroup, exc: BaseException, peer: int | None) -> None:
@@ -82,6 +84,18 @@ class Monitor:
                              f"'accord flight-recorder {path.rsplit('/', 1)[0]}')")
         if extra and exc.args and isinstance(exc.args[0], str):
             exc.args = ("\n".join([exc.args[0], *extra]), *exc.args[1:])
+
+
+def _name_in_first_line(exc: BaseException, missing: list[int]) -> None:
+    """Put the ranks that never reached the call in the timeout's first line: the rank this
+    one waited on directly (a ring neighbour) may be alive and waiting too."""
+    if not missing or not exc.args or not isinstance(exc.args[0], str):
+        return
+    first, newline, rest = exc.args[0].partition("\n")
+    names = ", ".join(map(str, missing))
+    first += (f" Did not reach this call: rank{'s' if len(missing) > 1 else ''} {names} "
+              f"(stuck report below).")
+    exc.args = (first + newline + rest, *exc.args[1:])
 
 
 def comm_stats(groups: Sequence[ProcessGroup]) -> dict[str, dict[str, dict[str, Any]]]:

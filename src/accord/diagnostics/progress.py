@@ -157,11 +157,13 @@ def _exchange(board: ProgressBoard, group: ProcessGroup,
     return outcome["posts"], ""
 
 
-def stuck_report(board: ProgressBoard, group: ProcessGroup, seq: int, op: str) -> str:
-    """Who has and has not reached call #seq of ``group``, and what each laggard did last."""
+def stuck_report(board: ProgressBoard, group: ProcessGroup, seq: int,
+                 op: str) -> tuple[str, list[int]]:
+    """Who has and has not reached call #seq of ``group``, and what each laggard did last;
+    with the ranks that did not reach it as far as the posts tell (laggards, then the silent)."""
     posts, why = _exchange(board, group)
     if posts is None:
-        return f"(no stuck report: the store could not be read: {why})"
+        return f"(no stuck report: the store could not be read: {why})", []
     now = time.time()
     reached, lagging, unknown = [board.rank], [], []
     for global_rank, post in posts.items():
@@ -182,7 +184,7 @@ def stuck_report(board: ProgressBoard, group: ProcessGroup, seq: int, op: str) -
                      f"job started, frozen (SIGSTOP, a debugger), or on another store")
     if len(group.ranks) > _MAX_REPORTED:
         lines.append(f"  (only the first {_MAX_REPORTED} ranks of the group were read)")
-    return "\n".join(lines)
+    return "\n".join(lines), sorted(r for r, _ in lagging) + sorted(unknown)
 
 
 def peer_report(board: ProgressBoard, group: ProcessGroup, peer: int | None) -> str:
