@@ -188,3 +188,21 @@ def test_a_launcher_admits_its_descendants_and_nobody_else():
         child.kill()
         child.wait()
         server.close()
+
+
+def test_a_client_with_a_secret_gives_up_on_torchs_store_quickly(monkeypatch):
+    """torch's server ignores the AUTH byte (no answer, no close): the client stops waiting
+    after _AUTH_ANSWER_S instead of the store's timeout."""
+    torch = pytest.importorskip("torch.distributed")
+    from accord.store import tcp_client
+
+    monkeypatch.setattr(tcp_client, "_AUTH_ANSWER_S", 0.5)
+    monkeypatch.delenv("ACCORD_SECRET", raising=False)
+    server = torch.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                            timeout=timedelta(seconds=10))
+    monkeypatch.setenv("ACCORD_SECRET", "job-secret")
+    started = time.monotonic()
+    with pytest.raises(accord.AuthenticationError, match="did not take part in authentication"):
+        TCPStore("127.0.0.1", server.port, timeout=timedelta(seconds=30))
+    assert time.monotonic() - started < 5
+    del server

@@ -31,6 +31,8 @@ _HANDSHAKE_TRIES = 3
 #: How long a client waits for the server to answer CANCEL_WAIT, and to re-open a connection
 #: the server closed (to tell a refused request from a server that went away).
 _CANCEL_S, _PROBE_S = 10.0, 2.0
+#: How long a client with a secret waits for the store's answer to its AUTH hello.
+_AUTH_ANSWER_S = 5.0
 
 
 def open_socket(host: str, port: int, timeout: float) -> socket.socket:
@@ -104,12 +106,16 @@ class ClientConnection:
 
     def _authenticate(self, secret: bytes, deadline: Deadline) -> None:
         """Prove the job's secret before torch's protocol starts (see tcp_auth)."""
+        # A store without a secret closes the connection (accord's) or says nothing at all
+        # (torch's ignores the unknown command): do not wait for it longer than this.
+        deadline = deadline.earlier(Deadline.after(_AUTH_ANSWER_S))
         try:
             authenticate_client(secret, self.send, lambda n: self.read(n, deadline), self.where)
         except (Lost, socket.timeout) as exc:
             self.close()
             raise AuthenticationError(
-                f"{self.where} did not take part in authentication ({exc}): it has no secret "
+                f"{self.where} did not take part in authentication ({exc or 'no answer'}): it "
+                f"has no secret "
                 f"(torch's store, or accord's with ACCORD_SECRET unset where it runs), while "
                 f"this process has one. Set the same ACCORD_SECRET on every process of the "
                 f"job, or unset it on all.") from None
