@@ -12,7 +12,7 @@ import pytest
 import accord
 
 PACKAGE = pathlib.Path(accord.__file__).parent
-LAYERS = [("errors", "timeouts", "config", "auth", "reduce_ops", "arrays", "profiling"), ("store",), ("rendezvous",),
+LAYERS = [("errors", "timeouts", "config", "auth", "tls", "reduce_ops", "arrays", "profiling"), ("store",), ("rendezvous",),
           ("transport",), ("collectives",), ("group",), ("api", "world", "backend_names", "diagnostics"),
           ("launcher", "backends", "bench")]
 RANK = {name: i for i, names in enumerate(LAYERS) for name in names}

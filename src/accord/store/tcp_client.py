@@ -16,11 +16,11 @@ import os
 import socket
 import time
 
-from .. import auth
+from .. import auth, tls
 from ..errors import AuthenticationError, DistStoreError, ProtocolError, StoreTimeoutError
 from ..timeouts import Deadline, format_seconds
 from . import tcp_protocol as p
-from . import tcp_server
+from .local_clients import forget_local_client, note_local_client
 from .tcp_auth import authenticate_client
 
 _RECV_BYTES = 1 << 16
@@ -81,9 +81,12 @@ class ClientConnection:
 
     def _handshake(self, sock: socket.socket, deadline: Deadline) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if tls.enabled():
+            sock.settimeout(max(deadline.remaining(), 0.001))
+            sock = tls.client_wrap(sock, self.where)
         self.sock, self._buffer = sock, bytearray()
-        tcp_server.forget_local_client(self._local)
-        self._local = tcp_server.note_local_client(sock)
+        forget_local_client(self._local)
+        self._local = note_local_client(sock)
         secret = auth.job_secret()
         if secret is not None:
             self._authenticate(secret, deadline)
@@ -224,7 +227,7 @@ class ClientConnection:
         sock, self.sock = self.sock, None
         if sock is not None:
             sock.close()
-            tcp_server.forget_local_client(self._local)
+            forget_local_client(self._local)
             self._local = None
 
 

@@ -7,18 +7,16 @@ protocol: torch's C++ clients and accord's are served alike). Must not know the 
 (``tcp_store``) or ranks.
 
 A client that breaks the protocol (garbage, an unknown command, a key or value above the
-limits, another protocol version) or sends a request the store refuses (ADD on a value that is
-not an integer) is dropped, as torch's server does: a warning names the client and the cause,
-its socket is closed, its parked request forgotten, and no other client notices. The server
-listens on every interface, as torch's does.
+limits), fails TLS or authentication (``tcp_auth``), or sends a request the store refuses (ADD
+on a value that is not an integer) is dropped, as torch's server does: a warning names the
+client and the cause; no other client notices. Where it listens is ``tcp_listen``'s.
 
 Retiring with a grace period (what the owning TCPStore's close does): the server keeps
 serving, in the background, until every connection from *another* process has closed, at
 most ``grace`` seconds, so that a rank which finishes first does not pull the store from
 under ranks still reading it; at interpreter exit the process waits for that (and retires
-the servers nobody closed). Connections of this process's own clients (``note_local_client``)
-do not hold it up: they end with the process. A new server on the port of a retiring one
-stops it at once (the program started over).
+the servers nobody closed). This process's own clients (``note_local_client``) do not hold it
+up. A new server on the port of a retiring one stops it at once (the program started over).
 """
 
 from __future__ import annotations
@@ -34,7 +32,9 @@ import weakref
 from collections import deque
 from typing import Callable
 
-from .. import auth, config
+from .. import auth, config, tls
+from .local_clients import address as _address
+from .local_clients import is_local_client
 from .tcp_auth import ServerGate, Verdict
 from .tcp_engine import Refused, StoreEngine
 from .tcp_listen import BACKLOG as _BACKLOG
@@ -46,41 +46,8 @@ log = logging.getLogger(__name__)
 _RECV_BYTES = 1 << 16
 _LISTENER, _WAKER = object(), object()
 
-# Why module-level state: whether a connection comes from this very process can only be
-# known where every client socket of the process is seen. Local addresses (host, port) of
-# this process's open client sockets; a server draining at close ignores connections from
-# them. And every running server, so that interpreter exit drains the ones nobody closed.
-_LOCAL_CLIENTS: set[tuple[str, int]] = set()
+# Every running server, so that interpreter exit drains the ones nobody closed.
 _LIVE_SERVERS: "weakref.WeakSet[TCPStoreServer]" = weakref.WeakSet()
-_REGISTRY_LOCK = threading.Lock()
-
-
-def _address(name: object) -> tuple[str, int] | None:
-    """(host, port) of a socket address, IPv4-mapped IPv6 hosts written as IPv4."""
-    if not isinstance(name, tuple) or len(name) < 2:
-        return None
-    host = str(name[0])
-    return (host[len("::ffff:"):] if host.startswith("::ffff:") else host, int(name[1]))
-
-
-def note_local_client(sock: socket.socket) -> tuple[str, int] | None:
-    """Remember that ``sock`` is a client of this process (call it before the first byte is
-    sent: a server of this process looks when it reads VALIDATE); returns the token to
-    forget it."""
-    try:
-        address = _address(sock.getsockname())
-    except OSError:
-        return None
-    if address is not None:
-        with _REGISTRY_LOCK:
-            _LOCAL_CLIENTS.add(address)
-    return address
-
-
-def forget_local_client(address: tuple[str, int] | None) -> None:
-    if address is not None:
-        with _REGISTRY_LOCK:
-            _LOCAL_CLIENTS.discard(address)
 
 
 def drain_at_exit(grace: float) -> None:
@@ -150,10 +117,12 @@ def release(server: TCPStoreServer) -> None:
 
 
 class _Connection:
-    __slots__ = ("sock", "decoder", "out", "peer", "writing", "local", "gate")
+    __slots__ = ("sock", "decoder", "out", "peer", "writing", "local", "gate", "io", "tls_pending")
 
     def __init__(self, sock: socket.socket, peer: object, gate: ServerGate | None) -> None:
         self.sock, self.peer, self.gate = sock, peer, gate
+        self.io = tls.stream_of(sock)  # the socket, or its TLS adapter
+        self.tls_pending = self.io is not sock  # a TLS handshake still to finish
         self.local = False  # a client of this process (known from its first request on)
         self.decoder = RequestDecoder()
         self.out: deque[memoryview] = deque()
@@ -176,7 +145,10 @@ class TCPStoreServer:
                  admit: Callable[[socket.socket], bool] | None = None) -> None:
         self._secret = auth.job_secret() if secret is JOB_SECRET else secret
         self._admit = admit
-        self._listener = make_listener(port, listen_fd, host, secured=self._secret is not None)
+        # the server's TLS context, made now: a bad certificate file fails here
+        self._tls = tls.contexts()[1] if tls.enabled() else None
+        self._listener = make_listener(port, listen_fd, host,
+                                       secured=self._secret is not None or bool(self._tls))
         self.port: int = self._listener.getsockname()[1]
         self._engine = StoreEngine()
         self._conns: set[_Connection] = set()
@@ -302,6 +274,8 @@ class TCPStoreServer:
                 return
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self._tls is not None:
+                sock = tls.server_wrap(sock, handshake=False, context=self._tls)
             admit = self._admit
             gate = ServerGate(self._secret, None if admit is None else lambda s=sock: admit(s))
             conn = _Connection(sock, peer, gate)
@@ -310,11 +284,15 @@ class TCPStoreServer:
 
     def _receive(self, conn: _Connection) -> None:
         try:
-            data = conn.sock.recv(_RECV_BYTES)
+            if conn.tls_pending:
+                if not tls.handshake_step(conn.sock):  # type: ignore[arg-type]
+                    return
+                conn.tls_pending = False
+            data = conn.io.recv(_RECV_BYTES)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
-            return self._drop(conn, f"read failed: {exc}")
+            return self._drop(conn, f"{'TLS handshake' if conn.tls_pending else 'read'} failed: {exc}")
         if not data:
             why = None
             if conn.decoder.buffered:
@@ -336,7 +314,7 @@ class TCPStoreServer:
         replies: dict[_Connection, list[bytes]] = {}
         requests = conn.decoder.feed(data)
         if requests and requests[0].command is Command.VALIDATE:
-            conn.local = _address(conn.peer) in _LOCAL_CLIENTS  # noted before it sent this
+            conn.local = is_local_client(conn.peer)  # noted before it sent this
         for request in requests:
             try:
                 answers = self._engine.execute(conn, request)
@@ -348,6 +326,8 @@ class TCPStoreServer:
         self._deliver(replies)
         if conn.decoder.failed is not None:
             self._drop(conn, str(conn.decoder.failed))
+        elif conn.io is not conn.sock and conn in self._conns and conn.io.pending():
+            self._receive(conn)  # TLS holds decrypted bytes the selector cannot see
 
     def _deliver(self, replies: dict[_Connection, list[bytes]]) -> None:
         """Queue each connection's replies as one write, and send what the socket takes."""
@@ -360,7 +340,7 @@ class TCPStoreServer:
         try:
             while conn.out:
                 head = conn.out[0]
-                sent = conn.sock.send(head)
+                sent = conn.io.send(head)
                 if sent < len(head):
                     conn.out[0] = head[sent:]
                     break

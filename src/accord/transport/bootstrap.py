@@ -16,7 +16,7 @@ import os
 import socket
 from dataclasses import dataclass
 
-from .. import auth, config
+from .. import auth, config, tls
 from ..errors import (AuthenticationError, DistNetworkError, DistStoreError, DistTimeoutError,
                       ProtocolError, StoreTimeoutError)
 from ..store.base import Store
@@ -157,10 +157,13 @@ def _connect(record: PeerRecord, me: int, deadline: Deadline) -> socket.socket:
 
 def _accept_link(sock: socket.socket, stranger: object, rank: int, size: int, token: bytes,
                  secret: bytes | None, deadline: Deadline,
-                 sockets: dict[int, socket.socket]) -> int | None:
-    """The rank of an accepted connection, or None (closed, with a warning) if it is refused."""
+                 sockets: dict[int, socket.socket]) -> tuple[socket.socket, int | None]:
+    """(the link's socket, the rank of the accepted connection), or rank None (closed, with a
+    warning) if it is refused. With TLS, the socket is the TLS one."""
     sock.settimeout(min(_remaining(deadline), _HANDSHAKE_S))
     try:
+        if tls.enabled():
+            sock = tls.server_wrap(sock)
         peer = acceptor_side(sock, rank, size, token, secret)
         if peer <= rank or peer in sockets:
             raise ProtocolError(f"a second connection claiming rank {peer}")
@@ -169,9 +172,9 @@ def _accept_link(sock: socket.socket, stranger: object, rank: int, size: int, to
         why = "it did not finish the handshake in time" if isinstance(exc, socket.timeout) else exc
         log.warning("rank %d: refused a connection from %s: %s", rank,
                     _where(stranger), why)
-        return None
+        return sock, None
     sock.settimeout(_remaining(deadline))
-    return peer
+    return sock, peer
 
 
 def _where(address: object) -> str:
@@ -211,6 +214,8 @@ def connect_mesh(store: Store, prefix: str, rank: int, size: int, deadline: Dead
             sock = _connect(records[peer], rank, deadline)
             sockets[peer] = sock
             where = f"{records[peer].host}:{records[peer].port}"
+            if tls.enabled():
+                sock = sockets[peer] = tls.client_wrap(sock, f"rank {peer} at {where}")
             connector_side(sock, rank, peer, size, token, secret, where)
         while len(sockets) < size - 1:
             listener.settimeout(_remaining(deadline))
@@ -220,7 +225,8 @@ def connect_mesh(store: Store, prefix: str, rank: int, size: int, deadline: Dead
                 missing = sorted(set(range(rank + 1, size)) - set(sockets))
                 raise DistTimeoutError(f"rank {rank}: ranks {missing} never connected within "
                                        f"{format_seconds(deadline.budget)}") from None
-            peer = _accept_link(sock, stranger, rank, size, token, secret, deadline, sockets)
+            sock, peer = _accept_link(sock, stranger, rank, size, token, secret, deadline,
+                                      sockets)
             if peer is not None:
                 sockets[peer] = sock
         for sock in sockets.values():

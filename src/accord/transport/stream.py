@@ -23,6 +23,7 @@ from collections import deque
 from typing import Any, Protocol
 
 from ..errors import PeerError, ProtocolError
+from ..tls import stream_of
 from .matching import SendRequest
 from .mesh import Mesh, PeerState
 from .wire import HEADER_SIZE, FrameKind, Header, unpack_header
@@ -47,9 +48,10 @@ class StreamLink:
     def __init__(self, peer: int, sock: socket.socket, rings: tuple[Any, Any] | None = None) -> None:
         self.peer = peer
         self.sock = sock
+        self.io = stream_of(sock)  # the socket, or its TLS adapter
         self.fd = sock.fileno()
-        self.tx: Writer = rings[0] if rings else sock
-        self.rx: Reader = rings[1] if rings else sock
+        self.tx: Writer = rings[0] if rings else self.io
+        self.rx: Reader = rings[1] if rings else self.io
         self.ring = rings is not None  # data goes through shared memory; the socket is for EOF
         self.send_lock = threading.Lock()
         self.queue: deque[SendRequest] = deque()

@@ -156,7 +156,7 @@ class TcpMesh(StreamMesh):
     def _on_ring_socket(self, link: StreamLink) -> None:
         """A ring link's socket stirred: it carries no data, so this is the peer going away."""
         try:
-            data = link.sock.recv(1)
+            data = link.io.recv(1)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
@@ -213,7 +213,7 @@ class TcpMesh(StreamMesh):
     def _drain_and_close(self, link: StreamLink) -> None:
         """Read what the peer already sent (its GOODBYE) so close() does not reset the stream."""
         try:
-            while link.sock.recv_into(self._discard):
+            while link.io.recv_into(self._discard):
                 pass
         except OSError:
             pass
