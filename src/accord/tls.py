@@ -142,12 +142,23 @@ class TlsStream:
         return total
 
     def recv_into(self, target: Any) -> int:
-        try:
-            return self.sock.recv_into(target)
-        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
-            raise BlockingIOError() from None
-        except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
-            return 0
+        """As much as is there now, up to ``target``'s size: TLS returns one record (16 KiB)
+        per read, and the frame reader takes a short read for 'nothing more for now'."""
+        view = memoryview(target).cast("B")
+        total = 0
+        while total < len(view):
+            try:
+                n = self.sock.recv_into(view[total:])
+            except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                if total:
+                    return total
+                raise BlockingIOError() from None
+            except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+                return total
+            if n == 0:
+                return total
+            total += n
+        return total
 
     def recv(self, n: int) -> bytes:
         try:
