@@ -1,5 +1,5 @@
 """Nothing leaks (issue 13 item 4): a 2-rank job churns groups (create, all_reduce, a
-mismatch now and then, destroy), runs many small collectives and restarts its world, and its
+mismatch or an abort now and then, destroy), runs many small collectives and restarts its world, and its
 descriptors, threads, shared-memory segments and RSS stay where they were after the warm-up.
 
 Default run: 300 groups and 100,000 collectives over shared memory, 100 groups and 20,000

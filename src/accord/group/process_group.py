@@ -12,6 +12,7 @@ import itertools
 import sys
 import threading
 import time
+import traceback
 from datetime import timedelta
 from typing import Any, Callable, Sequence
 
@@ -374,6 +375,12 @@ class ProcessGroup:
         # their descriptors go now, not whenever the collector runs.
         self._call_slots = None
         self.plans = {}
+        error = self._channel.error
+        if error is not None and error.__traceback__ is not None:
+            # The failure that broke the group keeps the failed call's frames, whose locals
+            # hold this group and views of its segments: a cycle only the collector would
+            # break. Clearing the frames' locals keeps the traceback and frees them now.
+            traceback.clear_frames(error.__traceback__)
         if self._shm is not None:
             self._shm.close()
             self._shm = None

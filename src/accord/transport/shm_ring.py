@@ -64,6 +64,9 @@ class RingWriter:
     def send(self, buf: memoryview) -> int:
         return self.sendmsg([buf])
 
+    def release(self) -> None:
+        _release(self._words, self._tail_words, self._data)
+
 
 class RingReader:
     """The receiving end of one ring (in the peer's segment)."""
@@ -90,6 +93,19 @@ class RingReader:
             target[first:n] = self._data[:n - first]
         self._tail_words[0] = tail + n
         return n
+
+    def release(self) -> None:
+        _release(self._head_words, self._tail_words, self._data)
+
+
+def _release(*views: memoryview) -> None:
+    """Let go of a ring's views of its segment at once (the mesh is closed), so the mapping
+    goes now, not when the collector breaks the mesh's reference cycles."""
+    for view in views:
+        try:
+            view.release()
+        except BufferError:  # a view of it is still in use: it goes with that one
+            pass
 
 
 def _layout(peers: Sequence[int], capacity: int) -> dict[int, int]:

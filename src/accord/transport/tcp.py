@@ -206,6 +206,10 @@ class TcpMesh(StreamMesh):
                             link.queue.clear()
         for link in links:
             self._drain_and_close(link)
+        for link in self._links:
+            if link is not None and link.ring:
+                link.tx.release()  # type: ignore[attr-defined]
+                link.rx.release()  # type: ignore[attr-defined]
         self._epoll.close()
         os.close(self._wake_r)
         os.close(self._wake_w)
