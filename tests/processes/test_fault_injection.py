@@ -29,6 +29,8 @@ TRANSPORTS = ["shm", "tcp"]
 SEED = int(os.environ.get("ACCORD_FAULT_SEED") or random.SystemRandom().randrange(1 << 32))
 #: Jobs per transport of the random-kill test: 25 with ``pytest --long`` (50 in all), else 1.
 CHAOS_RUNS = 25 if os.environ.get("ACCORD_LONG_TESTS") == "1" else 1
+#: Jobs per transport and victim of the random-freeze test (each waits out a timeout).
+FREEZE_RUNS = 5 if os.environ.get("ACCORD_LONG_TESTS") == "1" else 1
 #: The calls of fault_scenarios.mixed_round (what a failure in the loop may name).
 LOOP_CALLS = {"all_reduce", "broadcast", "all_gather", "reduce_scatter", "all_to_all", "barrier",
               "gather", "scatter"}
@@ -193,9 +195,10 @@ def test_a_rank_killed_while_a_survivor_is_frozen_is_named(fault_job, request, t
 STORE_WAIT_S = 2.0
 
 
+@pytest.mark.parametrize("run", range(FREEZE_RUNS))
 @pytest.mark.parametrize("victim", ["last", "store_host"])
 @pytest.mark.parametrize("transport", TRANSPORTS)
-def test_a_frozen_rank_times_out_the_others(fault_job, request, transport, victim) -> None:
+def test_a_frozen_rank_times_out_the_others(fault_job, request, transport, victim, run) -> None:
     """3 ranks loop mixed collectives with a 2.5 s group timeout; one is SIGSTOPped at a
     random point. The survivors raise DistTimeoutError (or a PeerError relaying such a timeout
     from the other survivor) naming their call and the frozen rank, 2.5 s (+ a margin) after
