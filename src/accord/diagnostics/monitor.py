@@ -63,7 +63,8 @@ class Monitor:
         if isinstance(exc, DistTimeoutError) and self.board is not None and entry is not None:
             report, missing = stuck_report(self.board, group, entry[0], entry[1])
             extra.append(report)
-            _name_in_first_line(exc, missing)
+            if entry[1] != "monitored_barrier":  # its first line names the missing ranks already
+                _name_in_first_line(exc, missing)
         self._annotate(exc, extra)
 
     def p2p_timed_out(self, group: ProcessGroup, exc: BaseException, peer: int | None) -> None:

@@ -112,8 +112,25 @@ class OutputPump:
             for key, _ in self._selector.select(timeout=0.2):
                 self._read(key.fileobj, key.data)  # type: ignore[arg-type]
         for key in list(self._selector.get_map().values()):
+            self._read_rest(key.fileobj, key.data)  # type: ignore[arg-type]
             self._finish(key.fileobj, key.data)  # type: ignore[arg-type]
         self._selector.close()
+
+    def _read_rest(self, pipe: BinaryIO, stream: _Stream) -> None:
+        """Stopped before EOF (a writer still holds the pipe): copy what is already in it,
+        without waiting for more, so no line the workers wrote is lost."""
+        try:
+            os.set_blocking(pipe.fileno(), False)
+        except (OSError, ValueError):
+            return
+        for _ in range(1024):  # at most 64 MiB: a writer that keeps writing cannot hold us
+            try:
+                data = os.read(pipe.fileno(), _READ_BYTES)
+            except (BlockingIOError, OSError):
+                return
+            if not data:
+                return
+            self._copy(stream, data)
 
     def _read(self, pipe: BinaryIO, stream: _Stream) -> None:
         try:
@@ -126,6 +143,10 @@ class OutputPump:
                 self._open -= 1
                 self._lock.notify_all()
             return
+        self._copy(stream, data)
+
+    def _copy(self, stream: _Stream, data: bytes) -> None:
+        """Log ``data`` and show its complete lines, with the worker's prefix."""
         if stream.log is not None:
             stream.log.write(data)
         stream.partial += data
