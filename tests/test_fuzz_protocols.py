@@ -29,7 +29,7 @@ from accord.store.tcp_store import TCPStore
 from accord.timeouts import Deadline
 from accord.transport import handshake
 from accord.transport.tcp import TcpMesh
-from accord.transport.wire import (HEADER, HEADER_SIZE, MAGIC, VERSION, Fingerprint, FrameKind,
+from accord.transport.wire import (HEADER_SIZE, MAGIC, Fingerprint, FrameKind,
                                    pack_header, unpack_header)
 
 LONG = os.environ.get("ACCORD_LONG_TESTS") == "1"
