@@ -369,15 +369,11 @@ def store_exit_grace() -> float:
 
 
 def prefer_huge_pages() -> None:
-    """Ask torch's CPU allocator to back its large tensors (>= 2 MiB) with transparent huge
-    pages, as NumPy does for its large arrays (>= 4 MiB) by default, unless the user has set
-    ``THP_MEM_ALLOC_ENABLE`` (``0`` opts out). The one variable accord writes outside the
-    launcher: torch reads it once, at its first large allocation, so this helps the tensors
-    made after ``init_process_group`` (the usual order) and changes nothing for a process that
-    has made a large tensor already. accord's single-copy path (``process_vm_readv``) moves a
-    16 MiB tensor in 4 KiB pages at about half the speed it moves one in huge pages
-    (broadcast 16 MiB at world 2: 2.7 ms -> 1.6 ms). torch is not imported here.
-    """
+    """Ask torch's CPU allocator to back large tensors (>= 2 MiB) with transparent huge pages,
+    as NumPy does by default, unless ``THP_MEM_ALLOC_ENABLE`` is set (``0`` opts out). torch
+    reads it once, at its first large allocation: this helps tensors made after
+    ``init_process_group``. The single-copy path moves huge pages about twice as fast
+    (broadcast 16 MiB at world 2: 2.7 ms -> 1.6 ms). torch is not imported here."""
     if TORCH_HUGE_PAGES.raw() is None:
         os.environ[TORCH_HUGE_PAGES.name] = "1"
 
