@@ -65,7 +65,8 @@ def job_secret() -> bytes | None:
             info = os.fstat(f.fileno())
             data = f.read()
     except OSError as exc:
-        raise AuthenticationError(f"ACCORD_SECRET_FILE={path}: cannot read it ({exc.strerror or exc})") from exc
+        raise AuthenticationError(
+            f"ACCORD_SECRET_FILE={path}: cannot read it ({exc.strerror or exc})") from exc
     if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO) or info.st_uid != os.getuid():
         raise AuthenticationError(
             f"ACCORD_SECRET_FILE={path}: the file must belong to this user and be readable by "

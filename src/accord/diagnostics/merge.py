@@ -21,6 +21,7 @@ import sys
 from typing import Any
 
 from .flight_recorder import FORMAT, write
+from .progress import describe_p2p
 from .trace import trace
 
 
@@ -74,7 +75,8 @@ def analyse(dumps: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
         results.append({"id": gid, "name": info["name"], "ranks": info["ranks"],
                         "missing_dumps": missing, "last": last,
                         "divergence": _first_divergence(calls),
-                        "last_p2p": {r: (ops[-1] if ops else None) for r, ops in info["p2p"].items()},
+                        "last_p2p": {r: ops[-1] if ops else None
+                                     for r, ops in info["p2p"].items()},
                         "open_p2p": _open_p2p(info["p2p"])})
     return results
 
@@ -140,8 +142,8 @@ def render(dumps: dict[int, dict[str, Any]]) -> str:
             lines.append(f"  rank {rank}: last call {last}")
             p2p = group["last_p2p"].get(rank)
             if p2p is not None:
-                lines.append(f"  rank {rank}: last p2p {_p2p(p2p)} {p2p['state']}"
-                             + (f" ({p2p['error'].splitlines()[0][:200]})" if p2p.get("error") else ""))
+                why = f" ({p2p['error'].splitlines()[0][:200]})" if p2p.get("error") else ""
+                lines.append(f"  rank {rank}: last p2p {describe_p2p(p2p)} {p2p['state']}{why}")
         lines.extend(_render_open_p2p(group["open_p2p"]))
         div = group["divergence"]
         if div is None:
@@ -158,12 +160,6 @@ def render(dumps: dict[int, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def _p2p(item: dict[str, Any]) -> str:
-    towards = "to" if item["op"] in _SENDS else "from"
-    peer = "any rank" if item.get("peer") is None else f"rank {item['peer']}"
-    return f"{item['op']} {towards} {peer} (tag {item['tag']}, {item['nbytes']} bytes)"
-
-
 def _render_open_p2p(open_ops: list[dict[str, Any]]) -> list[str]:
     lines = []
     for found in open_ops:
@@ -172,13 +168,13 @@ def _render_open_p2p(open_ops: list[dict[str, Any]]) -> list[str]:
             verdict = ("any rank may answer it" if item.get("peer") is None
                        else f"no dump from rank {item['peer']}")
         elif counterpart:
-            verdict = (f"rank {item['peer']} has {_p2p(counterpart[0])} open: they should meet "
-                       f"(different sizes or dtypes, or the transport is stuck)")
+            verdict = (f"rank {item['peer']} has {describe_p2p(counterpart[0])} open: they "
+                       f"should meet (different sizes or dtypes, or the transport is stuck)")
         else:
             side = "receive" if item["op"] in _SENDS else "send"
             verdict = (f"rank {item['peer']} has no matching {side} open: it never posted one, "
                        f"or is waiting elsewhere")
-        lines.append(f"  rank {found['rank']}: open p2p {_p2p(item)}: {verdict}")
+        lines.append(f"  rank {found['rank']}: open p2p {describe_p2p(item)}: {verdict}")
     return lines
 
 

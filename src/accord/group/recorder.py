@@ -153,11 +153,8 @@ class FlightRecorder:
         if entry is None:
             return None
         fp: Fingerprint | None = entry[_FP]
-        start = entry[_START] + self._wall_offset
-        end = entry[_END] + self._wall_offset if entry[_END] else None
         item: dict[str, Any] = {"seq": entry[_SEQ], "op": entry[_OP], "state": entry[_STATE],
-                                "start": round(start, 6), "end": round(end, 6) if end else None,
-                                "duration_s": round(end - start, 6) if end else None}
+                                **self._times(entry[_START], entry[_END])}
         if fp is not None:
             item.update(dtype=DTYPE_NAMES.get(fp.dtype, "") if fp.dtype else "", count=fp.count,
                         root=fp.root, algo=fp.algo, op_code=fp.op,
@@ -165,6 +162,13 @@ class FlightRecorder:
         if entry[_ERROR]:
             item["error"] = entry[_ERROR]
         return item
+
+    def _times(self, started: float, ended: float) -> dict[str, float | None]:
+        """start, end and duration_s as Unix seconds (end 0.0: not ended, None)."""
+        start = started + self._wall_offset
+        end = ended + self._wall_offset if ended else None
+        return {"start": round(start, 6), "end": round(end, 6) if end else None,
+                "duration_s": round(end - start, 6) if end else None}
 
     def entries(self) -> list[dict[str, Any]]:
         """The recorded calls, oldest first."""
@@ -174,13 +178,10 @@ class FlightRecorder:
 
     def describe_p2p(self, entry: list[Any]) -> dict[str, Any]:
         """One p2p entry as plain data (JSON-ready), times as Unix seconds."""
-        start = entry[_PSTART] + self._wall_offset
-        end = entry[_PEND] + self._wall_offset if entry[_PEND] else None
         item: dict[str, Any] = {"n": entry[_N], "op": entry[_POP], "peer": entry[_PEER],
                                 "tag": entry[_TAG], "nbytes": entry[_NBYTES],
-                                "state": entry[_PSTATE], "start": round(start, 6),
-                                "end": round(end, 6) if end else None,
-                                "duration_s": round(end - start, 6) if end else None}
+                                "state": entry[_PSTATE],
+                                **self._times(entry[_PSTART], entry[_PEND])}
         if entry[_PERROR]:
             item["error"] = entry[_PERROR]
         return item

@@ -58,7 +58,8 @@ class ServerGate:
             return self._hello()
         if len(self.buffer) < auth.PROOF_BYTES:
             return Verdict.PENDING, b"", b""
-        received, rest = bytes(self.buffer[:auth.PROOF_BYTES]), bytes(self.buffer[auth.PROOF_BYTES:])
+        received = bytes(self.buffer[:auth.PROOF_BYTES])
+        rest = bytes(self.buffer[auth.PROOF_BYTES:])
         assert self.secret is not None
         if not auth.check(self.secret, received, LABEL, auth.CONNECTOR, self.server_nonce,
                           self.client_nonce):
@@ -84,7 +85,8 @@ class ServerGate:
         if len(self.buffer) < _HELLO_BYTES:
             return Verdict.PENDING, b"", b""
         if self.buffer[1] != VERSION:
-            self.why = f"refused: authentication version {self.buffer[1]} (this accord speaks {VERSION})"
+            self.why = (f"refused: authentication version {self.buffer[1]} (this accord "
+                        f"speaks {VERSION})")
             return Verdict.REFUSED, b"", b""
         self.client_nonce = bytes(self.buffer[2:_HELLO_BYTES])
         del self.buffer[:_HELLO_BYTES]

@@ -292,7 +292,8 @@ class TCPStoreServer:
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
-            return self._drop(conn, f"{'TLS handshake' if conn.tls_pending else 'read'} failed: {exc}")
+            what = "TLS handshake" if conn.tls_pending else "read"
+            return self._drop(conn, f"{what} failed: {exc}")
         if not data:
             why = None
             if conn.decoder.buffered:

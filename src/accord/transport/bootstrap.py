@@ -2,7 +2,8 @@
 
 Owns: the listening socket, the address record each rank publishes, the store wait that names
 the ranks that never published, refusing (with a warning) an accepted connection whose
-handshake fails (the handshake itself is ``handshake``'s), and socket options. Must not know about algorithms or process groups: it returns a TcpMesh.
+handshake fails (the handshake itself is ``handshake``'s), and socket options. Must not know
+about algorithms or process groups: it returns a TcpMesh.
 
 Rank r connects to every lower rank and accepts every higher one; the kernel completes
 connections into the listen backlog, so the two phases cannot deadlock.
