@@ -18,6 +18,7 @@ from .api import (P2POp, all_gather, all_gather_into_tensor, all_gather_object, 
                   new_subgroups_by_enumeration, recv, recv_object_list, reduce, reduce_scatter,
                   reduce_scatter_single, reduce_scatter_tensor, scatter, scatter_object_list,
                   send, send_object_list, set_object_policy, split_group)
+from . import backend_names as _backend_names
 from .backend_names import Backend, is_backend_available
 from .diagnostics.debug import (DebugLevel, get_debug_level, set_debug_level,
                                 set_debug_level_from_env)
@@ -66,7 +67,8 @@ def is_gloo_available() -> bool:
 
 
 def is_mpi_available() -> bool:
-    return False
+    """Whether backend "mpi" can be used (mpi4py is installed: ``pip install "accord[mpi]"``)."""
+    return _backend_names.is_mpi_available()
 
 
 def is_nccl_available() -> bool:

@@ -7,6 +7,8 @@ know about groups.
 
 from __future__ import annotations
 
+import importlib
+import importlib.util
 from typing import Any, Callable
 
 
@@ -57,6 +59,29 @@ class Backend(str):
 #: Names served by accord's own CPU backend.
 CPU_BACKENDS = {Backend.ACCORD, Backend.GLOO}
 
+#: Backends that run a whole world on another engine: name → "module:function", imported
+#: when used. The function takes init_process_group's keywords and returns the World.
+WORLD_PROVIDERS = {Backend.MPI: "accord.backends.mpi.world:init_world"}
+
+
+def is_mpi_available() -> bool:
+    """Whether backend "mpi" can be used: mpi4py is installed (not imported here: importing
+    it starts MPI)."""
+    try:
+        return importlib.util.find_spec("mpi4py") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def world_provider(name: str) -> Callable[..., Any] | None:
+    """The function that builds a world of backend ``name`` on another engine, or None when
+    accord's own transport runs it."""
+    target = WORLD_PROVIDERS.get(name)
+    if target is None:
+        return None
+    module, function = target.split(":")
+    return getattr(importlib.import_module(module), function)  # type: ignore[no-any-return]
+
 
 def resolve_backend(backend: str | None) -> str:
     """The backend name to use for ``init_process_group(backend=…)``.
@@ -79,9 +104,16 @@ def resolve_backend(backend: str | None) -> str:
     name = str(Backend(backend))
     if name in CPU_BACKENDS or name in Backend._plugins:
         return name
+    if name == Backend.MPI:
+        if not is_mpi_available():
+            raise ValueError(
+                "backend 'mpi' needs mpi4py, which is not installed: pip install \"accord[mpi]\" "
+                "(mpi4py with MPICH from PyPI), or pip install mpi4py built against your "
+                "cluster's MPI; then start the program with mpiexec -n N python prog.py")
+        return name
     raise ValueError(
         f"backend {backend!r} is not available in accord (it provides its CPU backend as "
-        f"'accord' or 'gloo'; NCCL and MPI backends are planned). Use backend='gloo' or None"
+        f"'accord' or 'gloo', and 'mpi' on mpi4py; NCCL is planned). Use backend='gloo' or None"
     )
 
 

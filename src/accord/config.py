@@ -215,6 +215,12 @@ FAIL_FAST = _setting(
     "it, before the interpreter exits; 0: the peers only learn when the process is gone.",
 )
 
+MPI_CHECKS = _setting(
+    "ACCORD_MPI_CHECKS", "1",
+    "Backend mpi: 1 checks before every collective that all ranks called the same one "
+    "(one small MPI all_reduce more per call; a mismatch is an error, not a hang); 0 skips it.",
+)
+
 
 def flight_recorder_size() -> int:
     return _as_int(FLIGHT_RECORDER_SIZE, minimum=1)
@@ -248,6 +254,10 @@ def progress_interval() -> float:
 
 def fail_fast() -> bool:
     return (FAIL_FAST.raw() or "1").lower() not in ("0", "false", "no", "off")
+
+
+def mpi_checks() -> bool:
+    return (MPI_CHECKS.raw() or "1").lower() not in ("0", "false", "no", "off")
 
 
 def _as_int(setting: Setting, minimum: int = 0) -> int:

@@ -23,15 +23,17 @@ from .transport.mesh import Mesh
 class World:
     """The default group of a job, the mesh under it, and every group made from it."""
 
-    def __init__(self, store: Store | None, mesh: Mesh, default_group: Any, backend: str,
+    def __init__(self, store: Store | None, mesh: Mesh | None, default_group: Any, backend: str,
                  owns_store: bool, monitor: Any = None) -> None:
         self.store = store
         self.monitor = monitor  # diagnostics.monitor.Monitor: stuck reports, dumps, statistics
-        self.mesh = mesh
+        self.mesh = mesh  # None: another engine carries the groups (backends.mpi)
         self.default_group = default_group
         self.backend = backend
-        self.rank = mesh.rank
-        self.size = mesh.size
+        self.rank = mesh.rank if mesh is not None else default_group.global_rank
+        self.size = mesh.size if mesh is not None else default_group.size()
+        #: Extra work for destroy() (another engine's resources), run after the groups stop.
+        self.on_destroy: list[Any] = []
         self.groups: list[ProcessGroup] = []
         self.groups_created = 0  # every new_group() call on this rank, member or not (torch's count)
         self._owns_store = owns_store
@@ -52,6 +54,14 @@ class World:
             raise InternalError(f"group id collision for ranks {list(key)}; please report it")
         return group_id, n
 
+    def make_group(self, group_id: int, ranks: Sequence[int], timeout: float, backend: str,
+                   name: str, desc: str | None) -> ProcessGroup:
+        """A new group of ``ranks`` (this rank among them) on this world's engine: the mesh,
+        or the default group's own (``default_group.subgroup``, e.g. an MPI communicator)."""
+        if self.mesh is None:
+            return self.default_group.subgroup(group_id, ranks, timeout, backend, name, desc)
+        return ProcessGroup(self.mesh, group_id, ranks, timeout, backend, name, desc)
+
     def all_groups(self) -> list[ProcessGroup]:
         """The default group, then every live subgroup of this rank."""
         return [g for g in [self.default_group, *self.groups] if isinstance(g, ProcessGroup)]
@@ -71,7 +81,8 @@ class World:
 
     def destroy(self) -> None:
         """Stop every group, say GOODBYE to every peer, release the store if we made it."""
-        self.mesh.leaving = True  # GOODBYE tells the peers about every group at once
+        if self.mesh is not None:
+            self.mesh.leaving = True  # GOODBYE tells the peers about every group at once
         for group in [*self.groups, self.default_group]:
             if self.monitor is not None and isinstance(group, ProcessGroup):
                 self.monitor.detach(group)
@@ -80,7 +91,10 @@ class World:
                 shutdown()
         if self.monitor is not None:
             self.monitor.close()
-        self.mesh.close()
+        for callback in self.on_destroy:
+            callback()
+        if self.mesh is not None:
+            self.mesh.close()
         if self._owns_store and self.store is not None:
             self.store.close()
 

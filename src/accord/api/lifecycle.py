@@ -16,7 +16,7 @@ from datetime import timedelta
 from typing import Any, Callable
 
 from .. import config
-from ..backend_names import Backend, resolve_backend
+from ..backend_names import Backend, resolve_backend, world_provider
 from ..diagnostics import debug, fail_fast, flight_recorder
 from ..diagnostics.monitor import Monitor
 from ..diagnostics.progress import ProgressBoard
@@ -113,6 +113,12 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
         raise ValueError("trying to initialize the default process group twice!")
     name = resolve_backend(backend)
     seconds = to_seconds(timeout, default=DEFAULT_PG_TIMEOUT)
+    provider = world_provider(name)
+    if provider is not None:  # another engine (MPI): it finds its own ranks and needs no store
+        set_process_world(provider(init_method=init_method, timeout=seconds, world_size=world_size,
+                                   rank=rank, store=store))
+        install_process_hooks(_destroy_default_world, current_world, dump_flight_recorder_for_signal)
+        return
     owns_store = store is None
     if store is None:
         store, rank, world_size = next(rendezvous(init_method or "env://", rank, world_size,
@@ -211,7 +217,7 @@ def new_group(ranks: Any = None, timeout: timedelta | None = None, backend: str 
     group_id, n = world.next_group_id(members)
     if world.rank not in members:
         return NON_GROUP_MEMBER
-    pg = ProcessGroup(world.mesh, group_id, members, seconds, name, f"pg{n}:{group_id:08x}", group_desc)
+    pg = world.make_group(group_id, members, seconds, name, f"pg{n}:{group_id:08x}", group_desc)
     pg.object_policy = getattr(world.default_group, "object_policy", None)  # set_object_policy
     world.attach(pg)
     return pg

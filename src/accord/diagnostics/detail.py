@@ -56,8 +56,7 @@ def companion(pg: ProcessGroup) -> ProcessGroup:
     found = getattr(pg, "detail_companion", None)
     if found is None:
         gid = (pg.group_id * 2654435761 + _COMPANION_SALT) & 0xFFFFFFFF or 1
-        found = ProcessGroup(pg.mesh, gid, pg.ranks, pg.timeout, pg.backend,
-                             f"{pg.group_name}:detail-check")
+        found = pg.twin(gid, f"{pg.group_name}:detail-check")
         pg.detail_companion = found
         pg.companions.append(found)
     return found

@@ -166,6 +166,9 @@ def send_object_list(group: ProcessGroup, object_list: list[Any], dst: int) -> N
 
 
 def _send_objects(group: ProcessGroup, object_list: list[Any], dst: int) -> None:
+    if group.p2p_engine is not None:
+        group.p2p_engine.send_frames(pickling.dumps(list(object_list)), dst, "send_object_list")
+        return
     channel = group.channel
     context = f"send_object_list to rank {group.global_rank_of(dst)} on rank {group.global_rank}"
     fp = Fingerprint(0, 0, _BYTES, len(object_list), -1)
@@ -188,6 +191,10 @@ def recv_object_list(group: ProcessGroup, object_list: list[Any], src: int | Non
 
 
 def _recv_objects(group: ProcessGroup, object_list: list[Any], src: int | None) -> int:
+    if group.p2p_engine is not None:
+        frames, sender = group.p2p_engine.recv_frames(src, "recv_object_list")
+        return _fill_received(group, object_list, frames, sender, f"recv_object_list on rank "
+                              f"{group.global_rank}")
     channel, deadline = group.channel, Deadline.after(group._timeout)
     source = None if src is None else group.global_rank_of(src)
     context = (f"recv_object_list from {'any rank' if source is None else f'rank {source}'} "
@@ -200,12 +207,20 @@ def _recv_objects(group: ProcessGroup, object_list: list[Any], src: int | None) 
             for _ in range(pickling.buffer_count(head.buf))]
     for req in rest:
         _wait_recv(group, req, deadline, context)
-    objects = pickling.loads([head.buf, *(r.buf for r in rest)], group.object_policy)
+    return _fill_received(group, object_list, [head.buf, *(r.buf for r in rest)],
+                          group.group_rank_of(head.source), context)
+
+
+def _fill_received(group: ProcessGroup, object_list: list[Any], frames: list[Any], sender: int,
+                   context: str) -> int:
+    """Unpickle the frames group rank ``sender`` sent into ``object_list``; returns ``sender``."""
+    objects = pickling.loads(frames, group.object_policy)
     if len(objects) != len(object_list):
-        raise ArgumentError(f"{context}: rank {head.source} sent {len(objects)} objects, but "
-                            f"object_list has {len(object_list)} slots; pass a list of the sender's length")
+        raise ArgumentError(f"{context}: rank {group.global_rank_of(sender)} sent {len(objects)} "
+                            f"objects, but object_list has {len(object_list)} slots; pass a list "
+                            f"of the sender's length")
     object_list[:] = objects
-    return group.group_rank_of(head.source)
+    return sender
 
 
 def _wait_recv(group: ProcessGroup, req: Any, deadline: Deadline, context: str) -> None:

@@ -96,6 +96,8 @@ def _timed_out(group: ProcessGroup, exc: BaseException, req: SendRequest | RecvR
 
 def send(group: ProcessGroup, tensor: Any, dst: int, tag: int) -> None:
     """Blocking send, in the caller's thread (no Work, no background progress)."""
+    if group.p2p_engine is not None:
+        return group.p2p_engine.send(tensor, dst, tag)
     event = _event("send", tensor)
     try:
         _send(group, tensor, dst, tag)
@@ -120,6 +122,8 @@ def _send(group: ProcessGroup, tensor: Any, dst: int, tag: int) -> None:
 
 def recv(group: ProcessGroup, tensor: Any, src: int | None, tag: int) -> int:
     """Blocking receive; returns the sender's group rank."""
+    if group.p2p_engine is not None:
+        return group.p2p_engine.recv(tensor, src, tag)
     event = _event("recv" if src is not None else "recv_any", tensor)
     try:
         return _recv(group, tensor, src, tag)
@@ -149,12 +153,16 @@ def _recv(group: ProcessGroup, tensor: Any, src: int | None, tag: int) -> int:
 
 
 def isend(group: ProcessGroup, tensor: Any, dst: int, tag: int) -> Work:
+    if group.p2p_engine is not None:
+        return group.p2p_engine.isend(tensor, dst, tag)
     req, deadline, context, entry = _post_send(group, tensor, dst, tag, "isend")
     return _work(group, req, deadline, context, [tensor], buf=None, event=_event("send", tensor),
                  entry=entry)
 
 
 def irecv(group: ProcessGroup, tensor: Any, src: int | None, tag: int) -> Work:
+    if group.p2p_engine is not None:
+        return group.p2p_engine.irecv(tensor, src, tag)
     req, deadline, context, buf, entry = _post_recv(group, tensor, src, tag, "irecv")
     event = _event("recv" if src is not None else "recv_any", tensor)
     return _work(group, req, deadline, context, [tensor], buf=buf, event=event, entry=entry)

@@ -20,6 +20,7 @@ import numpy as np
 
 from .. import config, profiling
 from ..arrays import Buffer
+from ..collectives import registry
 from ..collectives.registry import COLLECTIVES, Algorithm
 from ..errors import (ArgumentError, ArgumentTypeError, DestroyedGroupError, DistTimeoutError,
                       PeerError)
@@ -41,7 +42,16 @@ _TORCH_PROFILER = profiling.TORCH_PROFILER
 
 
 class ProcessGroup:
-    """A set of ranks that run collectives together (torch.distributed.ProcessGroup)."""
+    """A set of ranks that run collectives together (torch.distributed.ProcessGroup).
+
+    This class runs accord's algorithms over a mesh. Another engine (``backends.mpi``)
+    subclasses it and overrides ``choose_algorithm``, ``run_collective``, ``twin`` and
+    ``p2p_engine``: the checks, fingerprints, recorder and Work above stay the same.
+    """
+
+    #: Who carries this group's sends and receives when not the mesh (an object with
+    #: ``send``/``recv``/``isend``/``irecv``/``send_frames``/``recv_frames``); None: the mesh.
+    p2p_engine: Any = None
 
     def __init__(self, mesh: Mesh, group_id: int, ranks: Sequence[int], timeout: timedelta | float,
                  backend: str, name: str, desc: str | None = None) -> None:
@@ -160,6 +170,16 @@ class ProcessGroup:
         if self.group_id != 0:
             where += f" (group {self.group_name!r}, group rank {self._rank})"
         return f"{op}{number} on {where}"
+
+    def choose_algorithm(self, collective: str, nbytes: int) -> Algorithm:
+        """The algorithm of a ``collective`` call moving ``nbytes`` on this group."""
+        return registry.choose(collective, nbytes, len(self._ranks), self.tunables, self._shm is not None,
+                               self.cma)
+
+    def twin(self, group_id: int, name: str) -> ProcessGroup:
+        """A new group of the same ranks (every member makes it, in the same order), for
+        checks that must not disturb this group's calls (DETAIL's argument check)."""
+        return ProcessGroup(self._mesh, group_id, self._ranks, self._timeout, self.backend, name)
 
     def fingerprint(self, op: str, algorithm: Algorithm | None, buf: Buffer | None, root: int = -1) -> Fingerprint:
         return Fingerprint(COLLECTIVES[op], algorithm.code if algorithm else 0,

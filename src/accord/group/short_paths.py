@@ -34,7 +34,7 @@ _NDARRAY = np.ndarray
 def choose(group: ProcessGroup, collective: str, nbytes: int, fp_buf: Buffer | None, root: int = -1,
            count: int | None = None) -> tuple[Algorithm, Fingerprint]:
     """The algorithm for ``nbytes`` on this group, and the call's fingerprint."""
-    algorithm = registry.choose(collective, nbytes, group.size(), group.tunables, group.shared, group.cma)
+    algorithm = group.choose_algorithm(collective, nbytes)
     fp = group.fingerprint(collective, algorithm, fp_buf, root)
     if count is not None:
         fp = fp._replace(count=count)

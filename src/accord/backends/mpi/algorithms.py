@@ -1,0 +1,196 @@
+"""accord's collectives on MPI's own: one function per collective, with the arguments of
+accord's algorithms (``collectives/``), run against an ``MpiCall``.
+
+Owns: which nonblocking MPI collective serves each accord collective (Iallreduce, Ibcast,
+Ireduce, Iallgather(v), Igather(v), Iscatter(v), Ireduce_scatter(_block), Ialltoall(v),
+Ibarrier), moving lists of separate arrays (straight into or out of them when they lie end
+to end in one buffer, as the ``_into_tensor``/``_single`` forms' do; through one scratch
+buffer otherwise) and what happens after MPI's part (AVG's division, PREMUL_SUM's factor).
+Data that is only moved goes as bytes; data that is reduced goes as its MPI type, or with a
+user-defined op that runs accord's kernel (``runtime.reduction``). Must not know about
+groups or the API.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import numpy as np
+
+from ...collectives.algorithm import Algorithm
+from ...reduce_ops import Kernel
+from . import runtime
+from .call import MpiCall
+
+#: The fingerprint's algorithm code of MPI's collectives (every rank of an MPI group uses it).
+MPI_ALGORITHM_CODE = 0x4D
+
+
+def _finalize(kernel: Kernel, out: np.ndarray, size: int) -> Any:
+    if not kernel.needs_finalize:
+        return None
+    return lambda: kernel.finalize(out, size)
+
+
+def all_reduce(call: MpiCall, flat: np.ndarray, kernel: Kernel) -> None:
+    datatype, op = runtime.reduction(flat, kernel)
+    mpi = runtime.load()
+    call.complete([call.comm.Iallreduce(mpi.IN_PLACE, [flat, datatype], op)],
+                  _finalize(kernel, flat, call.size))
+
+
+def broadcast(call: MpiCall, flat: np.ndarray, src: int) -> None:
+    call.complete([call.comm.Ibcast(runtime.as_bytes(flat), src)])
+
+
+def reduce(call: MpiCall, flat: np.ndarray, kernel: Kernel, dst: int) -> None:
+    """Into ``flat`` on ``dst``; the other ranks' arrays are left as they were."""
+    datatype, op = runtime.reduction(flat, kernel)
+    if call.rank == dst:
+        request = call.comm.Ireduce(runtime.load().IN_PLACE, [flat, datatype], op, dst)
+        call.complete([request], _finalize(kernel, flat, call.size))
+    else:
+        call.complete([call.comm.Ireduce([flat, datatype], None, op, dst)])
+
+
+def barrier(call: MpiCall) -> None:
+    call.complete([call.comm.Ibarrier()])
+
+
+# -- lists of arrays ------------------------------------------------------------------------------
+def run_of(arrays: Sequence[np.ndarray]) -> np.ndarray | None:
+    """The one 1-D array that ``arrays`` (1-D, contiguous, one dtype) fill end to end, or None."""
+    if not arrays:
+        return None
+    dtype = arrays[0].dtype
+    start = expected = None
+    total = 0
+    for array in arrays:
+        if array.dtype != dtype:
+            return None
+        if array.size:
+            address = array.__array_interface__["data"][0]
+            if expected is None:
+                start = array
+            elif address != expected:
+                return None
+            expected = address + array.nbytes
+        total += array.size
+    if start is None:
+        return np.empty(0, dtype)
+    if not all(a.flags.writeable for a in arrays if a.size):
+        return None
+    return np.lib.stride_tricks.as_strided(start, shape=(total,), strides=(dtype.itemsize,))
+
+
+def _joined(call: MpiCall, arrays: Sequence[np.ndarray], which: int, avoid: Any = None) -> np.ndarray:
+    """``arrays`` end to end: their own run, else a scratch copy (also when the run overlaps
+    ``avoid``, which MPI forbids for a send and a receive buffer)."""
+    run = run_of(arrays)
+    if run is not None and (avoid is None or not np.may_share_memory(run, avoid)):
+        return run
+    total = sum(a.size for a in arrays)
+    joined = call.scratch(total, arrays[0].dtype if arrays else np.uint8, which)
+    offset = 0
+    for array in arrays:
+        joined[offset:offset + array.size] = array
+        offset += array.size
+    return joined
+
+
+def _receiver(call: MpiCall, arrays: Sequence[np.ndarray], which: int) -> tuple[np.ndarray, Any]:
+    """(where MPI writes, what copies it into ``arrays`` afterwards, or None)."""
+    run = run_of(arrays)
+    if run is not None:
+        return run, None
+    joined = call.scratch(sum(a.size for a in arrays), arrays[0].dtype, which)
+
+    def spread() -> None:
+        offset = 0
+        for array in arrays:
+            array[...] = joined[offset:offset + array.size]
+            offset += array.size
+
+    return joined, spread
+
+
+def _bytes_layout(arrays: Sequence[np.ndarray]) -> tuple[list[int], list[int]]:
+    counts = [a.nbytes for a in arrays]
+    displs = [0] * len(counts)
+    for i in range(1, len(counts)):
+        displs[i] = displs[i - 1] + counts[i - 1]
+    return counts, displs
+
+
+def _safe_input(inp: np.ndarray, out: np.ndarray) -> np.ndarray:
+    return inp.copy() if inp.size and np.may_share_memory(inp, out) else inp
+
+
+def all_gather(call: MpiCall, inp: np.ndarray, outs: list[np.ndarray]) -> None:
+    """``outs[i]`` gets rank i's ``inp`` (sizes may differ from rank to rank)."""
+    target, spread = _receiver(call, outs, 0)
+    inp = _safe_input(inp, target)
+    counts, displs = _bytes_layout(outs)
+    if len(set(counts)) == 1:
+        request = call.comm.Iallgather(runtime.as_bytes(inp), runtime.as_bytes(target))
+    else:
+        request = call.comm.Iallgatherv(runtime.as_bytes(inp),
+                                        [target.view(np.uint8), counts, displs, runtime.load().BYTE])
+    call.complete([request], spread, keep=inp)
+
+
+def gather(call: MpiCall, inp: np.ndarray, outs: list[np.ndarray] | None, dst: int) -> None:
+    if call.rank != dst:
+        call.complete([call.comm.Igather(runtime.as_bytes(inp), None, dst)], keep=inp)
+        return
+    assert outs is not None
+    target, spread = _receiver(call, outs, 0)
+    inp = _safe_input(inp, target)
+    call.complete([call.comm.Igather(runtime.as_bytes(inp), runtime.as_bytes(target), dst)], spread,
+                  keep=inp)
+
+
+def scatter(call: MpiCall, out: np.ndarray, ins: list[np.ndarray] | None, src: int) -> None:
+    if call.rank != src:
+        call.complete([call.comm.Iscatter(None, runtime.as_bytes(out), src)])
+        return
+    assert ins is not None
+    source = _joined(call, ins, 0, avoid=out)
+    call.complete([call.comm.Iscatter(runtime.as_bytes(source), runtime.as_bytes(out), src)],
+                  keep=source)
+
+
+def reduce_scatter(call: MpiCall, out: np.ndarray, ins: list[np.ndarray], kernel: Kernel) -> None:
+    """``out`` on rank j gets the reduction of every rank's ``ins[j]``."""
+    source = _joined(call, ins, 0, avoid=out)
+    datatype, op = runtime.reduction(out, kernel)
+    counts = [a.size for a in ins]
+    if len(set(counts)) == 1:
+        request = call.comm.Ireduce_scatter_block([source, datatype], [out, datatype], op)
+    else:
+        request = call.comm.Ireduce_scatter([source, datatype], [out, datatype], counts, op)
+    call.complete([request], _finalize(kernel, out, call.size), keep=source)
+
+
+def all_to_all(call: MpiCall, outs: list[np.ndarray], ins: list[np.ndarray]) -> None:
+    """``outs[j]`` gets rank j's ``ins[me]``; sizes may differ for every pair."""
+    target, spread = _receiver(call, outs, 1)
+    source = _joined(call, ins, 0, avoid=target)
+    send_counts, send_displs = _bytes_layout(ins)
+    recv_counts, recv_displs = _bytes_layout(outs)
+    mpi = runtime.load()
+    if len(set(send_counts)) == 1 and send_counts == recv_counts:
+        request = call.comm.Ialltoall(runtime.as_bytes(source), runtime.as_bytes(target))
+    else:
+        request = call.comm.Ialltoallv([source.view(np.uint8), send_counts, send_displs, mpi.BYTE],
+                                       [target.view(np.uint8), recv_counts, recv_displs, mpi.BYTE])
+    call.complete([request], spread, keep=source)
+
+
+_FUNCTIONS = {"all_reduce": all_reduce, "broadcast": broadcast, "reduce": reduce, "barrier": barrier,
+              "all_gather": all_gather, "gather": gather, "scatter": scatter,
+              "reduce_scatter": reduce_scatter, "all_to_all": all_to_all}
+
+#: One Algorithm per collective: what an MPI group's choose_algorithm returns.
+ALGORITHMS = {name: Algorithm(name, "mpi", MPI_ALGORITHM_CODE, run, "MPI's own collective")
+              for name, run in _FUNCTIONS.items()}

@@ -1,0 +1,252 @@
+"""``MpiProcessGroup``: an accord ProcessGroup whose calls run on an MPI communicator.
+
+Owns: the group's two communicators (``comm`` for MPI's collectives and the user's sends
+and receives, ``msg_comm`` for accord's message-based calls), the check that every rank
+called the same collective before MPI is asked to run it (a fingerprint all_reduce: a
+mismatch is a CollectiveMismatchError naming each rank's call, on every rank, and the
+group stays usable), running a call now or as a Work on MPI's nonblocking requests, the
+flight recorder's entries, subgroups (``Create_group``) and shutting down. Everything above
+``run_collective`` — argument checks, buffers, fingerprints, object collectives — is
+accord's, shared with its own transport. Must not know about the API or env variables
+beyond ``config``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import threading
+from datetime import timedelta
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ... import config, profiling
+from ...arrays import Buffer
+from ...collectives.algorithm import Algorithm
+from ...errors import CollectiveMismatchError, DestroyedGroupError, PeerError
+from ...group.call import describe_call
+from ...group.process_group import ProcessGroup
+from ...group.recorder import FlightRecorder
+from ...group.work import Future, Work
+from ...timeouts import Deadline, to_seconds
+from ...transport.wire import Fingerprint
+from . import runtime
+from .algorithms import ALGORITHMS
+from .call import MpiCall
+
+
+class MpiProcessGroup(ProcessGroup):
+    """A process group on an MPI communicator (backend "mpi")."""
+
+    def __init__(self, comm: Any, ranks: Sequence[int], group_id: int, timeout: timedelta | float,
+                 name: str, desc: str | None = None) -> None:  # noqa: D107 — no mesh: see ProcessGroup
+        from .p2p import MpiP2P
+        self.comm = comm
+        self.msg_comm = comm.Dup()
+        self._ranks = list(ranks)
+        self._group_rank_of = {g: i for i, g in enumerate(self._ranks)}
+        self._rank = comm.Get_rank()
+        self._seqs = itertools.count(1)
+        self._timeout = to_seconds(timeout)
+        self._broken: str | None = None
+        self._scratch = threading.local()
+        self._finished = 0
+        self._turn = threading.Condition()
+        self._turn_waiters = 0
+        self.tunables = config.Tunables.from_env()
+        self.backend = "mpi"
+        self.group_name = name
+        self.group_desc = desc or name
+        self.group_id = group_id
+        self._object_policy = None
+        self._shm = None
+        self._call_slots = None
+        self.plans: dict[Any, Any] = {}
+        self.recorder = FlightRecorder(self.tunables.flight_recorder_size)
+        self.last_seq = 0
+        self.monitor: Any = None
+        self.companions: list[ProcessGroup] = []
+        self.checks = config.mpi_checks()
+        self._abandoned: list[Any] = []  # requests of failed calls, and their buffers
+        self._destroyed_flag = False
+        self.p2p_engine = MpiP2P(self)
+
+    # -- what the base class reads from the mesh -------------------------------------------
+    @property
+    def global_rank(self) -> int:
+        return self._ranks[self._rank]
+
+    @property
+    def channel(self) -> Any:
+        raise DestroyedGroupError("an MPI group has no accord channel")
+
+    @property
+    def mesh(self) -> Any:
+        return None
+
+    def context(self, op: str, seq: int | None = None) -> str:
+        number = f" #{seq}" if seq is not None else ""
+        where = f"rank {self.global_rank}"
+        if self.group_id != 0:
+            where += f" (group {self.group_name!r}, group rank {self._rank})"
+        return f"{op}{number} on {where}"
+
+    def choose_algorithm(self, collective: str, nbytes: int) -> Algorithm:
+        return ALGORITHMS[collective]
+
+    def twin(self, group_id: int, name: str) -> MpiProcessGroup:
+        return MpiProcessGroup(self.comm.Dup(), self._ranks, group_id, self._timeout, name)
+
+    def subgroup(self, group_id: int, ranks: Sequence[int], timeout: float, backend: str, name: str,
+                 desc: str | None) -> MpiProcessGroup:
+        """A group of ``ranks`` (global ranks, this one among them), made by the members
+        only (MPI_Comm_create_group), as new_group's every member calls it in the same order."""
+        mpi = runtime.load()
+        world = self.comm.Get_group()
+        members = world.Incl([self.group_rank_of(r) for r in ranks])
+        try:
+            comm = self.comm.Create_group(members, group_id % (1 << 15))
+        finally:
+            members.Free()
+            world.Free()
+        if comm == mpi.COMM_NULL:
+            raise PeerError(f"new_group on rank {self.global_rank}: MPI made no communicator for "
+                            f"ranks {list(ranks)}")
+        return MpiProcessGroup(comm, ranks, group_id, timeout, name, desc)
+
+    # -- running a collective ----------------------------------------------------------------
+    def run_collective(self, op: str, fp: Fingerprint, body: Callable[[Any], None],
+                       outputs: Sequence[Buffer], result: list[Any], async_op: bool,
+                       timeout: float | None = None, shared: bool = False,
+                       inputs: Sequence[Any] = ()) -> Work | None:
+        """Call #seq: check that every rank called the same, start MPI's part (``body``
+        gets an MpiCall), then wait for it now or return the Work that waits for it."""
+        seq = self.last_seq = next(self._seqs)
+        deadline = Deadline.after(self._timeout if timeout is None else timeout)
+        context = self.context(op, seq)
+        if self._destroyed_flag:
+            raise self._destroyed(op)
+        if self._broken is not None:
+            self._raise_broken(context)
+        event = profiling.begin_if_recording(op, inputs)
+        entry = self.recorder.start(seq, op, fp)
+        call = MpiCall(self, op, seq, deadline, deferred=async_op)
+        try:
+            if self.checks:
+                self._agree(call, fp, seq)
+            body(call)
+        except BaseException as exc:
+            self._fail(entry, context, exc, event)
+            raise
+        if not async_op:
+            self._succeed(entry, outputs, event)
+            return None
+        return self._work(call, entry, context, outputs, result, event)
+
+    def _work(self, call: MpiCall, entry: list[Any], context: str, outputs: Sequence[Buffer],
+              result: list[Any], event: Any) -> Work:
+        settled = threading.Lock()
+
+        def settle(wait: bool) -> None:
+            with settled:
+                if future._done.is_set():
+                    return
+                try:
+                    if wait:
+                        call.wait_all()
+                    elif not call.test():
+                        return
+                except BaseException as exc:  # noqa: BLE001 — handed to the Work
+                    self._fail(entry, context, exc, event)
+                    future.set_exception(exc)
+                    return
+                self._succeed(entry, outputs, event)
+                future.set_result(result)
+
+        future = Future(drive=lambda _timeout: settle(True), poll=lambda: settle(False))
+        return Work(context, result, future)
+
+    def _succeed(self, entry: list[Any], outputs: Sequence[Buffer], event: Any) -> None:
+        self.recorder.end(entry)
+        for out in outputs:
+            out.finish()
+        if event is not None:
+            profiling.end(event)
+
+    def _fail(self, entry: list[Any], context: str, exc: BaseException, event: Any) -> None:
+        self.recorder.end(entry, exc)
+        if event is not None:
+            profiling.end(event)
+        if not isinstance(exc, (CollectiveMismatchError, ValueError, TypeError)):
+            self._break(context, exc)
+
+    def _agree(self, call: MpiCall, fp: Fingerprint, seq: int) -> None:
+        """Every rank called the same collective (one 16-byte all_reduce): else raise, on
+        every rank, a CollectiveMismatchError that shows each rank's call."""
+        mpi = runtime.load()
+        digest = hashlib.blake2b(np.array(fp, dtype=np.int64).tobytes(), digest_size=8).digest()
+        mine = int.from_bytes(digest, "little") >> 2
+        both = np.array([mine, -mine], dtype=np.int64)
+        request = self.comm.Iallreduce(mpi.IN_PLACE, both, mpi.MAX)
+        if not runtime.wait_until(request.Test, call.deadline):
+            self.abandon([request], both)
+            raise runtime.timed_out(str(call), call.deadline, "the check that every rank called the "
+                                    "same collective")
+        if both[0] == -both[1]:
+            return
+        everyone = np.zeros((call.size, len(fp)), dtype=np.int64)
+        request = self.comm.Iallgather(np.array(fp, dtype=np.int64), everyone)
+        if not runtime.wait_until(request.Test, call.deadline):
+            self.abandon([request], everyone)
+            raise runtime.timed_out(str(call), call.deadline, "the exchange of the ranks' calls")
+        calls = "; ".join(f"rank {self.global_rank_of(r)}: "
+                          f"{describe_call(Fingerprint(*map(int, everyone[r])), seq)}"
+                          for r in range(call.size))
+        raise CollectiveMismatchError(f"{call}: the ranks did not call the same collective ({calls}). "
+                                      f"Nothing was sent; every rank must call the same collectives "
+                                      f"in the same order")
+
+    def abandon(self, requests: Sequence[Any], keep: Any) -> None:
+        """Requests a failed call leaves pending, and the buffers they use: kept alive."""
+        self._abandoned.append((list(requests), keep))
+
+    # -- failure and lifetime ---------------------------------------------------------------
+    def _raise_broken(self, context: str) -> None:
+        raise PeerError(f"{context}: this group cannot be used since {self._broken}. "
+                        f"Destroy it (destroy_process_group) and create a new one")
+
+    def _break(self, context: str, exc: BaseException) -> None:
+        if self._broken is not None:
+            return
+        if self.monitor is not None:
+            try:
+                self.monitor.group_failed(self, context, exc)
+            except Exception:  # noqa: BLE001 — diagnostics must never hide the real error
+                pass
+        self._broken = f"{context.split(' on ')[0]} failed ({type(exc).__name__}: {exc})"
+
+    def is_broken(self) -> bool:
+        return self._broken is not None
+
+    def abort(self, reason: str | None = None) -> None:
+        """Break this group: later calls raise at once. (MPI cannot interrupt a call in
+        flight; the MPI world's exception hook ends the job instead of leaving peers hanging.)"""
+        if self._broken is None:
+            self._broken = reason or "it was aborted"
+
+    def shutdown(self) -> None:
+        for companion in self.companions:
+            companion.shutdown()
+        self.companions.clear()
+        if self._destroyed_flag:
+            return
+        self._destroyed_flag = True
+        self.plans = {}
+        if self._abandoned:
+            return  # MPI may still write into those buffers: keep the communicators as they are
+        for comm in (self.msg_comm, self.comm):
+            try:
+                comm.Free()
+            except Exception:  # noqa: BLE001 — MPI already finalized (interpreter exit)
+                pass
