@@ -22,6 +22,9 @@ together they run every algorithm family on every script):
                       at every size, in 4 KiB segments
     torch-accord      torch.distributed itself, backend="accord": torch's API and checks, then
                       accord's process group behind it (shared memory)
+    accord-mpi        accord, backend="mpi", NumPy arrays, started by ``mpiexec -n N`` (MPICH
+                      from the ``mpi`` extra): MPI's own collectives behind accord's API; the
+                      children report over a local socket instead of a pipe
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ class Implementation:
     backend: str | None
     torch_tensors: bool
     env: tuple[tuple[str, str], ...] = ()  # set in the children before the import
+    mpiexec: bool = False  # started by mpiexec (backend mpi), not by multiprocessing
 
     @property
     def is_torch_gloo(self) -> bool:
@@ -67,6 +71,7 @@ IMPLEMENTATIONS: dict[str, Implementation] = {
                                         ("ACCORD_SEGMENT_BYTES", "4096"))),
     # torch.distributed's own API with accord as its backend (init_process_group("accord"))
     "torch-accord": Implementation("torch.distributed", "accord", torch_tensors=True),
+    "accord-mpi": Implementation("accord", "mpi", torch_tensors=False, mpiexec=True),
 }
 
 INIT = "<init_process_group>"
@@ -138,6 +143,8 @@ def run_job(impl: str, world_size: int, names: list[str] | None = None) -> JobRe
 def _run_once(impl: str, world_size: int, names: list[str]) -> tuple[dict, dict, list[bool], dict]:
     """One process group running ``names``: (completed results, failures, torch flags,
     seconds per script)."""
+    if IMPLEMENTATIONS[impl].mpiexec:
+        return _run_once_mpi(impl, world_size, names)
     ctx = mp.get_context("spawn")
     port = free_port()
     readers: dict[Connection, int] = {}
@@ -160,6 +167,92 @@ def _run_once(impl: str, world_size: int, names: list[str]) -> tuple[dict, dict,
         _kill(procs, patience)
         for reader in readers:
             reader.close()
+
+
+def mpiexec() -> str | None:
+    """The mpiexec beside this interpreter (the ``mpi`` extra's MPICH) or on PATH, if mpi4py
+    is installed too; else None."""
+    import importlib.util
+    import shutil
+    if importlib.util.find_spec("mpi4py") is None:
+        return None
+    beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    return beside if os.path.exists(beside) else shutil.which("mpiexec")
+
+
+class _MpiRank:
+    """A rank of an mpiexec job, as ``_collect`` and ``_kill`` see a process: all ranks
+    share the one mpiexec (ending it ends them)."""
+
+    def __init__(self, popen: Any) -> None:
+        self._popen = popen
+
+    def join(self, timeout: float | None = None) -> None:
+        import subprocess
+        try:
+            self._popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
+
+    @property
+    def exitcode(self) -> int | None:
+        return self._popen.poll()
+
+    def is_alive(self) -> bool:
+        return self._popen.poll() is None
+
+    def terminate(self) -> None:
+        if self.is_alive():
+            self._popen.terminate()
+
+    def kill(self) -> None:
+        if self.is_alive():
+            self._popen.kill()
+
+
+def _run_once_mpi(impl: str, world_size: int, names: list[str]) -> tuple[dict, dict, list[bool], dict]:
+    """As ``_run_once``, the ranks started by ``mpiexec -n world_size``; each connects back
+    to a local listener and says its rank."""
+    import subprocess
+    import tempfile
+    from multiprocessing.connection import Listener
+
+    launcher = mpiexec()
+    if launcher is None:
+        raise RunnerError("accord-mpi needs mpi4py and mpiexec: pip install 'accord[mpi]'")
+    authkey = os.urandom(16)
+    readers: dict[Connection, int] = {}
+    procs: list[Any] = []
+    with Listener(("127.0.0.1", 0), authkey=authkey) as listener, \
+            tempfile.TemporaryFile("w+") as errors:
+        listener._listener._socket.settimeout(30.0)  # type: ignore[attr-defined]
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        env = dict(os.environ, ACCORD_DIFF_ADDRESS=f"{listener.address[0]}:{listener.address[1]}",
+                   ACCORD_DIFF_KEY=authkey.hex(), ACCORD_DIFF_IMPL=impl,
+                   ACCORD_DIFF_NAMES=",".join(names), OMP_NUM_THREADS="1",
+                   PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
+        popen = subprocess.Popen([launcher, "-n", str(world_size), sys.executable, "-m",
+                                  "tests.differential.mpi_child"], env=env, cwd=root,
+                                 stdout=subprocess.DEVNULL, stderr=errors)
+        procs = [_MpiRank(popen)] * world_size
+        patience = 0.0
+        try:
+            for _ in range(world_size):
+                try:
+                    conn = listener.accept()
+                except OSError:
+                    errors.seek(0)
+                    return {}, {INIT: f"the mpiexec job did not start (exit code {popen.poll()}):\n"
+                                      f"{errors.read()[-3000:]}"}, [], {}
+                readers[conn] = conn.recv()
+            outcome = _collect(impl, world_size, names, readers, procs)
+            if not outcome[1]:
+                patience = 10.0
+            return outcome
+        finally:
+            _kill(procs[:1], patience)
+            for reader in readers:
+                reader.close()
 
 
 def _collect(impl: str, world_size: int, names: list[str], readers: dict[Connection, int],
@@ -282,6 +375,12 @@ def _child(spec: Implementation, rank: int, world_size: int, port: int, names: l
                       LOCAL_WORLD_SIZE=str(world_size), OMP_NUM_THREADS="1",
                       TORCH_CPP_LOG_LEVEL="ERROR")
     os.environ.update(dict(spec.env))
+    run_scripts(spec, rank, world_size, names, conn)
+
+
+def run_scripts(spec: Implementation, rank: int, world_size: int, names: list[str],
+                conn: Connection) -> None:
+    """In a child: join the group, run ``names``, report each result over ``conn``."""
     started = time.perf_counter()
     try:
         dist = importlib.import_module(spec.module)
@@ -338,6 +437,8 @@ def job_cache(names_for: Any = None) -> Any:
     cache: dict[tuple[str, int], JobResult | RunnerError] = {}
 
     def get(impl: str, world_size: int) -> JobResult:
+        if IMPLEMENTATIONS[impl].mpiexec and mpiexec() is None:
+            pytest.skip(f"{impl} needs mpi4py and mpiexec (pip install 'accord[mpi]')")
         key = (impl, world_size)
         if key not in cache:
             try:

@@ -23,7 +23,7 @@ from . import runner, scripts  # noqa: E402 — after the importorskip
 pytestmark = [pytest.mark.torch, pytest.mark.multiprocess]
 
 WORLD_SIZES = (2, 3, 4)
-ACCORD = ("accord-numpy", "accord-numpy-tcp", "accord-torch")
+ACCORD = ("accord-numpy", "accord-numpy-tcp", "accord-torch", "accord-mpi")
 ALL_IMPLS = ("torch-gloo", *ACCORD)
 
 

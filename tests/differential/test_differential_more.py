@@ -21,7 +21,7 @@ from . import runner, scripts_more  # noqa: E402 — after the importorskip
 pytestmark = [pytest.mark.torch, pytest.mark.multiprocess]
 
 WORLD_SIZES = (2, 3, 4)
-ACCORD = ("accord-numpy", "accord-torch")
+ACCORD = ("accord-numpy", "accord-torch", "accord-mpi")
 ALL_IMPLS = ("torch-gloo", *ACCORD)
 #: accord's latency algorithms over TCP (accord-numpy uses shared memory, accord-torch the
 #: bandwidth algorithms): one more job, at the world size where Bruck and the trees kick in

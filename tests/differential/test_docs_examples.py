@@ -21,7 +21,7 @@ from . import runner, scripts_docs, scripts_more  # noqa: E402 — after the imp
 pytestmark = [pytest.mark.torch, pytest.mark.multiprocess]
 
 WORLD_SIZES = (2, 4)
-ACCORD = ("accord-numpy", "accord-torch")
+ACCORD = ("accord-numpy", "accord-torch", "accord-mpi")
 #: accord with torch tensors (the profiler's events included) runs at 4 ranks only: one job
 #: less; accord with NumPy arrays runs at both sizes
 JOBS = [(2, "accord-numpy"), (4, "accord-numpy"), (4, "accord-torch")]

@@ -28,7 +28,7 @@ from . import runner, scripts_errors  # noqa: E402 — after the importorskip
 pytestmark = [pytest.mark.torch, pytest.mark.multiprocess]
 
 WORLD_SIZE = 2
-ACCORD = ("accord-numpy", "accord-torch")
+ACCORD = ("accord-numpy", "accord-torch", "accord-mpi")
 
 #: case → why accord raises where torch (gloo) does not (accord's error is kept).
 ACCORD_ONLY: dict[str, str] = {

@@ -42,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compare", default="",
                    help="also run these, comma-separated: gloo (torch.distributed on gloo), "
                         "torch-accord (torch.distributed on backend accord), mpi (MPICH)")
+    p.add_argument("--backend", choices=["accord", "mpi"], default="accord",
+                   help="accord's backend: its own transports, or mpi (MPI's collectives under "
+                        "mpiexec, needs the mpi extra)")
     p.add_argument("--transport", choices=["auto", "tcp"], default="auto",
                    help="accord's transport: auto (shared memory on one host) or tcp")
     p.add_argument("--plot", help="draw busbw vs size to this PNG (needs matplotlib)")
@@ -82,11 +85,14 @@ def main(argv: list[str] | None = None) -> int:
     for impl in impls:
         if impl == "mpi":
             mpi_side.run(plan, on_row)
+        elif impl == "accord" and args.backend == "mpi":
+            mpi_side.run(plan, on_row, impl="accord")
         else:
             runner.run(impl, plan, on_row)
     if not args.quiet:
         print(file=sys.stderr)
-    title = (f"world {args.world}, accord transport {args.transport}, median of {args.iters} "
+    where = "backend mpi" if args.backend == "mpi" else f"accord transport {args.transport}"
+    title = (f"world {args.world}, {where}, median of {args.iters} "
              f"iterations (slowest rank)")
     print(f"# {title}; busbw as nccl-tests; ×impl = impl's time / accord's time")
     print(report.table(rows, impls))

@@ -1,4 +1,5 @@
-"""The benchmark's MPI comparison: the same plan run on MPICH through mpi4py, under mpiexec.
+"""The benchmark's MPI side: the same plan run under mpiexec, on MPICH through mpi4py, or
+on accord's API with backend "mpi" (``accord bench --backend mpi``).
 
 Owns: launching ``mpiexec -n N python -m accord.bench.mpi_side`` with the plan, the MPI calls
 that match each collective of ``workloads`` (same sizes, float32, in place where MPI allows),
@@ -30,17 +31,18 @@ def mpiexec() -> str:
     return found
 
 
-def run(plan: Plan, on_row: Callable[..., None], timeout: float = 600.0) -> None:
-    """Run ``plan`` on MPI; call ``on_row("mpi", op, nbytes, per_rank_times)`` per row."""
+def run(plan: Plan, on_row: Callable[..., None], timeout: float = 600.0, impl: str = "mpi") -> None:
+    """Run ``plan`` under mpiexec: raw mpi4py calls (``impl`` "mpi"), or accord's API on
+    backend "mpi" (``impl`` "accord"); call ``on_row(impl, op, nbytes, per_rank_times)`` per row."""
     cmd = [mpiexec(), "-n", str(plan.world), sys.executable, "-m", "accord.bench.mpi_side",
-           json.dumps(asdict(plan))]
+           json.dumps(asdict(plan)), impl]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"the MPI benchmark failed ({done.returncode}):\n{done.stderr[-2000:]}")
     for line in done.stdout.splitlines():
         if line.startswith("{"):
             row = json.loads(line)
-            on_row("mpi", row["op"], row["nbytes"], row["times"])
+            on_row(impl, row["op"], row["nbytes"], row["times"])
 
 
 def _call(comm: Any, mpi: Any, op: str, count: int, world: int) -> Callable[[], None]:
@@ -62,17 +64,24 @@ def _call(comm: Any, mpi: Any, op: str, count: int, world: int) -> Callable[[], 
     return calls[op]
 
 
-def _rows(plan: Plan) -> None:
+def _rows(plan: Plan, impl: str = "mpi") -> None:
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
+    api = None
+    if impl == "accord":  # accord's API on backend mpi, timed as the accord workers time it
+        import accord as api
+
+        from .workloads import make_call
+        api.init_process_group("mpi")
     for op in plan.ops:
         if COLLECTIVES[op].torch_only:
             continue  # a DDP step: torch.distributed's API only
         sizes = plan.sizes if COLLECTIVES[op].sized else [0]
         for nbytes in sizes:
             count = per_rank_count(op, nbytes, plan.world, 4) if nbytes else 1
-            call = _call(comm, MPI, op, count, plan.world)
+            call = (make_call(api, op, count, comm.rank, plan.world, None) if api is not None
+                    else _call(comm, MPI, op, count, plan.world))
             iters = plan.iters if nbytes < (4 << 20) else max(plan.iters // 4, 5)
             for _ in range(plan.warmup):
                 call()
@@ -87,5 +96,9 @@ def _rows(plan: Plan) -> None:
                 print(json.dumps({"op": op, "nbytes": nbytes, "times": everyone}), flush=True)
 
 
+    if api is not None:
+        api.destroy_process_group()
+
+
 if __name__ == "__main__":
-    _rows(Plan(**json.loads(sys.argv[1])))
+    _rows(Plan(**json.loads(sys.argv[1])), sys.argv[2] if len(sys.argv) > 2 else "mpi")

@@ -32,7 +32,7 @@ from ...group.work import Future, Work
 from ...timeouts import Deadline, to_seconds
 from ...transport.wire import Fingerprint
 from . import runtime
-from .algorithms import ALGORITHMS
+from .algorithms import ALGORITHMS, MPI_ALGORITHM_CODE
 from .call import MpiCall
 
 
@@ -133,7 +133,7 @@ class MpiProcessGroup(ProcessGroup):
         entry = self.recorder.start(seq, op, fp)
         call = MpiCall(self, op, seq, deadline, deferred=async_op)
         try:
-            if self.checks:
+            if self.checks and fp.algo == MPI_ALGORITHM_CODE:  # not accord's message-based calls
                 self._agree(call, fp, seq)
             body(call)
         except BaseException as exc:
@@ -191,8 +191,8 @@ class MpiProcessGroup(ProcessGroup):
         request = self.comm.Iallreduce(mpi.IN_PLACE, both, mpi.MAX)
         if not runtime.wait_until(request.Test, call.deadline):
             self.abandon([request], both)
-            raise runtime.timed_out(str(call), call.deadline, "the check that every rank called the "
-                                    "same collective")
+            raise runtime.timed_out(str(call), call.deadline, "the ranks' arrival at this call "
+                                    "(accord's check before MPI's collective)")
         if both[0] == -both[1]:
             return
         everyone = np.zeros((call.size, len(fp)), dtype=np.int64)

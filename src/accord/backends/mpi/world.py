@@ -33,6 +33,7 @@ from .process_group import MpiProcessGroup
 log = logging.getLogger("accord")
 _hook_lock = threading.Lock()
 _hook_installed = False
+_FORWARD_S = 0.5
 
 
 def init_world(*, init_method: str | None, timeout: float, world_size: int, rank: int,
@@ -149,6 +150,7 @@ def _install_abort_hook() -> None:
                              f"(above); ending the job (MPI_Abort) so that the other "
                              f"{world.size - 1} ranks do not wait for it\n")
             sys.stderr.flush()
+            time.sleep(_FORWARD_S)  # the launcher forwards our output before it kills everyone
             runtime.load().COMM_WORLD.Abort(1)
 
         sys.excepthook = accord_mpi_excepthook

@@ -1,0 +1,287 @@
+"""Programs for the backend "mpi" tests, each run by ``mpiexec -n N python -m
+mpi.scenarios NAME`` (tests/ on PYTHONPATH). Every rank writes one JSON document
+with what it saw into ``$ACCORD_TEST_OUT/rank<N>.json``; the tests read those (and the job's
+exit code and stderr).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from datetime import timedelta
+from typing import Any, Callable
+
+import numpy as np
+
+import accord as dist
+
+SCENARIOS: dict[str, Callable[[int, int], Any]] = {}
+
+
+def scenario(fn: Callable[[int, int], Any]) -> Callable[[int, int], Any]:
+    SCENARIOS[fn.__name__] = fn
+    return fn
+
+
+def failure(exc: BaseException) -> dict[str, str]:
+    return {"type": type(exc).__name__, "message": str(exc)}
+
+
+@scenario
+def basics(rank: int, n: int) -> Any:
+    """Who MPI says we are, and what the API reports."""
+    return {"rank": dist.get_rank(), "size": dist.get_world_size(), "backend": str(dist.get_backend()),
+            "initialized": dist.is_initialized(), "mpi": dist.is_mpi_available()}
+
+
+@scenario
+def reductions(rank: int, n: int) -> Any:
+    """Every op on every dtype MPI reduces natively or through accord's kernel."""
+    out: dict[str, Any] = {}
+    for dtype in ("int8", "uint8", "int32", "int64", "uint64", "float16", "float32", "float64",
+                  "complex64", "bool"):
+        ops = ["SUM", "PRODUCT", "MIN", "MAX"] if dtype != "complex64" else ["SUM"]
+        if dtype.startswith(("int", "uint", "bool")):
+            ops += ["BAND", "BOR", "BXOR"]
+        if dtype != "bool":
+            ops += ["AVG"]
+        for op in ops:
+            x = (np.arange(5) % 2 == rank % 2) if dtype == "bool" else (np.arange(5) + rank + 1).astype(dtype)
+            dist.all_reduce(x, op=getattr(dist.ReduceOp, op))
+            out[f"{dtype}-{op}"] = x.tolist() if dtype != "complex64" else [str(v) for v in x]
+    x = np.full(3, float(rank + 1), np.float64)
+    dist.all_reduce(x, op=dist._make_nccl_premul_sum(2.0))
+    out["premul_sum"] = x.tolist()
+    big = np.full(3_000_000, rank + 1, np.float16)  # MPI cuts it in segments: on element bounds
+    dist.all_reduce(big)
+    out["float16-big"] = [float(big.min()), float(big.max())]
+    return out
+
+
+@scenario
+def torch_tensors(rank: int, n: int) -> Any:
+    import torch
+    out = {}
+    t = torch.arange(4, dtype=torch.bfloat16) + rank
+    dist.all_reduce(t)
+    out["bf16"] = t.float().tolist()
+    s = torch.arange(12, dtype=torch.float32).reshape(3, 4)[:, 1] + rank  # a strided view
+    dist.all_reduce(s, op=dist.ReduceOp.MAX)
+    out["strided"] = s.tolist()
+    outs = [torch.zeros(2, dtype=torch.int64) for _ in range(n)]
+    dist.all_gather(outs, torch.full((2,), rank, dtype=torch.int64))
+    out["gather"] = [o.tolist() for o in outs]
+    return out
+
+
+@scenario
+def lists(rank: int, n: int) -> Any:
+    """List forms with separate and uneven arrays, and the tensor forms, every root."""
+    out: dict[str, Any] = {}
+    outs = [np.zeros(i + 1, np.int32) for i in range(n)]
+    dist.all_gather(outs, np.full(rank + 1, rank, np.int32))
+    out["all_gather_uneven"] = [o.tolist() for o in outs]
+    into = np.zeros(2 * n, np.int64)
+    dist.all_gather_into_tensor(into, np.array([rank, 10 * rank], np.int64))
+    out["all_gather_into_tensor"] = into.tolist()
+    res = np.zeros(rank + 2, np.int64)
+    dist.reduce_scatter(res, [np.full(j + 2, rank + j, np.int64) for j in range(n)])
+    out["reduce_scatter_uneven"] = res.tolist()
+    one = np.zeros(2, np.float32)
+    dist.reduce_scatter_tensor(one, np.arange(2 * n, dtype=np.float32) + rank, op=dist.ReduceOp.AVG)
+    out["reduce_scatter_tensor_avg"] = one.tolist()
+    sends = [np.full(rank + j + 1, 100 * rank + j, np.int64) for j in range(n)]
+    recvs = [np.zeros(j + rank + 1, np.int64) for j in range(n)]
+    dist.all_to_all(recvs, sends)
+    out["all_to_all_uneven"] = [r.tolist() for r in recvs]
+    inp = np.arange(sum(range(1, n + 1)), dtype=np.int64) + 1000 * rank
+    splits_in = list(range(1, n + 1))
+    splits_out = [rank + 1] * n
+    got = np.zeros(sum(splits_out), np.int64)
+    dist.all_to_all_single(got, inp, splits_out, splits_in)
+    out["all_to_all_single_uneven"] = got.tolist()
+    for root in range(n):
+        g = [np.zeros(2, np.int16) for _ in range(n)] if rank == root else None
+        dist.gather(np.full(2, rank, np.int16), g, dst=root)
+        s = np.zeros(3, np.uint8)
+        dist.scatter(s, [np.full(3, 7 * j, np.uint8) for j in range(n)] if rank == root else None, src=root)
+        r = np.full(2, rank + 1, np.int64)
+        dist.reduce(r, dst=root, op=dist.ReduceOp.PRODUCT)
+        b = np.full(4, rank, np.float64)
+        dist.broadcast(b, src=root)
+        out[f"root{root}"] = {"gather": [x.tolist() for x in g] if g else None, "scatter": s.tolist(),
+                              "reduce": r.tolist(), "broadcast": b.tolist()}
+    empty = np.zeros(0, np.float32)
+    dist.all_reduce(empty)
+    dist.broadcast(empty, src=0)
+    out["empty"] = True
+    return out
+
+
+@scenario
+def async_many(rank: int, n: int) -> Any:
+    """Several async calls in flight at once, then their Works; their buffers stay theirs."""
+    arrays = [np.full(1000 * (i + 1), rank + i, np.int64) for i in range(6)]
+    works = [dist.all_reduce(a, async_op=True) for a in arrays]
+    lists = [np.zeros(3, np.int64) for _ in range(n)]
+    works.append(dist.all_gather(lists, np.full(3, rank, np.int64), async_op=True))
+    b = np.full(5, rank, np.int32)
+    works.append(dist.broadcast(b, src=n - 1, async_op=True))
+    polled = [w.is_completed() for w in works]
+    for w in works:
+        w.wait()
+    return {"sums": [int(a[0]) for a in arrays], "lists": [x.tolist() for x in lists],
+            "bcast": b.tolist(), "all_done": all(w.is_completed() for w in works),
+            "polled_type": all(isinstance(p, bool) for p in polled),
+            "future": dist.all_reduce(np.ones(2), async_op=True).get_future().wait()[0].tolist()}
+
+
+@scenario
+def point_to_point(rank: int, n: int) -> Any:
+    out: dict[str, Any] = {}
+    right, left = (rank + 1) % n, (rank - 1) % n
+    got = np.zeros(4, np.float64)
+    reqs = dist.batch_isend_irecv([dist.P2POp(dist.isend, np.full(4, rank, np.float64), right, tag=3),
+                                   dist.P2POp(dist.irecv, got, left, tag=3)])
+    for r in reqs:
+        r.wait()
+    out["ring"] = got.tolist()
+    if rank == 0:
+        senders = []
+        for _ in range(n - 1):
+            buf = np.zeros(2, np.int64)
+            senders.append(dist.recv(buf, tag=9))
+            assert buf[0] == senders[-1]
+        out["any_source"] = sorted(senders)
+        w = dist.irecv(np.zeros(1), tag=11)
+        w.wait()
+        out["irecv_source"] = w.source_rank() if hasattr(w, "source_rank") else None
+    else:
+        dist.send(np.full(2, rank, np.int64), dst=0, tag=9)
+        if rank == 1:
+            dist.isend(np.ones(1), dst=0, tag=11).wait()
+    if n >= 2 and rank in (0, 1):
+        objs = [None, None]
+        if rank == 0:
+            dist.send_object_list([{"a": rank}, np.arange(3)], dst=1)
+        else:
+            out["object_src"] = dist.recv_object_list(objs, src=0)
+            out["objects"] = [objs[0], objs[1].tolist()]
+    return out
+
+
+@scenario
+def groups(rank: int, n: int) -> Any:
+    out: dict[str, Any] = {}
+    evens = dist.new_group([r for r in range(n) if r % 2 == 0])
+    if rank % 2 == 0:
+        x = np.array([rank], np.int64)
+        dist.all_reduce(x, group=evens)
+        out["evens"] = int(x[0])
+        out["evens_rank"] = dist.get_rank(evens)
+    else:
+        out["evens"] = evens == dist.GroupMember.NON_GROUP_MEMBER
+    mine, _ = dist.new_subgroups(group_size=2) if n % 2 == 0 else (None, None)
+    if mine is not None:
+        y = np.array([rank], np.int64)
+        dist.all_reduce(y, group=mine)
+        out["pairs"] = int(y[0])
+        dist.destroy_process_group(mine)
+    half = (n + 1) // 2
+    split = dist.split_group(split_ranks=[[r for r in range(n) if r < half],
+                                          [r for r in range(n) if r >= half]])
+    if split is not None:
+        z = np.array([1], np.int64)
+        dist.all_reduce(z, group=split)
+        out["split"] = [int(z[0]), dist.get_process_group_ranks(split)]
+    return out
+
+
+@scenario
+def mismatch(rank: int, n: int) -> Any:
+    """Rank 0 calls broadcast where the others call all_reduce: everyone gets an error that
+    shows each rank's call, nothing hangs, and the group still works afterwards."""
+    x = np.ones(4, np.float32)
+    try:
+        if rank == 0:
+            dist.broadcast(x, src=0)
+        else:
+            dist.all_reduce(x)
+        seen = None
+    except dist.CollectiveMismatchError as exc:
+        seen = failure(exc)
+    y = np.ones(2, np.int64)
+    dist.all_reduce(y)
+    return {"error": seen, "after": y.tolist()}
+
+
+@scenario
+def stuck(rank: int, n: int) -> Any:
+    """The last rank does not call the all_reduce: the others time out naming it."""
+    dist.barrier()
+    if rank == n - 1:
+        time.sleep(6)
+        return {"skipped": True}
+    started = time.monotonic()
+    try:
+        dist.all_reduce(np.ones(2), async_op=False)
+        return {"error": None}
+    except dist.DistTimeoutError as exc:
+        return {"error": failure(exc), "after_s": time.monotonic() - started,
+                "broken": dist.group.WORLD.is_broken()}
+
+
+@scenario
+def uncaught(rank: int, n: int) -> Any:
+    """Rank 1 raises; the others wait in a collective (the job must end, not hang)."""
+    dist.barrier()
+    if rank == 1:
+        raise RuntimeError("rank 1 gives up")
+    dist.all_reduce(np.ones(2))
+    return {"error": None}
+
+
+@scenario
+def killed(rank: int, n: int) -> Any:
+    """Rank 1 dies of SIGKILL in the middle of the job."""
+    dist.barrier()
+    if rank == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    dist.all_reduce(np.ones(2))
+    return {"error": None}
+
+
+@scenario
+def stores_alongside(rank: int, n: int) -> Any:
+    """The user's own stores work beside backend mpi; the flight recorder records its calls."""
+    path = os.environ["ACCORD_TEST_FILESTORE"]
+    store = dist.FileStore(path, n)
+    store.set(f"k{rank}", str(rank))
+    store.wait([f"k{r}" for r in range(n)], timedelta(seconds=20))
+    values = sorted(store.get(f"k{r}").decode() for r in range(n))
+    dist.all_reduce(np.ones(2))
+    dump = dist.dump_flight_recorder(os.path.join(os.environ["ACCORD_TEST_DUMPS"], f"rank{rank}.json"))
+    with open(dump) as f:
+        recorded = [c["op"] for g in json.load(f)["groups"] for c in g["entries"]]
+    stats = dist.comm_stats()
+    return {"values": values, "recorded": recorded, "stats_ops": sorted(stats["default_pg"])}
+
+
+def main() -> None:
+    name = sys.argv[1]
+    dist.init_process_group("mpi", timeout=timedelta(seconds=float(os.environ.get("ACCORD_TEST_TIMEOUT", "20"))))
+    rank, n = dist.get_rank(), dist.get_world_size()
+    try:
+        result = SCENARIOS[name](rank, n)
+    except dist.DistError as exc:
+        result = {"raised": failure(exc)}
+    with open(os.path.join(os.environ["ACCORD_TEST_OUT"], f"rank{rank}.json"), "w") as f:
+        json.dump(result, f, default=str)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

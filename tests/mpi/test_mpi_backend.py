@@ -1,0 +1,223 @@
+"""Backend "mpi" in real MPI jobs (``mpiexec -n N``, MPICH from the ``mpi`` extra): results
+in closed form, async calls, p2p, groups, and what happens when ranks disagree, stall, raise
+or die. The differential suite runs every script on it too (implementation "accord-mpi").
+Skipped, with the reason, where mpi4py or mpiexec is missing.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from typing import Any
+
+import pytest
+
+import accord
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TESTS = os.path.dirname(HERE)
+
+
+def _mpiexec() -> str | None:
+    if importlib.util.find_spec("mpi4py") is None:
+        return None
+    beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    return beside if os.path.exists(beside) else shutil.which("mpiexec")
+
+
+MPIEXEC = _mpiexec()
+needs_mpi = pytest.mark.skipif(MPIEXEC is None, reason="needs mpi4py and mpiexec: pip install 'accord[mpi]'")
+pytestmark = [pytest.mark.multiprocess]
+
+
+def run(scenario: str, n: int, timeout: float = 90, **env: str) -> tuple[dict[int, Any], subprocess.CompletedProcess]:
+    """Run one scenario on ``n`` MPI ranks: ({rank: result}, the finished process)."""
+    assert MPIEXEC is not None
+    with tempfile.TemporaryDirectory() as out:
+        environ = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [TESTS, os.environ.get("PYTHONPATH")])),
+                       OMP_NUM_THREADS="1", ACCORD_TEST_OUT=out, **env)
+        done = subprocess.run([MPIEXEC, "-n", str(n), sys.executable, "-m", "mpi.scenarios", scenario],
+                              env=environ, cwd=TESTS, capture_output=True, text=True, timeout=timeout)
+        results = {}
+        for name in os.listdir(out):
+            with open(os.path.join(out, name)) as f:
+                results[int(name[4:-5])] = json.load(f)
+    return results, done
+
+
+def complete(scenario: str, n: int, **env: str) -> dict[int, Any]:
+    results, done = run(scenario, n, **env)
+    assert done.returncode == 0 and len(results) == n, (done.returncode, done.stdout[-3000:], done.stderr[-3000:])
+    return results
+
+
+@needs_mpi
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_ranks_come_from_mpi(n: int) -> None:
+    results = complete("basics", n)
+    for rank, got in results.items():
+        assert got == {"rank": rank, "size": n, "backend": "mpi", "initialized": True, "mpi": True}
+
+
+@needs_mpi
+@pytest.mark.parametrize("n", [2, 3])
+def test_every_op_on_every_dtype(n: int) -> None:
+    ranks = range(1, n + 1)
+    for got in complete("reductions", n).values():
+        for i in range(5):
+            values = [i + r for r in ranks]
+            assert got[f"int32-SUM"][i] == sum(values)
+            assert got[f"int64-PRODUCT"][i] == eval("*".join(map(str, values)))
+            assert got[f"uint8-MIN"][i] == min(values) and got[f"float64-MAX"][i] == max(values)
+            band = values[0]
+            for v in values[1:]:
+                band &= v
+            assert got["int64-BAND"][i] == band
+            assert got["int32-AVG"][i] == sum(values) // n  # integer AVG floors, as accord's
+            assert got["float16-AVG"][i] == pytest.approx(sum(values) / n, rel=1e-3)
+        assert got["float16-SUM"] == [float(sum(i + r for r in ranks)) for i in range(5)]
+        trues = [[(i % 2 == r % 2) for r in range(n)] for i in range(5)]
+        assert got["bool-MAX"] == [any(t) for t in trues] and got["bool-MIN"] == [all(t) for t in trues]
+        assert complex(got["complex64-SUM"][2]) == complex(sum(2 + r for r in ranks))
+        assert got["premul_sum"] == [2.0 * sum(ranks)] * 3
+        assert got["float16-big"] == [float(sum(ranks))] * 2
+
+
+@needs_mpi
+def test_torch_tensors_bfloat16_and_strided_views() -> None:
+    pytest.importorskip("torch")
+    for got in complete("torch_tensors", 3).values():
+        assert got == {"bf16": [3.0 * i + 3.0 for i in range(4)], "strided": [3.0, 7.0, 11.0],
+                       "gather": [[0, 0], [1, 1], [2, 2]]}
+
+
+@needs_mpi
+@pytest.mark.parametrize("n", [2, 3, 4, 5])
+def test_list_forms_uneven_sizes_and_every_root(n: int) -> None:
+    results = complete("lists", n)
+    for rank, got in results.items():
+        assert got["all_gather_uneven"] == [[r] * (r + 1) for r in range(n)]
+        assert got["all_gather_into_tensor"] == [v for r in range(n) for v in (r, 10 * r)]
+        assert got["reduce_scatter_uneven"] == [sum(r + rank for r in range(n))] * (rank + 2)
+        assert got["reduce_scatter_tensor_avg"] == [sum(2 * rank + k + r for r in range(n)) / n for k in (0, 1)]
+        assert got["all_to_all_uneven"] == [[100 * j + rank] * (j + rank + 1) for j in range(n)]
+        offset = sum(range(1, rank + 1))
+        assert got["all_to_all_single_uneven"] == [1000 * j + offset + k for j in range(n) for k in range(rank + 1)]
+        for root in range(n):
+            row = got[f"root{root}"]
+            assert row["gather"] == ([[r, r] for r in range(n)] if rank == root else None)
+            assert row["scatter"] == [7 * rank] * 3
+            product = 1
+            for r in range(n):
+                product *= r + 1
+            assert row["reduce"] == ([product] * 2 if rank == root else [rank + 1] * 2)
+            assert row["broadcast"] == [float(root)] * 4
+
+
+@needs_mpi
+@pytest.mark.parametrize("n", [2, 4])
+def test_async_calls_in_flight_together(n: int) -> None:
+    total = sum(range(n))
+    for got in complete("async_many", n).values():
+        assert got["sums"] == [total + n * i for i in range(6)]
+        assert got["lists"] == [[r] * 3 for r in range(n)]
+        assert got["bcast"] == [n - 1] * 5 and got["all_done"] and got["polled_type"]
+        assert got["future"] == [float(n)] * 2
+
+
+@needs_mpi
+@pytest.mark.parametrize("n", [2, 4])
+def test_point_to_point(n: int) -> None:
+    results = complete("point_to_point", n)
+    for rank, got in results.items():
+        assert got["ring"] == [float((rank - 1) % n)] * 4
+    assert results[0]["any_source"] == list(range(1, n)) and results[0]["irecv_source"] == 1
+    assert results[1]["object_src"] == 0 and results[1]["objects"] == [{"a": 0}, [0, 1, 2]]
+
+
+@needs_mpi
+@pytest.mark.parametrize("n", [2, 3, 4])
+def test_subgroups(n: int) -> None:
+    results = complete("groups", n)
+    evens = [r for r in range(n) if r % 2 == 0]
+    low = [r for r in range(n) if r < (n + 1) // 2]
+    for rank, got in results.items():
+        if rank % 2 == 0:
+            assert got["evens"] == sum(evens) and got["evens_rank"] == evens.index(rank)
+        else:
+            assert got["evens"] is True
+        if n % 2 == 0:
+            assert got["pairs"] == (rank // 2) * 4 + 1
+        members = low if rank in low else [r for r in range(n) if r not in low]
+        assert got["split"] == [len(members), members]
+
+
+@needs_mpi
+def test_mismatch_is_an_error_on_every_rank_and_the_group_goes_on() -> None:
+    for rank, got in complete("mismatch", 3).items():
+        assert got["error"]["type"] == "CollectiveMismatchError"
+        message = got["error"]["message"]
+        assert "rank 0: broadcast #1 (float32, 4 elements, root 0)" in message
+        assert "rank 2: all_reduce #1 (float32, 4 elements)" in message
+        assert got["after"] == [3, 3]
+
+
+@needs_mpi
+def test_a_stalled_rank_is_named_by_the_others() -> None:
+    results = complete("stuck", 3, ACCORD_TEST_TIMEOUT="3", ACCORD_PROGRESS_INTERVAL="0.2")
+    assert results[2] == {"skipped": True}
+    for rank in (0, 1):
+        error = results[rank]["error"]
+        assert error["type"] == "DistTimeoutError"
+        assert error["message"].startswith(f"all_reduce #2 on rank {rank}")
+        assert "Did not reach this call: rank 2" in error["message"]
+        assert 2.5 < results[rank]["after_s"] < 10 and results[rank]["broken"] is True
+
+
+@needs_mpi
+def test_an_uncaught_exception_ends_the_job_with_a_message() -> None:
+    results, done = run("uncaught", 3, timeout=60, ACCORD_TEST_TIMEOUT="60")
+    assert done.returncode != 0 and not results
+    assert "RuntimeError: rank 1 gives up" in done.stderr
+    assert "accord: rank 1 of the MPI job raised RuntimeError" in done.stderr
+    assert "MPI_Abort" in done.stderr
+
+
+@needs_mpi
+def test_a_killed_rank_ends_the_job() -> None:
+    results, done = run("killed", 3, timeout=60, ACCORD_TEST_TIMEOUT="60")
+    assert done.returncode != 0 and not results
+
+
+@needs_mpi
+def test_user_stores_and_diagnostics_alongside(tmp_path) -> None:
+    results = complete("stores_alongside", 2, ACCORD_TEST_FILESTORE=str(tmp_path / "fs"),
+                       ACCORD_TEST_DUMPS=str(tmp_path))
+    for got in results.values():
+        assert got["values"] == ["0", "1"]
+        assert "all_reduce" in got["recorded"] and "all_reduce" in got["stats_ops"]
+
+
+def test_without_an_mpi_launcher_a_world_of_several_ranks_says_how_to_start(monkeypatch) -> None:
+    if importlib.util.find_spec("mpi4py") is None:
+        pytest.skip("needs mpi4py: pip install 'accord[mpi]'")
+    code = ("import accord as dist\n"
+            "try:\n    dist.init_process_group('mpi', world_size=4)\n"
+            "except ValueError as e:\n    print('ERROR', e)\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "PMIX_", "OMPI_", "HYDI_", "MPI_"))}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert "ERROR" in done.stdout, done.stderr
+    assert "not started by an MPI launcher" in done.stdout and "mpiexec -n 4" in done.stdout
+
+
+def test_without_mpi4py_the_error_says_what_to_install(monkeypatch) -> None:
+    from accord import backend_names
+    monkeypatch.setattr(backend_names, "is_mpi_available", lambda: False)
+    with pytest.raises(ValueError, match=r'pip install "accord\[mpi\]"'):
+        backend_names.resolve_backend("mpi")
+    assert accord.Backend("MPI") == "mpi"
