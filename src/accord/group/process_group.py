@@ -52,6 +52,9 @@ class ProcessGroup:
     #: Who carries this group's sends and receives when not the mesh (an object with
     #: ``send``/``recv``/``isend``/``irecv``/``send_frames``/``recv_frames``); None: the mesh.
     p2p_engine: Any = None
+    #: Another engine's short path of blocking all_reduce / broadcast / barrier (methods that
+    #: return False to take the long path); None: accord's shared-memory short paths.
+    direct: Any = None
 
     def __init__(self, mesh: Mesh, group_id: int, ranks: Sequence[int], timeout: timedelta | float,
                  backend: str, name: str, desc: str | None = None) -> None:

@@ -80,6 +80,8 @@ def _flat(array: np.ndarray) -> np.ndarray:
 
 # -- all_reduce, broadcast, barrier ------------------------------------------------------------
 def all_reduce(group: ProcessGroup, tensor: Any, op: Any) -> bool:
+    if group.direct is not None:  # another engine's own short path (backends.mpi)
+        return bool(group.direct.all_reduce(tensor, op))
     if group.shared and type(tensor) is _NDARRAY:
         flags = tensor.flags  # written out: it is most of a small call's cost
         if flags.c_contiguous and flags.writeable:
@@ -110,6 +112,8 @@ def _plan_all_reduce(group: ProcessGroup, tensor: np.ndarray, op: Any) -> tuple[
 
 def broadcast(group: ProcessGroup, tensor: Any, src: int) -> bool:
     """(``src`` checked by the caller.)"""
+    if group.direct is not None:
+        return bool(group.direct.broadcast(tensor, src))
     if not (group.shared and _plain(tensor, group.rank() != src)):
         return False
     plan = cached_plan(group, ("broadcast", src, tensor.dtype, tensor.size), _plan_broadcast, tensor, src)
@@ -135,6 +139,8 @@ def _plan_broadcast(group: ProcessGroup, tensor: np.ndarray, src: int) -> tuple[
 
 
 def barrier(group: ProcessGroup) -> bool:
+    if group.direct is not None:
+        return bool(group.direct.barrier())
     if not group.shared:
         return False
     plan = cached_plan(group, ("barrier",), _plan_barrier)

@@ -13,7 +13,6 @@ beyond ``config``.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import threading
 from datetime import timedelta
@@ -25,6 +24,7 @@ from ... import config, profiling
 from ...arrays import Buffer
 from ...collectives.algorithm import Algorithm
 from ...errors import CollectiveMismatchError, DestroyedGroupError, PeerError
+from ...collectives.algorithm import COLLECTIVE_NAMES
 from ...group.call import describe_call
 from ...group.process_group import ProcessGroup
 from ...group.recorder import FlightRecorder
@@ -34,6 +34,7 @@ from ...transport.wire import Fingerprint
 from . import runtime
 from .algorithms import ALGORITHMS, MPI_ALGORITHM_CODE
 from .call import MpiCall
+from .direct import DirectPath, fingerprint_hash
 
 
 class MpiProcessGroup(ProcessGroup):
@@ -71,6 +72,7 @@ class MpiProcessGroup(ProcessGroup):
         self._abandoned: list[Any] = []  # requests of failed calls, and their buffers
         self._destroyed_flag = False
         self.p2p_engine = MpiP2P(self)
+        self.direct = DirectPath(self)
 
     # -- what the base class reads from the mesh -------------------------------------------
     @property
@@ -185,25 +187,29 @@ class MpiProcessGroup(ProcessGroup):
         """Every rank called the same collective (one 16-byte all_reduce): else raise, on
         every rank, a CollectiveMismatchError that shows each rank's call."""
         mpi = runtime.load()
-        digest = hashlib.blake2b(np.array(fp, dtype=np.int64).tobytes(), digest_size=8).digest()
-        mine = int.from_bytes(digest, "little") >> 2
-        both = np.array([mine, -mine], dtype=np.int64)
+        h = fingerprint_hash(fp)
+        both = np.array([h, -h], dtype=np.int64)
         request = self.comm.Iallreduce(mpi.IN_PLACE, both, mpi.MAX)
         if not runtime.wait_until(request.Test, call.deadline):
             self.abandon([request], both)
             raise runtime.timed_out(str(call), call.deadline, "the ranks' arrival at this call "
                                     "(accord's check before MPI's collective)")
-        if both[0] == -both[1]:
-            return
-        everyone = np.zeros((call.size, len(fp)), dtype=np.int64)
+        if both[0] != -both[1]:
+            self.explain_mismatch(seq, fp, call.deadline)
+
+    def explain_mismatch(self, seq: int, fp: Fingerprint, deadline: Deadline) -> None:
+        """The ranks' calls differ (every rank knows it): exchange them and raise the
+        CollectiveMismatchError that shows each rank's call, on every rank."""
+        everyone = np.zeros((self.size(), len(fp)), dtype=np.int64)
         request = self.comm.Iallgather(np.array(fp, dtype=np.int64), everyone)
-        if not runtime.wait_until(request.Test, call.deadline):
+        context = self.context(COLLECTIVE_NAMES.get(fp.op, "collective"), seq)
+        if not runtime.wait_until(request.Test, deadline):
             self.abandon([request], everyone)
-            raise runtime.timed_out(str(call), call.deadline, "the exchange of the ranks' calls")
+            raise runtime.timed_out(context, deadline, "the exchange of the ranks' calls")
         calls = "; ".join(f"rank {self.global_rank_of(r)}: "
                           f"{describe_call(Fingerprint(*map(int, everyone[r])), seq)}"
-                          for r in range(call.size))
-        raise CollectiveMismatchError(f"{call}: the ranks did not call the same collective ({calls}). "
+                          for r in range(self.size()))
+        raise CollectiveMismatchError(f"{context}: the ranks did not call the same collective ({calls}). "
                                       f"Nothing was sent; every rank must call the same collectives "
                                       f"in the same order")
 

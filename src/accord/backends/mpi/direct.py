@@ -1,0 +1,176 @@
+"""The short path of blocking all_reduce, broadcast and barrier on an MPI group.
+
+Owns: per call signature (op, dtype, count, root), the plan the long path would make once —
+fingerprint, MPI datatype and op, kernel — and then, per call, only what must happen: the
+sequence number, the flight recorder's entry, the check that every rank called the same
+(one 16-byte MPI all_reduce), MPI's call and a test loop. It applies to C-contiguous NumPy
+arrays while torch's profiler is not recording, the group is healthy and the call blocking;
+anything else returns False and takes the long path, which explains what is wrong. Must
+not know about the API.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+from ... import profiling
+from ...arrays import as_buffer
+from ...group.recorder import STARTED
+from ...reduce_ops import as_reduce_op, make_kernel
+from ...timeouts import Deadline
+from ...transport.wire import Fingerprint
+from . import runtime
+from .algorithms import ALGORITHMS
+
+_NDARRAY = np.ndarray
+_modules_get = sys.modules.get
+_SPINS = 200  # tests before a deadline is even made
+_PROFILER = profiling.TORCH_PROFILER
+_monotonic = time.monotonic
+_MPI = runtime.load()
+_IN_PLACE, _MAX = _MPI.IN_PLACE, _MPI.MAX
+
+
+def fingerprint_hash(fp: Fingerprint) -> int:
+    """63 bits of a fingerprint: what every rank all_reduces (MAX of h and of -h) to agree."""
+    digest = hashlib.blake2b(np.array(fp, dtype=np.int64).tobytes(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 2
+
+
+class DirectPath:
+    """The short paths of one MpiProcessGroup."""
+
+    def __init__(self, group: Any) -> None:
+        self._group = group
+        self._plans: dict[Any, Any] = {}
+        self._pair = np.zeros(2, dtype=np.int64)
+        self._mpi = runtime.load()
+
+    def _usable(self) -> bool:
+        group = self._group
+        if group._broken is not None or group._destroyed_flag:
+            return False
+        prof = _modules_get(profiling.TORCH_PROFILER)
+        return prof is None or not profiling.recording()
+
+    def all_reduce(self, tensor: Any, op: Any) -> bool:
+        if type(tensor) is not _NDARRAY:
+            return False
+        flags = tensor.flags
+        group = self._group
+        if not (flags.c_contiguous and flags.writeable) or group._broken is not None \
+                or group._destroyed_flag or (_modules_get(_PROFILER) is not None and profiling.recording()):
+            return False
+        key = (op, tensor.dtype, tensor.size)
+        plan = self._plans.get(key)
+        if plan is None:
+            plan = self._plans[key] = self._plan_all_reduce(tensor, op)
+        fp, h, datatype, mpi_op, kernel = plan
+        flat = tensor if tensor.ndim == 1 else tensor.reshape(-1)
+        # _begin and _finish, written out: this path is a few µs
+        seq = group.last_seq = next(group._seqs)
+        recorder = group.recorder
+        entry = [seq, "all_reduce", fp, _monotonic(), 0.0, STARTED, None]
+        recorder.ring[seq % recorder.capacity] = recorder.current = entry
+        if group.checks:
+            self._check(entry, h)
+        request = group.comm.Iallreduce(_IN_PLACE, [flat, datatype], mpi_op)
+        if not request.Test():
+            self._wait(entry, request, "the MPI collective")
+        recorder.end(entry)
+        if kernel.needs_finalize:
+            kernel.finalize(flat, group.size())
+        return True
+
+    def _plan_all_reduce(self, tensor: np.ndarray, op: Any) -> tuple[Any, ...]:
+        buf = as_buffer(tensor, writable=True)
+        kernel = make_kernel(as_reduce_op(op), buf.flat.dtype, buf.dtype_name)
+        fp = self._group.fingerprint("all_reduce", ALGORITHMS["all_reduce"], buf)
+        return (fp, fingerprint_hash(fp), *runtime.reduction(buf.flat, kernel), kernel)
+
+    def broadcast(self, tensor: Any, src: int) -> bool:
+        if type(tensor) is not _NDARRAY:
+            return False
+        flags = tensor.flags
+        if not (flags.c_contiguous and (flags.writeable or self._group.rank() == src)) or not self._usable():
+            return False
+        key = ("broadcast", src, tensor.dtype, tensor.size)
+        plan = self._plans.get(key)
+        if plan is None:
+            buf = as_buffer(tensor, writable=self._group.rank() != src)
+            fp = self._group.fingerprint("broadcast", ALGORITHMS["broadcast"], buf, src)
+            plan = self._plans[key] = (fp, fingerprint_hash(fp))
+        fp, h = plan
+        flat = tensor if tensor.ndim == 1 else tensor.reshape(-1)
+        entry = self._begin("broadcast", fp, h)
+        self._finish(entry, self._group.comm.Ibcast(runtime.as_bytes(flat), src))
+        return True
+
+    def barrier(self) -> bool:
+        if not self._usable():
+            return False
+        plan = self._plans.get("barrier")
+        if plan is None:
+            fp = self._group.fingerprint("barrier", ALGORITHMS["barrier"], None)
+            plan = self._plans["barrier"] = (fp, fingerprint_hash(fp))
+        entry = self._begin("barrier", plan[0], plan[1])
+        self._finish(entry, self._group.comm.Ibarrier())
+        return True
+
+    # -- one call ---------------------------------------------------------------------------
+    def _begin(self, op: str, fp: Fingerprint, h: int) -> list[Any]:
+        """Number the call, record it, and check that every rank called the same."""
+        group = self._group
+        seq = group.last_seq = next(group._seqs)
+        recorder = group.recorder
+        entry = [seq, op, fp, _monotonic(), 0.0, STARTED, None]
+        recorder.ring[seq % recorder.capacity] = recorder.current = entry
+        if group.checks:
+            self._check(entry, h)
+        return entry
+
+    def _check(self, entry: list[Any], h: int) -> None:
+        """Every rank called the same (the MAX of h and of -h agree), else the mismatch error."""
+        pair = self._pair
+        pair[0] = h
+        pair[1] = -h
+        request = self._group.comm.Iallreduce(_IN_PLACE, pair, _MAX)
+        if not request.Test():
+            self._wait(entry, request, "the ranks' arrival at this call (accord's check before "
+                                       "MPI's collective)")
+        if pair[0] != -pair[1]:
+            self._mismatch(entry, entry[0], entry[2])
+
+    def _finish(self, entry: list[Any], request: Any) -> None:
+        if not request.Test():
+            self._wait(entry, request, "the MPI collective")
+        self._group.recorder.end(entry)
+
+    def _wait(self, entry: list[Any], request: Any, what: str) -> None:
+        test = request.Test
+        for _ in range(_SPINS):
+            if test():
+                return
+        group = self._group
+        deadline = Deadline(entry[3] + group._timeout, group._timeout)
+        if runtime.wait_until(test, deadline):
+            return
+        context = group.context(entry[1], entry[0])
+        exc = runtime.timed_out(context, deadline, what)
+        group.abandon([request], None)
+        group.recorder.end(entry, exc)
+        group._break(context, exc)
+        raise exc
+
+    def _mismatch(self, entry: list[Any], seq: int, fp: Fingerprint) -> None:
+        group = self._group
+        try:
+            group.explain_mismatch(seq, fp, Deadline.after(group._timeout))
+        except BaseException as exc:
+            group.recorder.end(entry, exc)
+            raise
