@@ -62,7 +62,19 @@ def run_of(arrays: Sequence[np.ndarray]) -> np.ndarray | None:
     """The one 1-D array that ``arrays`` (1-D, contiguous, one dtype) fill end to end, or None."""
     if not arrays:
         return None
-    dtype = arrays[0].dtype
+    first = arrays[0]
+    if len(arrays) == 1:
+        return first if first.flags.writeable else None
+    base = first.base  # the chunks of one array (the _into_tensor / _single forms)
+    if (type(base) is np.ndarray and base.ndim == 1 and base.flags.c_contiguous
+            and base.flags.writeable and base.dtype == first.dtype
+            and base.size == sum(a.size for a in arrays)
+            and base.__array_interface__["data"][0] == first.__array_interface__["data"][0]
+            and all(a.base is base for a in arrays)
+            and all(a.__array_interface__["data"][0] - first.__array_interface__["data"][0]
+                    == sum(b.nbytes for b in arrays[:i]) for i, a in enumerate(arrays))):
+        return base
+    dtype = first.dtype
     start = expected = None
     total = 0
     for array in arrays:

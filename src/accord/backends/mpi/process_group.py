@@ -188,7 +188,7 @@ class MpiProcessGroup(ProcessGroup):
         every rank, a CollectiveMismatchError that shows each rank's call."""
         mpi = runtime.load()
         h = fingerprint_hash(fp)
-        both = np.array([h, -h], dtype=np.int64)
+        both = np.array((h, -h), dtype=np.int64)
         request = self.comm.Iallreduce(mpi.IN_PLACE, both, mpi.MAX)
         if not runtime.wait_until(request.Test, call.deadline):
             self.abandon([request], both)
