@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import importlib.util
+
 import numpy as np
 import pytest
 
@@ -74,7 +76,9 @@ def test_backend_parses_like_torch():
         dist.Backend(3)
     assert resolve_backend(None) == "accord" and resolve_backend("cpu:gloo,cuda:nccl") == "gloo"
     assert dist.is_backend_available("gloo") and not dist.is_backend_available("nccl")
-    assert dist.is_gloo_available() and not dist.is_nccl_available() and not dist.is_mpi_available()
+    assert dist.is_gloo_available() and not dist.is_nccl_available()
+    has_mpi4py = importlib.util.find_spec("mpi4py") is not None
+    assert dist.is_mpi_available() == has_mpi4py == dist.is_backend_available("mpi")
 
 
 def test_register_backend_and_init_with_it():

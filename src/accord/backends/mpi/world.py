@@ -97,15 +97,15 @@ def _diagnostics_store(size: int, me: int, timeout: float) -> Store | None:
             log.warning("accord (backend mpi): no diagnostics store (%s): a timeout will not say "
                         "where the other ranks are", exc)
     address = comm.bcast(address, root=0)
-    if address is None or me == 0:
-        return store
-    try:
-        return TCPStore(address[0], address[1], size, False, timedelta(seconds=timeout),
-                        wait_for_workers=False)
-    except Exception as exc:  # noqa: BLE001
-        log.warning("accord (backend mpi): cannot reach rank 0's diagnostics store at %s:%d (%s)",
-                    address[0], address[1], exc)
-        return None
+    if address is not None and me != 0:
+        try:
+            store = TCPStore(address[0], address[1], size, False, timedelta(seconds=timeout),
+                             wait_for_workers=False)
+        except Exception as exc:  # noqa: BLE001
+            log.warning("accord (backend mpi): cannot reach rank 0's diagnostics store at %s:%d (%s)",
+                        address[0], address[1], exc)
+    comm.Barrier()  # every rank is connected before rank 0 may leave (and close the store)
+    return store
 
 
 def _host_address() -> str:
