@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import importlib.util
+from datetime import timedelta
 
 import numpy as np
 import pytest
