@@ -49,7 +49,7 @@ def test_init_twice_is_refused_and_destroy_allows_a_new_world():
     ({"store": "not a store", "rank": 0, "world_size": 0}, "rank and world_size"),
     ({"store": dist.HashStore(), "rank": 2, "world_size": 2}, "rank and world_size"),
     ({"store": dist.HashStore(), "init_method": "env://", "rank": 0, "world_size": 1}, "mutually exclusive"),
-    ({"backend": "nccl", "store": dist.HashStore(), "rank": 0, "world_size": 1}, "not available"),
+    ({"backend": "ucc", "store": dist.HashStore(), "rank": 0, "world_size": 1}, "not available"),
     ({"init_method": "bogus://x"}, "no rendezvous handler"),
     ({"init_method": "tcp://localhost", "rank": 0, "world_size": 1}, "host and a port"),
     ({"init_method": "tcp://localhost:1", "world_size": 1}, "rank"),
@@ -74,8 +74,9 @@ def test_backend_parses_like_torch():
     with pytest.raises(ValueError):
         dist.Backend(3)
     assert resolve_backend(None) == "accord" and resolve_backend("cpu:gloo,cuda:nccl") == "gloo"
-    assert dist.is_backend_available("gloo") and not dist.is_backend_available("nccl")
-    assert dist.is_gloo_available() and not dist.is_nccl_available()
+    assert dist.is_backend_available("gloo") and not dist.is_backend_available("ucc")
+    assert dist.is_backend_available("nccl") == dist.is_nccl_available() == dist.is_backend_available("cpu:gloo,cuda:nccl")
+    assert dist.is_gloo_available()
     has_mpi4py = importlib.util.find_spec("mpi4py") is not None
     assert dist.is_mpi_available() == has_mpi4py == dist.is_backend_available("mpi")
 

@@ -72,7 +72,9 @@ def is_mpi_available() -> bool:
 
 
 def is_nccl_available() -> bool:
-    return False
+    """Whether CUDA tensors can go to NCCL ("cpu:accord,cuda:nccl"): torch is installed and
+    built with NCCL (imports torch when it is installed)."""
+    return _backend_names.is_nccl_available()
 
 
 def is_ucc_available() -> bool:

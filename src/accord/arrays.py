@@ -155,8 +155,9 @@ def _from_torch(tensor: Any, writable: bool, what: str) -> Buffer:
     torch = sys.modules["torch"]
     if tensor.device.type != "cpu":
         raise ArgumentError(
-            f"{what} is on device {tensor.device}, but accord's backend works on CPU tensors; "
-            f"move it with .cpu() (a GPU backend is not available yet)"
+            f"{what} is on device {tensor.device}, but accord's backend works on CPU tensors: "
+            f"move it with .cpu(), or send CUDA tensors to NCCL with "
+            f"init_process_group(backend='cpu:accord,cuda:nccl')"
         )
     if tensor.layout != torch.strided:
         raise ArgumentTypeError(f"{what} has layout {tensor.layout}; only dense (strided) tensors "

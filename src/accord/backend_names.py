@@ -30,7 +30,7 @@ class Backend(str):
 
     backend_list = [UNDEFINED, GLOO, NCCL, UCC, MPI, XCCL, FAKE, ACCORD]
     default_device_backend_map = {"cpu": ACCORD}
-    backend_capability: dict[str, list[str]] = {GLOO: ["cpu"], ACCORD: ["cpu"]}
+    backend_capability: dict[str, list[str]] = {GLOO: ["cpu"], ACCORD: ["cpu"], MPI: ["cpu"], NCCL: ["cuda"]}
     backend_type_map: dict[str, int] = {UNDEFINED: 0, GLOO: 1, NCCL: 2, UCC: 3, MPI: 4, XCCL: 5, FAKE: 6, ACCORD: 7}
     _plugins: dict[str, tuple[Callable[..., Any], bool, list[str]]] = {}
 
@@ -73,6 +73,17 @@ def is_mpi_available() -> bool:
         return False
 
 
+def is_nccl_available() -> bool:
+    """Whether torch is installed and built with NCCL (imports torch if installed)."""
+    try:
+        if importlib.util.find_spec("torch") is None:
+            return False
+        import torch.distributed
+    except (ImportError, ValueError):
+        return False
+    return bool(torch.distributed.is_available() and torch.distributed.is_nccl_available())
+
+
 def world_provider(name: str) -> Callable[..., Any] | None:
     """The function that builds a world of backend ``name`` on another engine, or None when
     accord's own transport runs it."""
@@ -83,25 +94,69 @@ def world_provider(name: str) -> Callable[..., Any] | None:
     return getattr(importlib.import_module(module), function)  # type: ignore[no-any-return]
 
 
-def resolve_backend(backend: str | None) -> str:
-    """The backend name to use for ``init_process_group(backend=…)``.
+#: Device backends: a tensor of the device kind goes to this backend's torch process group,
+#: made by "module:function" (imported when a world names it).
+DEVICE_PROVIDERS = {Backend.NCCL: "accord.backends.nccl.device_group:create"}
+_DEVICE_KINDS = {Backend.NCCL: "cuda"}
 
-    Accepts None, "accord", "gloo", a registered plugin, and torch's "cpu:gloo,cuda:nccl"
-    form (the cpu entry is used).
+
+def _parse(backend: str) -> tuple[str, dict[str, str]]:
+    """("cpu" backend name, {device kind: device backend}) of a backend string: "nccl" and
+    "cuda:nccl" keep accord's CPU backend for CPU tensors (torch would have none)."""
+    if ":" not in backend:
+        name = str(Backend(backend))
+        if name in DEVICE_PROVIDERS:
+            return Backend.ACCORD, {_DEVICE_KINDS[name]: name}
+        return name, {}
+    pairs: dict[str, str] = {}
+    for part in backend.split(","):
+        device, sep, value = part.strip().partition(":")
+        if not sep or not device or not value:
+            raise ValueError(f"backend {backend!r}: expected 'device:backend' pairs like "
+                             f"'cpu:accord,cuda:nccl', got {part!r}")
+        pairs[device.strip().lower()] = str(Backend(value.strip()))
+    cpu = pairs.pop("cpu", Backend.ACCORD)
+    for device, name in pairs.items():
+        if _DEVICE_KINDS.get(name) != device:
+            raise ValueError(
+                f"backend {backend!r}: accord routes {device} tensors to no {name!r} backend; it "
+                f"takes 'cuda:nccl' (CUDA tensors through torch's NCCL) besides its CPU backend")
+    return cpu, pairs
+
+
+def device_backends(backend: str | None) -> dict[str, str]:
+    """{device kind: backend} for the non-CPU devices a backend string names
+    ({"cuda": "nccl"} for "nccl" or "cpu:gloo,cuda:nccl"); {} for CPU-only backends."""
+    if backend is None:
+        return {}
+    return _parse(backend)[1]
+
+
+def device_provider(name: str) -> Callable[..., Any]:
+    """The function that makes a device group of backend ``name`` (see DEVICE_PROVIDERS)."""
+    module, function = DEVICE_PROVIDERS[name].split(":")
+    try:
+        return getattr(importlib.import_module(module), function)  # type: ignore[no-any-return]
+    except ImportError as exc:
+        raise ValueError(f"backend {name!r} for CUDA tensors needs torch with CUDA "
+                         f"(pip install torch): {exc}") from exc
+
+
+def resolve_backend(backend: str | None) -> str:
+    """The name of the backend that carries CPU tensors for ``init_process_group(backend=…)``.
+
+    Accepts None, "accord", "gloo", "mpi", a registered plugin, and torch's
+    "cpu:gloo,cuda:nccl" form; "nccl" and "cuda:nccl" alone keep accord's CPU backend for
+    CPU tensors (the device backends are ``device_backends``).
 
     Raises:
-        ValueError: a backend accord does not provide (nccl, mpi, ucc …), with what to use.
+        ValueError: a backend accord does not provide (ucc, xccl …), with what to use.
     """
     if backend is None:
         return Backend.ACCORD
     if not isinstance(backend, str):
         raise TypeError(f"backend must be a str or None, got {type(backend).__name__}")
-    if ":" in backend:
-        pairs = dict(part.split(":", 1) for part in backend.split(",") if ":" in part)
-        if "cpu" not in pairs:
-            raise ValueError(f"backend {backend!r} names no cpu backend; accord runs on CPU tensors")
-        backend = pairs["cpu"]
-    name = str(Backend(backend))
+    name = _parse(backend)[0]
     if name in CPU_BACKENDS or name in Backend._plugins:
         return name
     if name == Backend.MPI:
@@ -113,13 +168,16 @@ def resolve_backend(backend: str | None) -> str:
         return name
     raise ValueError(
         f"backend {backend!r} is not available in accord (it provides its CPU backend as "
-        f"'accord' or 'gloo', and 'mpi' on mpi4py; NCCL is planned). Use backend='gloo' or None"
+        f"'accord' or 'gloo', 'mpi' on mpi4py, and 'nccl' for CUDA tensors through torch). "
+        f"Use backend='gloo' or None"
     )
 
 
 def is_backend_available(backend: str) -> bool:
+    """Whether ``init_process_group(backend)`` can work here ("nccl": torch has NCCL)."""
     try:
         resolve_backend(backend)
+        devices = device_backends(backend)
     except (ValueError, TypeError):
         return False
-    return True
+    return not devices or is_nccl_available()

@@ -220,6 +220,11 @@ MPI_CHECKS = _setting(
     "Backend mpi: 1 checks before every collective that all ranks called the same one "
     "(one small MPI all_reduce more per call; a mismatch is an error, not a hang); 0 skips it.",
 )
+NCCL_STANDIN = _setting(
+    "ACCORD_NCCL_STANDIN", None,
+    "For machines without a GPU (tests): 'gloo' makes the cuda:nccl device groups torch's "
+    "ProcessGroupGloo, carrying CPU torch tensors, so the routing runs without CUDA.",
+)
 
 
 def flight_recorder_size() -> int:
@@ -254,6 +259,15 @@ def progress_interval() -> float:
 
 def fail_fast() -> bool:
     return (FAIL_FAST.raw() or "1").lower() not in ("0", "false", "no", "off")
+
+
+def nccl_standin() -> str | None:
+    value = (NCCL_STANDIN.raw() or "").lower()
+    if value in ("", "0", "off", "none"):
+        return None
+    if value != "gloo":
+        raise ValueError(f"ACCORD_NCCL_STANDIN={value!r}: expected 'gloo' or unset")
+    return value
 
 
 def mpi_checks() -> bool:

@@ -34,6 +34,10 @@ class World:
         self.size = mesh.size if mesh is not None else default_group.size()
         #: Extra work for destroy() (another engine's resources), run after the groups stop.
         self.on_destroy: list[Any] = []
+        #: {device kind: backend} whose tensors go to a torch group ({"cuda": "nccl"}), and
+        #: the store prefix under which this world's groups make theirs.
+        self.device_backends: dict[str, str] = {}
+        self.store_prefix = "accord"
         self.groups: list[ProcessGroup] = []
         self.groups_created = 0  # every new_group() call on this rank, member or not (torch's count)
         self._owns_store = owns_store
@@ -78,6 +82,7 @@ class World:
         if self.monitor is not None:
             self.monitor.detach(group)
         group.shutdown()
+        _close_devices(group)
 
     def destroy(self) -> None:
         """Stop every group, say GOODBYE to every peer, release the store if we made it."""
@@ -89,6 +94,7 @@ class World:
             shutdown = getattr(group, "shutdown", None)
             if shutdown is not None:
                 shutdown()
+            _close_devices(group)
         if self.monitor is not None:
             self.monitor.close()
         for callback in self.on_destroy:
@@ -97,6 +103,12 @@ class World:
             self.mesh.close()
         if self._owns_store and self.store is not None:
             self.store.close()
+
+
+def _close_devices(group: Any) -> None:
+    """Shut the device groups (torch's NCCL) of one of our groups down."""
+    for device_group in getattr(group, "device_groups", {}).values():
+        device_group.close()
 
 
 _process_world: World | None = None

@@ -270,9 +270,25 @@ def stores_alongside(rank: int, n: int) -> Any:
     return {"values": values, "recorded": recorded, "stats_ops": sorted(stats["default_pg"])}
 
 
+@scenario
+def with_nccl(rank: int, n: int) -> Any:
+    """"cpu:mpi,cuda:nccl" (torch's gloo standing in for NCCL): torch tensors go to the device
+    group, NumPy arrays to MPI."""
+    import torch
+    t = torch.full((2,), float(rank + 1))
+    dist.all_reduce(t)
+    a = np.full(2, rank + 1.0)
+    dist.all_reduce(a)
+    group = dist.new_group(list(range(n)))
+    u = torch.full((1,), float(rank))
+    dist.broadcast(u, src=n - 1, group=group)
+    return {"torch": t.tolist(), "numpy": a.tolist(), "config": dist.get_backend_config(group),
+            "broadcast": u.tolist(), "mpi_ops": sorted(dist.comm_stats()["default_pg"])}
+
+
 def main() -> None:
     name = sys.argv[1]
-    dist.init_process_group("mpi", timeout=timedelta(seconds=float(os.environ.get("ACCORD_TEST_TIMEOUT", "20"))))
+    dist.init_process_group(os.environ.get("ACCORD_TEST_BACKEND", "mpi"), timeout=timedelta(seconds=float(os.environ.get("ACCORD_TEST_TIMEOUT", "20"))))
     rank, n = dist.get_rank(), dist.get_world_size()
     try:
         result = SCENARIOS[name](rank, n)

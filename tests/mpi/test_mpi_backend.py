@@ -221,3 +221,14 @@ def test_without_mpi4py_the_error_says_what_to_install(monkeypatch) -> None:
     with pytest.raises(ValueError, match=r'pip install "accord\[mpi\]"'):
         backend_names.resolve_backend("mpi")
     assert accord.Backend("MPI") == "mpi"
+
+
+@needs_mpi
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs torch")
+def test_cuda_nccl_beside_mpi() -> None:
+    """"cpu:mpi,cuda:nccl": the device groups (torch's gloo standing in for NCCL, no GPU here)
+    meet in backend mpi's diagnostics store; NumPy arrays stay on MPI."""
+    results = complete("with_nccl", 2, ACCORD_TEST_BACKEND="cpu:mpi,cuda:nccl", ACCORD_NCCL_STANDIN="gloo")
+    for got in results.values():
+        assert got == {"torch": [3.0, 3.0], "numpy": [3.0, 3.0], "config": "cpu:mpi,cuda:nccl",
+                       "broadcast": [1.0], "mpi_ops": ["all_reduce"]}

@@ -15,7 +15,7 @@ from ..group import monitored_barrier as monitored
 from ..group.work import Work
 from ..reduce_ops import ReduceOp
 from ..timeouts import to_seconds
-from .common import group_rank, resolve_group
+from .common import device_group, group_rank, resolve_group
 
 
 def all_reduce(tensor: Any, op: Any = ReduceOp.SUM, group: Any = None, async_op: bool = False) -> Work | None:
@@ -23,6 +23,8 @@ def all_reduce(tensor: Any, op: Any = ReduceOp.SUM, group: Any = None, async_op:
     pg = resolve_group(group, "all_reduce")
     if pg is None:
         return None
+    if pg.device_groups and (dg := device_group(pg, tensor)) is not None:
+        return dg.all_reduce(tensor, op, async_op)  # type: ignore[no-any-return]
     if debug.DETAIL_ON:
         return detail.run(pg, "all_reduce", lambda: collective_ops.all_reduce(pg, tensor, op, async_op),
                           tensor=tensor, op=op)
@@ -36,6 +38,8 @@ def broadcast(tensor: Any, src: int | None = None, group: Any = None, async_op: 
     if pg is None:
         return None
     root = group_rank(pg, src, group_src, "src")
+    if pg.device_groups and (dg := device_group(pg, tensor)) is not None:
+        return dg.broadcast(tensor, root, async_op)  # type: ignore[no-any-return]
     if debug.DETAIL_ON:
         return detail.run(pg, "broadcast", lambda: collective_ops.broadcast(pg, tensor, root, async_op),
                           root, tensor=tensor)
@@ -64,6 +68,8 @@ def reduce(tensor: Any, dst: int | None = None, op: Any = ReduceOp.SUM, group: A
     if pg is None:
         return None
     root = group_rank(pg, dst, group_dst, "dst")
+    if pg.device_groups and (dg := device_group(pg, tensor)) is not None:
+        return dg.reduce(tensor, root, op, async_op)  # type: ignore[no-any-return]
     if debug.DETAIL_ON:
         return detail.run(pg, "reduce", lambda: collective_ops.reduce(pg, tensor, root, op, async_op),
                           root, tensor=tensor, op=op)
@@ -76,6 +82,8 @@ def all_gather(tensor_list: Any, tensor: Any, group: Any = None, async_op: bool 
     pg = resolve_group(group, "all_gather")
     if pg is None:
         return None
+    if pg.device_groups and (dg := device_group(pg, tensor)) is not None:
+        return dg.all_gather(tensor_list, tensor, async_op)  # type: ignore[no-any-return]
     if debug.DETAIL_ON:
         return detail.run(pg, "all_gather",
                           lambda: collective_ops.all_gather(pg, tensor_list, tensor, async_op),
@@ -90,6 +98,8 @@ def all_gather_into_tensor(output_tensor: Any, input_tensor: Any, group: Any = N
     pg = resolve_group(group, "all_gather_into_tensor")
     if pg is None:
         return None
+    if pg.device_groups and (dg := device_group(pg, input_tensor)) is not None:
+        return dg.all_gather_into_tensor(output_tensor, input_tensor, async_op)  # type: ignore[no-any-return]
     if debug.DETAIL_ON:
         return detail.run(pg, "all_gather_into_tensor",
                           lambda: collective_ops.all_gather_into_tensor(pg, output_tensor, input_tensor,
@@ -109,6 +119,8 @@ def gather(tensor: Any, gather_list: Any = None, dst: int | None = None, group: 
     if pg is None:
         return None
     root = group_rank(pg, 0 if dst is None and group_dst is None else dst, group_dst, "dst")
+    if pg.device_groups and (dg := device_group(pg, tensor)) is not None:
+        return dg.gather(tensor, gather_list or [], root, async_op)  # type: ignore[no-any-return]
     if debug.DETAIL_ON:
         return detail.run(pg, "gather",
                           lambda: collective_ops.gather(pg, tensor, gather_list, root, async_op),
@@ -124,6 +136,8 @@ def scatter(tensor: Any, scatter_list: Any = None, src: int | None = None, group
     if pg is None:
         return None
     root = group_rank(pg, 0 if src is None and group_src is None else src, group_src, "src")
+    if pg.device_groups and (dg := device_group(pg, tensor)) is not None:
+        return dg.scatter(tensor, scatter_list or [], root, async_op)  # type: ignore[no-any-return]
     if debug.DETAIL_ON:
         return detail.run(pg, "scatter",
                           lambda: collective_ops.scatter(pg, tensor, scatter_list, root, async_op),
@@ -138,6 +152,8 @@ def reduce_scatter(output: Any, input_list: Any, op: Any = ReduceOp.SUM, group: 
     pg = resolve_group(group, "reduce_scatter")
     if pg is None:
         return None
+    if pg.device_groups and (dg := device_group(pg, output)) is not None:
+        return dg.reduce_scatter(output, input_list, op, async_op)  # type: ignore[no-any-return]
     if debug.DETAIL_ON:
         return detail.run(pg, "reduce_scatter",
                           lambda: collective_ops.reduce_scatter(pg, output, input_list, op, async_op),
@@ -152,6 +168,8 @@ def reduce_scatter_tensor(output: Any, input: Any, op: Any = ReduceOp.SUM, group
     pg = resolve_group(group, "reduce_scatter_tensor")
     if pg is None:
         return None
+    if pg.device_groups and (dg := device_group(pg, output)) is not None:
+        return dg.reduce_scatter_tensor(output, input, op, async_op)  # type: ignore[no-any-return]
     if debug.DETAIL_ON:
         return detail.run(pg, "reduce_scatter_tensor",
                           lambda: collective_ops.reduce_scatter_tensor(pg, output, input, op, async_op),
@@ -169,6 +187,8 @@ def all_to_all(output_tensor_list: Any, input_tensor_list: Any, group: Any = Non
     pg = resolve_group(group, "all_to_all")
     if pg is None:
         return None
+    if pg.device_groups and (dg := device_group(pg, input_tensor_list)) is not None:
+        return dg.all_to_all(output_tensor_list, input_tensor_list, async_op)  # type: ignore[no-any-return]
     if debug.DETAIL_ON:
         return detail.run(pg, "all_to_all",
                           lambda: collective_ops.all_to_all(pg, output_tensor_list, input_tensor_list,
@@ -185,6 +205,8 @@ def all_to_all_single(output: Any, input: Any, output_split_sizes: Any = None,  
     pg = resolve_group(group, "all_to_all_single")
     if pg is None:
         return None
+    if pg.device_groups and (dg := device_group(pg, input)) is not None:
+        return dg.all_to_all_single(output, input, output_split_sizes, input_split_sizes, async_op)  # type: ignore[no-any-return]
     if debug.DETAIL_ON:
         return detail.run(pg, "all_to_all_single",
                           lambda: collective_ops.all_to_all_single(pg, output, input, output_split_sizes,

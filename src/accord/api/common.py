@@ -51,3 +51,17 @@ def group_rank(group: ProcessGroup, global_rank: int | None, local_rank: int | N
     if not 0 <= global_rank < world.size:
         raise ArgumentError(f"{what}={global_rank} is out of range for a world of size {world.size}")
     return group.group_rank_of(global_rank)
+
+
+def device_group(group: ProcessGroup, tensor: Any) -> Any:
+    """The device group (torch's NCCL, for a CUDA tensor) that carries a call on ``tensor``
+    (a list: its first element), or None: accord's own backend. Callers test
+    ``group.device_groups`` first, so CPU-only worlds pay one attribute read."""
+    if isinstance(tensor, (list, tuple)):
+        if not tensor:
+            return None
+        tensor = tensor[0]
+    for candidate in group.device_groups.values():
+        if candidate.claims(tensor):
+            return candidate
+    return None

@@ -16,7 +16,7 @@ from datetime import timedelta
 from typing import Any, Callable
 
 from .. import config
-from ..backend_names import Backend, resolve_backend, world_provider
+from ..backend_names import Backend, device_backends, device_provider, resolve_backend, world_provider
 from ..diagnostics import debug, fail_fast, flight_recorder
 from ..diagnostics.monitor import Monitor
 from ..diagnostics.progress import ProgressBoard
@@ -56,6 +56,7 @@ def build_world(store: Store | None, rank: int, world_size: int, backend: str, t
     else:
         default_group = ProcessGroup(mesh, 0, range(world_size), timeout, backend, "default_pg")
     world = World(store, mesh, default_group, backend, owns_store)
+    world.store_prefix = prefix
     try:
         world.monitor = Monitor(rank, world_size, _progress_board(store, prefix, rank, world_size),
                                 world.all_groups, _job_label(store, prefix, rank))
@@ -112,11 +113,14 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     if current_world(required=False) is not None:
         raise ValueError("trying to initialize the default process group twice!")
     name = resolve_backend(backend)
+    devices = device_backends(backend)
     seconds = to_seconds(timeout, default=DEFAULT_PG_TIMEOUT)
     provider = world_provider(name)
     if provider is not None:  # another engine (MPI): it finds its own ranks and needs no store
-        set_process_world(provider(init_method=init_method, timeout=seconds, world_size=world_size,
-                                   rank=rank, store=store))
+        world = provider(init_method=init_method, timeout=seconds, world_size=world_size,
+                         rank=rank, store=store)
+        _with_devices(world, devices, device_id)
+        set_process_world(world)
         install_process_hooks(_destroy_default_world, current_world, dump_flight_recorder_for_signal)
         return
     owns_store = store is None
@@ -128,8 +132,37 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     elif world_size < 1 or not 0 <= rank < world_size:
         raise ValueError(f"with store=, pass rank and world_size (got rank={rank}, world_size={world_size})")
     store.set_timeout(timedelta(seconds=seconds))
-    set_process_world(build_world(store, rank, world_size, name, seconds, owns_store))
+    world = build_world(store, rank, world_size, name, seconds, owns_store)
+    _with_devices(world, devices, device_id)
+    set_process_world(world)
     install_process_hooks(_destroy_default_world, current_world, dump_flight_recorder_for_signal)
+
+
+def _with_devices(world: World, devices: dict[str, str], device_id: Any) -> None:
+    """Give the new world's default group its device groups (torch's NCCL for CUDA tensors);
+    on failure the world is taken down again and the error raised."""
+    world.device_backends = devices
+    try:
+        add_device_groups(world, world.default_group, devices, device_id)
+    except BaseException:
+        world.destroy()
+        raise
+
+
+def add_device_groups(world: World, group: Any, devices: dict[str, str], device_id: Any = None) -> None:
+    """Make ``group``'s torch group for each device kind of ``devices`` ({"cuda": "nccl"}),
+    for the same ranks, meeting in the world's store (every member calls this)."""
+    if not devices or not isinstance(group, ProcessGroup):
+        return
+    if world.store is None:
+        raise ValueError(f"device backends {devices} need a store to meet in, and this world has "
+                         f"none: pass store= to init_process_group")
+    made = {}
+    for kind, name in devices.items():
+        prefix = f"{world.store_prefix}/device/{group.group_id:08x}/{kind}/"
+        made[kind] = device_provider(name)(kind, world.store, prefix, group.rank(), group.size(),
+                                           to_seconds(group.timeout), device_id)
+    group.device_groups = made
 
 
 def install_process_hooks(at_exit: Callable[[], None], world_getter: Callable[..., Any],
@@ -213,12 +246,18 @@ def new_group(ranks: Any = None, timeout: timedelta | None = None, backend: str 
     if sort_ranks:
         members.sort()
     name = resolve_backend(backend) if backend is not None else world.backend
+    devices = device_backends(backend) if backend is not None else world.device_backends
     seconds = to_seconds(timeout, default=world.default_group.timeout)
     group_id, n = world.next_group_id(members)
     if world.rank not in members:
         return NON_GROUP_MEMBER
     pg = world.make_group(group_id, members, seconds, name, f"pg{n}:{group_id:08x}", group_desc)
     pg.object_policy = getattr(world.default_group, "object_policy", None)  # set_object_policy
+    try:
+        add_device_groups(world, pg, devices, device_id)
+    except BaseException:
+        pg.shutdown()
+        raise
     world.attach(pg)
     return pg
 
@@ -262,7 +301,10 @@ def get_backend(group: Any = None) -> Backend:
 
 
 def get_backend_config(group: Any = None) -> str:
-    return f"cpu:{get_backend(group)}"
+    """"cpu:<backend>", followed by the group's device backends (",cuda:nccl")."""
+    pg = resolve_group(group, "get_backend_config")
+    devices = "".join(f",{kind}:{dg.backend_name}" for kind, dg in getattr(pg, "device_groups", {}).items())
+    return f"cpu:{get_backend(group)}{devices}"
 
 
 def get_process_group_ranks(group: Any) -> list[int]:

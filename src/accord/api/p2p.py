@@ -13,7 +13,7 @@ from ..arrays import as_buffer
 from ..errors import ArgumentError, ShortListError
 from ..group import objects, p2p
 from ..group.work import Work
-from .common import group_rank, resolve_group
+from .common import device_group, group_rank, resolve_group
 
 
 def check_not_self(pg: Any, rank: int, what: str) -> None:
@@ -28,7 +28,11 @@ def isend(tensor: Any, dst: int | None = None, group: Any = None, tag: int = 0,
     pg = resolve_group(group, "isend")
     if pg is None:
         return None
-    return p2p.isend(pg, tensor, group_rank(pg, dst, group_dst, "dst"), tag)
+    peer = group_rank(pg, dst, group_dst, "dst")
+    if pg.device_groups and (dg := device_group(pg, tensor)) is not None:
+        check_not_self(pg, peer, "dst")
+        return dg.isend(tensor, peer, tag)  # type: ignore[no-any-return]
+    return p2p.isend(pg, tensor, peer, tag)
 
 
 def irecv(tensor: Any, src: int | None = None, group: Any = None, tag: int = 0,
@@ -38,6 +42,8 @@ def irecv(tensor: Any, src: int | None = None, group: Any = None, tag: int = 0,
     if pg is None:
         return None
     source = None if src is None and group_src is None else group_rank(pg, src, group_src, "src")
+    if pg.device_groups and (dg := device_group(pg, tensor)) is not None:
+        return dg.irecv(tensor, source, tag)  # type: ignore[no-any-return]
     return p2p.irecv(pg, tensor, source, tag)
 
 
@@ -45,8 +51,14 @@ def send(tensor: Any, dst: int | None = None, group: Any = None, tag: int = 0,
          group_dst: int | None = None) -> None:
     """Send ``tensor`` to ``dst``; returns once the data is handed to the transport."""
     pg = resolve_group(group, "send")
-    if pg is not None:
-        p2p.send(pg, tensor, group_rank(pg, dst, group_dst, "dst"), tag)
+    if pg is None:
+        return
+    peer = group_rank(pg, dst, group_dst, "dst")
+    if pg.device_groups and (dg := device_group(pg, tensor)) is not None:
+        check_not_self(pg, peer, "dst")
+        dg.isend(tensor, peer, tag).wait()
+        return
+    p2p.send(pg, tensor, peer, tag)
 
 
 def recv(tensor: Any, src: int | None = None, group: Any = None, tag: int = 0,
@@ -56,6 +68,8 @@ def recv(tensor: Any, src: int | None = None, group: Any = None, tag: int = 0,
     if pg is None:
         return -1
     source = None if src is None and group_src is None else group_rank(pg, src, group_src, "src")
+    if pg.device_groups and (dg := device_group(pg, tensor)) is not None:
+        return pg.global_rank_of(dg.recv(tensor, source, tag))
     return pg.global_rank_of(p2p.recv(pg, tensor, source, tag))
 
 
@@ -71,11 +85,14 @@ class P2POp:
         if op is not isend and op is not irecv:
             raise ArgumentError("Invalid op: expected accord.isend or accord.irecv (the functions "
                                 f"themselves), got {op!r}")
-        as_buffer(tensor, writable=op is irecv)  # TypeError/ValueError now, not in the batch
         self.op, self.tensor, self.tag = op, tensor, tag
         pg = resolve_group(group, "P2POp")
         if pg is None:
             raise ArgumentError("P2POp: this rank is not a member of the given group")
+        #: The device group (NCCL) carrying the tensor, or None: accord's own backend.
+        self.device_group = device_group(pg, tensor) if pg.device_groups else None
+        if self.device_group is None:
+            as_buffer(tensor, writable=op is irecv)  # TypeError/ValueError now, not in the batch
         self.group = pg  # resolved, as torch's (None → the default group)
         self.group_peer = group_rank(pg, peer, group_peer, "peer")
         self.peer = pg.global_rank_of(self.group_peer)
@@ -98,6 +115,14 @@ def batch_isend_irecv(p2p_op_list: list[P2POp]) -> list[Work]:
     pg = resolve_group(group, "batch_isend_irecv")
     if pg is None:
         return []
+    carriers = {id(p.device_group) for p in p2p_op_list}
+    if len(carriers) > 1:
+        raise ArgumentError("batch_isend_irecv: the ops mix tensors of different devices (CPU and "
+                            "CUDA); put each device's ops in a batch of its own")
+    carrier = p2p_op_list[0].device_group
+    if carrier is not None:
+        return carrier.batch([(p.op is isend, p.tensor, p.group_peer, p.tag)  # type: ignore[no-any-return]
+                              for p in p2p_op_list])
     works = []
     for p in p2p_op_list:
         if p.op is isend:

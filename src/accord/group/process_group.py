@@ -55,6 +55,9 @@ class ProcessGroup:
     #: Another engine's short path of blocking all_reduce / broadcast / barrier (methods that
     #: return False to take the long path); None: accord's shared-memory short paths.
     direct: Any = None
+    #: {device kind: group} carrying this group's tensors of other devices (torch's NCCL for
+    #: "cuda", made by the world); the API sends a call there when one ``claims`` its tensor.
+    device_groups: dict[str, Any] = {}  # noqa: RUF012 — never mutated: replaced per instance
 
     def __init__(self, mesh: Mesh, group_id: int, ranks: Sequence[int], timeout: timedelta | float,
                  backend: str, name: str, desc: str | None = None) -> None:

@@ -1,0 +1,183 @@
+"""``"cpu:accord,cuda:nccl"``: CUDA tensors go to torch's ProcessGroupNCCL, one per accord group,
+made on accord's store; everything else stays on accord's backend.
+
+Our machines have no GPU. The jobs here run with ``ACCORD_NCCL_STANDIN=gloo``: torch's
+ProcessGroupGloo stands in for NCCL and carries CPU torch tensors, NumPy arrays stay on accord,
+so the routing (device → backend, one device group per group, the store handed over, the
+calls translated) runs as it would with CUDA. ``test_cuda_*`` runs the same scenarios on CUDA
+tensors and real NCCL where a GPU exists, and skips with that message elsewhere.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from typing import Any
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="the NCCL route hands tensors to torch: pip install torch")
+
+import accord  # noqa: E402
+from accord.backend_names import device_backends, resolve_backend  # noqa: E402
+
+TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HAS_CUDA = torch.cuda.is_available() and torch.cuda.device_count() >= 2 and accord.is_nccl_available()
+
+
+def run(scenario: str, n: int, **env: str) -> dict[int, Any]:
+    """Run one scenario on ``n`` ranks under accordrun; {rank: what it saw}."""
+    with tempfile.TemporaryDirectory() as out:
+        environ = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [TESTS, os.environ.get("PYTHONPATH")])),
+                       OMP_NUM_THREADS="1", ACCORD_TEST_OUT=out, TORCH_CPP_LOG_LEVEL="ERROR", **env)
+        done = subprocess.run([sys.executable, "-m", "accord.run", "--nproc-per-node", str(n), "-m",
+                               "nccl.scenarios", scenario], env=environ, cwd=TESTS, capture_output=True,
+                              text=True, timeout=120)
+        results = {}
+        for name in os.listdir(out):
+            with open(os.path.join(out, name)) as f:
+                results[int(name[4:-5])] = json.load(f)
+    assert done.returncode == 0 and len(results) == n, (done.stdout[-3000:], done.stderr[-3000:])
+    return results
+
+
+def standin(scenario: str, n: int) -> dict[int, Any]:
+    return run(scenario, n, ACCORD_NCCL_STANDIN="gloo")
+
+
+def check_collectives(results: dict[int, Any], n: int) -> None:
+    total = n * (n + 1) / 2
+    for rank, got in results.items():
+        assert got["config"] == "cpu:accord,cuda:nccl"
+        assert got["all_reduce"] == [total] * 3
+        assert got["all_reduce_max"] == [n - 1] * 2
+        assert got["numpy"] == [total] * 2
+        assert got["broadcast"] == [n - 1] * 2
+        assert got["reduce_root"] == ([total] * 2 if rank == 0 else None)
+        assert got["all_gather"] == [[r, r] for r in range(n)]
+        assert got["all_gather_into_tensor"] == [10 * r for r in range(n) for _ in range(2)]
+        assert got["gather"] == ([[r] for r in range(n)] if rank == 0 else None)
+        assert got["scatter"] == [5 * rank]
+        assert got["reduce_scatter"] == [sum(r + rank for r in range(n))] * 2
+        assert got["reduce_scatter_tensor"] == [sum(r + rank for r in range(n))]
+        assert got["all_to_all"] == [[100 * r + rank] for r in range(n)]
+        assert got["all_to_all_single"] == [100 * r + rank for r in range(n)]
+        assert got["work_wait"] is True
+        # accord's own backend saw only the NumPy all_reduce and the barrier
+        assert got["accord_ops"] == {"all_reduce": 1, "barrier": 1}
+
+
+@pytest.mark.multiprocess
+@pytest.mark.parametrize("n", [2, 3])
+def test_collectives_go_to_the_device_group(n: int) -> None:
+    results = standin("collectives", n)
+    check_collectives(results, n)
+    # the async Work is torch's own, as torch returns for NCCL
+    assert results[0]["work_type"] == "torch.distributed.distributed_c10d.Work"
+
+
+@pytest.mark.multiprocess
+def test_subgroups_get_their_own_device_group() -> None:
+    n = 3
+    results = standin("groups", n)
+    for rank, got in results.items():
+        if rank < n - 1:
+            assert got["head"] == {"sum": [3.0], "config": "cpu:accord,cuda:nccl"}
+        else:
+            assert got["head"] is None
+        assert got["subgroup"] == {"sum": [rank + 1.0], "ranks": [rank]}
+        assert got["split"] == [rank + 1.0]
+        assert got["cpu_only_config"] == "cpu:gloo"
+
+
+@pytest.mark.multiprocess
+def test_point_to_point_on_the_device_group() -> None:
+    n = 3
+    for rank, got in standin("p2p", n).items():
+        left = (rank - 1) % n
+        assert got["recv"] == [left] * 2 and got["recv_from"] == left
+        assert got["irecv"] == [10 + left]
+        assert got["batch"] == [left] * 3
+        if rank == 0:
+            assert got["any_source"] == list(range(1, n))
+
+
+@pytest.mark.multiprocess
+def test_bad_input_on_the_device_group() -> None:
+    for got in standin("bad_input", 2).values():
+        assert got["gather_list_off_root"][0] == "ArgumentError"
+        assert "non-destination" in got["gather_list_off_root"][1]
+        assert got["mixed_batch"][0] == "ArgumentError" and "different devices" in got["mixed_batch"][1]
+        assert got["complex_max"][0] == "ArgumentError"
+        assert got["after"] == [2.0]
+
+
+@pytest.mark.multiprocess
+@pytest.mark.skipif(not HAS_CUDA, reason="no CUDA devices with NCCL here (needs 2 GPUs): the NCCL "
+                    "route was tested with torch's gloo standing in for NCCL on CPU tensors")
+@pytest.mark.parametrize("scenario", ["collectives", "p2p", "groups"])
+def test_cuda_tensors_through_nccl(scenario: str) -> None:
+    results = run(scenario, 2, ACCORD_TEST_DEVICE="cuda")
+    if scenario == "collectives":
+        check_collectives(results, 2)
+
+
+# -- in one process -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spec, cpu, devices", [
+    ("cpu:accord,cuda:nccl", "accord", {"cuda": "nccl"}),
+    ("cpu:gloo,cuda:nccl", "gloo", {"cuda": "nccl"}),
+    ("nccl", "accord", {"cuda": "nccl"}),
+    ("cuda:nccl", "accord", {"cuda": "nccl"}),
+    ("NCCL", "accord", {"cuda": "nccl"}),
+    ("gloo", "gloo", {}),
+    (None, "accord", {}),
+])
+def test_backend_strings(spec: str | None, cpu: str, devices: dict[str, str]) -> None:
+    assert resolve_backend(spec) == cpu
+    assert device_backends(spec) == devices
+
+
+@pytest.mark.parametrize("spec, words", [
+    ("cpu:accord,cuda:gloo", "cuda:nccl"),
+    ("cpu:accord,xpu:nccl", "cuda:nccl"),
+    ("cpu:accord,cuda", "device:backend"),
+    ("ucc", "not available"),
+])
+def test_bad_backend_strings(spec: str, words: str) -> None:
+    with pytest.raises(ValueError, match=words):
+        resolve_backend(spec)
+        device_backends(spec)
+
+
+@pytest.mark.skipif(accord.is_nccl_available(), reason="this torch has NCCL")
+def test_nccl_without_a_cuda_torch_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ACCORD_NCCL_STANDIN", raising=False)
+    with pytest.raises(ValueError, match="CUDA build of torch"):
+        accord.init_process_group("cpu:accord,cuda:nccl", store=accord.HashStore(), rank=0, world_size=1)
+    assert not accord.is_initialized()  # the half-made world was taken down
+    accord.init_process_group("gloo", store=accord.HashStore(), rank=0, world_size=1)
+    accord.destroy_process_group()
+
+
+def test_one_rank_world_with_the_standin(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ACCORD_NCCL_STANDIN", "gloo")
+    accord.init_process_group("nccl", store=accord.HashStore(), rank=0, world_size=1)
+    try:
+        t = torch.arange(4.0)
+        accord.all_reduce(t, op=accord.ReduceOp.SUM)
+        a = np.arange(4.0)
+        accord.all_reduce(a)
+        assert t.tolist() == a.tolist() == [0.0, 1.0, 2.0, 3.0]
+        assert accord.get_backend_config() == "cpu:accord,cuda:nccl"
+        group = accord.new_group([0])
+        assert set(group.device_groups) == {"cuda"}
+        assert "cuda" not in accord.new_group([0], backend="gloo").device_groups
+        assert accord.comm_stats()["default_pg"]["all_reduce"]["calls"] == 1  # the NumPy one
+    finally:
+        accord.destroy_process_group()
