@@ -25,6 +25,7 @@ pytestmark = [pytest.mark.torch, pytest.mark.multiprocess]
 WORLD_SIZES = (2, 3, 4)
 ACCORD = ("accord-numpy", "accord-numpy-tcp", "accord-torch", "accord-mpi")
 ALL_IMPLS = ("torch-gloo", *ACCORD)
+wanted = runner.wanted
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +81,7 @@ def case(world_size: int, impl: str, name: str, known: dict[str, str] | None = N
 def _differential_cases() -> list[Any]:
     on_gloo = set(runner.names_for("torch-gloo"))
     return [case(world_size, impl, name, KNOWN_DIFFERENCES)
-            for world_size in WORLD_SIZES for impl in ACCORD
+            for world_size in WORLD_SIZES for impl in ACCORD if wanted(world_size, impl)
             for name in runner.names_for(impl) if name in on_gloo]
 
 
@@ -112,7 +113,7 @@ def test_torch_api_on_backend_accord_same_as_gloo(runs, world_size: int, impl: s
 
 @pytest.mark.parametrize("world_size", WORLD_SIZES)
 def test_accord_numpy_never_imports_torch(runs, world_size: int) -> None:
-    for impl in ACCORD:
+    for impl in (i for i in ACCORD if wanted(world_size, i)):
         expected = runner.IMPLEMENTATIONS[impl].torch_tensors
         assert runs(impl, world_size).torch_imported == [expected] * world_size, impl
 
@@ -120,9 +121,8 @@ def test_accord_numpy_never_imports_torch(runs, world_size: int) -> None:
 # -- closed forms (the docs' examples; gloo is checked too, as a check of the scripts) ---------
 
 def each_job(world_sizes: tuple[int, ...] = WORLD_SIZES, impls: tuple[str, ...] = ALL_IMPLS) -> Any:
-    return pytest.mark.parametrize(
-        ("world_size", "impl"), [(ws, impl) for ws in world_sizes for impl in impls],
-        ids=[f"ws{ws}-{impl}" for ws in world_sizes for impl in impls])
+    jobs = [(ws, impl) for ws in world_sizes for impl in impls if wanted(ws, impl)]
+    return pytest.mark.parametrize(("world_size", "impl"), jobs, ids=[f"ws{ws}-{impl}" for ws, impl in jobs])
 
 
 def values_of(snapshot: dict) -> Any:
@@ -222,6 +222,7 @@ def reference(dtype: str, op: str, inputs: list[list[Any]]) -> list[Any]:
 
 def _sweep_cases() -> list[Any]:
     return [case(world_size, impl, name) for world_size in WORLD_SIZES for impl in ALL_IMPLS
+            if wanted(world_size, impl)
             for name in runner.names_for(impl) if name.startswith("all_reduce_ops_")]
 
 

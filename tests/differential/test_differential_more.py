@@ -23,6 +23,7 @@ pytestmark = [pytest.mark.torch, pytest.mark.multiprocess]
 WORLD_SIZES = (2, 3, 4)
 ACCORD = ("accord-numpy", "accord-torch", "accord-mpi")
 ALL_IMPLS = ("torch-gloo", *ACCORD)
+wanted = runner.wanted
 #: accord's latency algorithms over TCP (accord-numpy uses shared memory, accord-torch the
 #: bandwidth algorithms): one more job, at the world size where Bruck and the trees kick in
 EXTRA_JOBS = ((4, "accord-numpy-tcp"),)
@@ -50,7 +51,7 @@ def values_of(states: Any) -> Any:
 
 def _cases() -> list[Any]:
     on_gloo = set(names_for("torch-gloo"))
-    jobs = [(ws, impl) for ws in WORLD_SIZES for impl in ACCORD] + list(EXTRA_JOBS)
+    jobs = [(ws, impl) for ws in WORLD_SIZES for impl in ACCORD if wanted(ws, impl)] + list(EXTRA_JOBS)
     return [pytest.param(ws, impl, name, id=f"ws{ws}-{impl}-{name}")
             for ws, impl in jobs for name in names_for(impl) if name in on_gloo]
 
@@ -67,7 +68,7 @@ def test_same_results_as_torch_gloo(runs, world_size: int, impl: str, name: str)
 # -- the docs' stated outputs (gloo too, which checks the scripts) ---------------------------
 
 def each_job(impls: tuple[str, ...] = ALL_IMPLS, world_sizes: tuple[int, ...] = WORLD_SIZES) -> Any:
-    jobs = [(ws, i) for ws in world_sizes for i in impls]
+    jobs = [(ws, i) for ws in world_sizes for i in impls if wanted(ws, i)]
     jobs += [(ws, i) for ws, i in EXTRA_JOBS if ws in world_sizes and i not in impls]
     return pytest.mark.parametrize(("world_size", "impl"), jobs, ids=[f"ws{ws}-{i}" for ws, i in jobs])
 

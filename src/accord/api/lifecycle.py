@@ -143,6 +143,10 @@ def _with_devices(world: World, devices: dict[str, str], device_id: Any) -> None
     on failure the world is taken down again and the error raised."""
     world.device_backends = devices
     try:
+        if devices and world.mesh is None and world.store is not None:
+            # another engine's world: a prefix of this init's own, as build_world makes one
+            generation = (world.store.add("accord/device_inits", 1) - 1) // world.size
+            world.store_prefix = f"accord/{generation}"
         add_device_groups(world, world.default_group, devices, device_id)
     except BaseException:
         world.destroy()
