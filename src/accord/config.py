@@ -168,6 +168,13 @@ ALGORITHM = _setting(
     "Force algorithms by collective, e.g. 'all_reduce=ring,broadcast=binomial'. "
     "Unknown names raise an error listing the known ones.",
 )
+HIERARCHY = _setting(
+    "ACCORD_HIERARCHY",
+    "1",
+    "1: a group whose members span hosts (the same number on each) runs all_reduce, "
+    "broadcast, all_gather, reduce_scatter and barrier in two levels: shared memory inside "
+    "each host, the network between hosts. 0: flat algorithms over every link.",
+)
 SEGMENT_BYTES = _setting(
     "ACCORD_SEGMENT_BYTES",
     str(1 << 20),
@@ -348,12 +355,16 @@ class Tunables:
     shm_slot_bytes: int = 4 << 20
     cma: bool = True
     flight_recorder_size: int = 2000
+    hierarchy: bool = True
 
     @classmethod
     def from_env(cls) -> Tunables:
         return cls(segment_bytes(), small_message_bytes(), algorithm_overrides(), transport(),
-                   shm_slot_bytes(), (CMA.raw() or "1") not in ("0", "false", "no", "off"),
-                   flight_recorder_size())
+                   shm_slot_bytes(), _on(CMA), flight_recorder_size(), _on(HIERARCHY))
+
+
+def _on(setting: Setting) -> bool:
+    return (setting.raw() or "1").lower() not in ("0", "false", "no", "off")
 
 
 def env_int(setting: Setting) -> int | None:

@@ -10,18 +10,20 @@ group ranks. Must not know about the default world or env variables.
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Sequence
 
 import numpy as np
 
 from ..arrays import Buffer, as_buffer
 from ..collectives import registry
-from ..errors import ArgumentError, ArgumentTypeError
+from ..errors import ArgumentError, ArgumentTypeError, DistError, with_context
 from ..reduce_ops import Kernel, as_reduce_op, make_kernel
 from . import short_paths
 from .arguments import (all_gather_buffers, all_gather_into_tensor_buffers, all_to_all_buffers,
                         all_to_all_single_buffers, equal_chunks, reduce_scatter_buffers,
                         reduce_scatter_tensor_buffers, root_list)
+from .hierarchy import HIERARCHICAL
 from .process_group import ProcessGroup
 from .short_paths import choose
 from .work import Work
@@ -47,6 +49,17 @@ def launch(group: ProcessGroup, collective: str, nbytes: int, fp_buf: Buffer | N
     shapes torch's profiler records, as gloo's).
     """
     algorithm, fp = choose(group, collective, nbytes, fp_buf, root, count)
+    if algorithm.kind == HIERARCHICAL:  # calls on the group's inner groups, as one call of it
+        hierarchy = group.hierarchy
+
+        def composed(call: Any) -> None:
+            try:
+                hierarchy.run(collective, args, sys.modules[__name__])
+            except DistError as exc:  # say which call of this group it was, then the inner one's words
+                raise with_context(exc, f"{call} (hierarchical: inside hosts, then between them)") from exc
+
+        return group.run_collective(collective, fp, composed, outputs, result, async_op, timeout,
+                                    inputs=inputs)
     if not async_op and timeout is None and algorithm.kind != registry.MESSAGES:
         group.run_planned(collective, fp, algorithm, args, inputs)  # blocking, shared memory: short path
         for out in outputs:

@@ -8,6 +8,8 @@ know about environment variables, rendezvous or the CLI.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import itertools
 import sys
 import threading
@@ -29,6 +31,8 @@ from ..transport.mesh import Channel, Mesh
 from ..transport.shm import ShmDomain
 from ..transport.wire import Fingerprint
 from . import shared_memory
+from .hierarchy import ALGORITHMS as HIERARCHICAL_ALGORITHMS
+from .hierarchy import HIERARCHICAL, Hierarchy
 from .call import CallPeers, describe_call
 from .executor import AsyncExecutor
 from .pickling import ObjectPolicy
@@ -89,12 +93,16 @@ class ProcessGroup:
         #: ``monitor.group_failed(group, context, exc)`` may add to a timeout's message.
         self.monitor: Any = None
         self.companions: list[ProcessGroup] = []  # hidden groups of the same ranks (DETAIL checks)
+        self._inner: list[ProcessGroup] = []  # the hierarchy's groups: they break with this one
         if shared_memory.eligible(mesh, self._ranks, self.tunables):
             self._shm = shared_memory.setup(mesh, self._channel, self._ranks, group_id, self.tunables,
                                             Deadline.after(self._timeout), self.context("shared-memory set-up"))
         if self._shm is not None:
             self._call_slots = CallSlots(self._shm, self.tunables, describe_call, self._scratch_array,
                                          self.context)
+        #: Members on several hosts, the same number on each: two-level algorithms (None: flat).
+        self.hierarchy = None if self._shm is not None or not self.tunables.hierarchy else \
+            Hierarchy.of(mesh.host_ids, self._ranks, self._rank, self._inner_group)
 
     @property
     def shared(self) -> bool:
@@ -178,9 +186,37 @@ class ProcessGroup:
         return f"{op}{number} on {where}"
 
     def choose_algorithm(self, collective: str, nbytes: int) -> Algorithm:
-        """The algorithm of a ``collective`` call moving ``nbytes`` on this group."""
+        """The algorithm of a ``collective`` call moving ``nbytes`` on this group: the
+        hierarchical one where the group spans hosts (unless ACCORD_ALGORITHM names another),
+        else the registry's choice."""
+        forced = self.tunables.algorithms.get(collective)
+        if forced is None and self.hierarchy is not None:
+            found = self.hierarchy.choose(collective, nbytes, self.tunables)
+            if found is not None:
+                return found
+        elif forced == HIERARCHICAL:
+            found = HIERARCHICAL_ALGORITHMS.get(collective) if self.hierarchy is not None else None
+            if found is not None:
+                return found
+            raise ValueError(
+                f"ACCORD_ALGORITHM asks for {collective}=hierarchical, which needs a group whose "
+                f"members are on several hosts, the same number (two or more) on each, and "
+                f"exists for {', '.join(HIERARCHICAL_ALGORITHMS)}")
         return registry.choose(collective, nbytes, len(self._ranks), self.tunables, self._shm is not None,
                                self.cma)
+
+    def _inner_group(self, key: str, ranks: Sequence[int]) -> ProcessGroup:
+        """A hidden group of some members (the hierarchy's), the same id on each of them;
+        shut down with this group."""
+        digest = hashlib.blake2b(f"{self.group_id}/{key}".encode(), digest_size=4).digest()
+        inner = ProcessGroup(self._mesh, int.from_bytes(digest, "little") or 1, ranks, self._timeout,
+                             self.backend, f"{self.group_name}/{key}")
+        # an ACCORD_ALGORITHM=…=hierarchical is for the outer group: the inner ones are flat
+        inner.tunables = dataclasses.replace(self.tunables, algorithms={
+            name: algo for name, algo in self.tunables.algorithms.items() if algo != HIERARCHICAL})
+        self.companions.append(inner)
+        self._inner.append(inner)
+        return inner
 
     def twin(self, group_id: int, name: str) -> ProcessGroup:
         """A new group of the same ranks (every member makes it, in the same order), for
@@ -351,6 +387,9 @@ class ProcessGroup:
         if first:
             self._broken = f"{context.split(' on ')[0]} failed ({type(exc).__name__}: {exc})"
         self._channel.fail(exc, notify_peers=self._channel.error is None)
+        for inner in self._inner:  # their members may wait there, not here: tell them too
+            if inner._channel.error is None:
+                inner._break(context, exc)
 
     def _scratch_array(self, count: int, dtype: np.dtype, which: int = 0) -> np.ndarray:
         """Scratch memory of this thread (two independent buffers, ``which`` 0 or 1), reused

@@ -19,9 +19,10 @@ from .wire import FrameKind, unpack_header
 class LoopbackFabric:
     """The meshes of one simulated job, indexed by rank."""
 
-    def __init__(self, size: int, shared_memory: bool = False) -> None:
+    def __init__(self, size: int, shared_memory: bool = False, hosts: list[str] | None = None) -> None:
         self.size = size
         self.shared_memory = shared_memory  # let groups use shared memory between the threads
+        self.hosts = hosts  # a host name per rank, to simulate several hosts (default: one)
         self.meshes: list[LoopbackMesh | None] = [None] * size
         self._lock = threading.Lock()
 
@@ -56,7 +57,7 @@ class LoopbackMesh(Mesh):
     def __init__(self, fabric: LoopbackFabric, rank: int, size: int) -> None:
         super().__init__(rank, size)
         self.fabric = fabric
-        self.host_ids = [f"loopback-{id(fabric):x}"] * size
+        self.host_ids = list(fabric.hosts) if fabric.hosts else [f"loopback-{id(fabric):x}"] * size
         self.pids = [os.getpid()] * size
         self.job_token = f"lb{id(fabric):x}"
         self.threaded = True

@@ -1,0 +1,199 @@
+"""Hierarchical collectives (group/hierarchy.py) on simulated hosts: ranks as threads over the
+loopback transport, with a host name per rank, shared memory inside each "host".
+
+Closed forms for every hierarchical collective (all_reduce, broadcast, all_gather,
+reduce_scatter, barrier) at several layouts, counts around the slice split, every kind of
+ReduceOp; layouts that stay flat; ACCORD_ALGORITHM's choice; a rank that dies in the middle.
+The same on real processes and network namespaces: tests/launcher/test_hierarchy_hosts.py.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+import accord
+from accord.transport.loopback import LoopbackFabric
+from harness import run_ranks
+
+LAYOUTS = {
+    "2x2": ["a", "a", "b", "b"],
+    "2x2-interleaved": ["a", "b", "a", "b"],
+    "2x3": ["a", "a", "a", "b", "b", "b"],
+    "3x2-interleaved": ["a", "b", "c", "a", "b", "c"],
+}
+FLAT_LAYOUTS = {"uneven": ["a", "a", "b", "b", "c"], "one-per-host": ["a", "b"], "one-host": ["a", "a", "a"]}
+
+
+def on_hosts(hosts: list[str], body, **kwargs):
+    return run_ranks(len(hosts), body, fabric=LoopbackFabric(len(hosts), shared_memory=True, hosts=hosts),
+                     **kwargs)
+
+
+def every_collective(rank: int) -> dict:
+    n = accord.get_world_size()
+    out: dict = {"hierarchy": accord.GroupMember.WORLD.hierarchy is not None}
+    for count in (0, 1, 2, 5, 1001):
+        x = np.arange(count, dtype=np.int64) + rank
+        accord.all_reduce(x)
+        out[f"sum{count}"] = x.tolist()
+    m = np.array([rank, -rank, 7], np.int32)
+    accord.all_reduce(m, op=accord.ReduceOp.MAX)
+    out["max"] = m.tolist()
+    f = np.full(7, rank + 1.0, np.float64)
+    accord.all_reduce(f, op=accord.ReduceOp.AVG)
+    out["avg"] = f.tolist()
+    i = np.full(3, 10 * rank + 1, np.int64)
+    accord.all_reduce(i, op=accord.ReduceOp.AVG)
+    out["avg_int"] = i.tolist()
+    p = np.full(4, rank + 1.0, np.float32)
+    accord.all_reduce(p, op=accord._make_nccl_premul_sum(2.0))
+    out["premul"] = p.tolist()
+    for root in range(n):
+        b = np.full(6, rank, np.int16)
+        accord.broadcast(b, src=root)
+        out[f"bcast{root}"] = b.tolist()
+    outs = [np.zeros(r + 1, np.int32) for r in range(n)]
+    accord.all_gather(outs, np.full(rank + 1, rank, np.int32))
+    out["all_gather"] = [o.tolist() for o in outs]
+    into = np.zeros(2 * n, np.float32)
+    accord.all_gather_into_tensor(into, np.array([rank, -rank], np.float32))
+    out["all_gather_into_tensor"] = into.tolist()
+    res = np.zeros(rank + 1, np.int64)
+    accord.reduce_scatter(res, [np.full(j + 1, 10 * r + j, np.int64) for j in range(n) for r in [rank]])
+    out["reduce_scatter"] = res.tolist()
+    one = np.zeros(3, np.float64)
+    accord.reduce_scatter_tensor(one, np.arange(3 * n, dtype=np.float64) + rank, op=accord.ReduceOp.AVG)
+    out["reduce_scatter_tensor"] = one.tolist()
+    accord.barrier()
+    w = accord.all_reduce(np.full(2, rank, np.int64), async_op=True)
+    w.wait()
+    out["async"] = w.result()[0].tolist() if w.result() else None
+    return out
+
+
+def expected(rank: int, n: int) -> dict:
+    return {
+        **{f"sum{c}": [sum(r + k for r in range(n)) for k in range(c)] for c in (0, 1, 2, 5, 1001)},
+        "max": [n - 1, 0, 7],
+        "avg": [sum(r + 1.0 for r in range(n)) / n] * 7,
+        "avg_int": [int(sum(10 * r + 1 for r in range(n)) / n)] * 3,
+        "premul": [2.0 * sum(r + 1 for r in range(n))] * 4,
+        **{f"bcast{root}": [root] * 6 for root in range(n)},
+        "all_gather": [[r] * (r + 1) for r in range(n)],
+        "all_gather_into_tensor": [v for r in range(n) for v in (r, -r)],
+        "reduce_scatter": [sum(10 * r + rank for r in range(n))] * (rank + 1),
+        "reduce_scatter_tensor": [(sum(range(n)) + n * (3 * rank + k)) / n for k in range(3)],
+    }
+
+
+@pytest.mark.parametrize("layout", list(LAYOUTS))
+def test_every_hierarchical_collective(layout: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # small all_reduce and broadcast are flat by default: force the hierarchical ones here
+    monkeypatch.setenv("ACCORD_ALGORITHM", "all_reduce=hierarchical,broadcast=hierarchical")
+    hosts = LAYOUTS[layout]
+    n = len(hosts)
+    for rank, got in enumerate(on_hosts(hosts, every_collective)):
+        assert got.pop("hierarchy") is True
+        assert got.pop("async") == [sum(range(n))] * 2
+        assert got == expected(rank, n), rank
+
+
+@pytest.mark.parametrize("layout", list(FLAT_LAYOUTS))
+def test_layouts_that_stay_flat(layout: str) -> None:
+    hosts = FLAT_LAYOUTS[layout]
+    for rank, got in enumerate(on_hosts(hosts, every_collective)):
+        assert got.pop("hierarchy") is False
+        got.pop("async")
+        assert got == expected(rank, len(hosts)), rank
+
+
+def test_bfloat16_torch_tensors() -> None:
+    torch = pytest.importorskip("torch")
+
+    def body(rank: int) -> list[float]:
+        t = torch.arange(6, dtype=torch.bfloat16) + rank
+        accord.all_reduce(t)
+        return t.float().tolist()
+
+    for got in on_hosts(LAYOUTS["2x2"], body):
+        assert got == [float(sum(r + k for r in range(4))) for k in range(6)]
+
+
+def test_the_choice_and_accord_algorithm(monkeypatch: pytest.MonkeyPatch) -> None:
+    def names(rank: int) -> dict:
+        pg = accord.GroupMember.WORLD
+        x = np.ones(1 << 16, np.float32)
+        accord.all_reduce(x)
+        return {c: pg.choose_algorithm(c, 1 << 20).name for c in
+                ("all_reduce", "broadcast", "all_gather", "reduce_scatter", "barrier", "reduce", "all_to_all")} \
+            | {"sum": float(x[0]), "small": [pg.choose_algorithm(c, 8).name for c in
+                                            ("all_reduce", "broadcast", "all_gather", "barrier")]}
+
+    got = on_hosts(LAYOUTS["2x2"], names)[0]
+    small = got.pop("small")
+    assert got == {"all_reduce": "hierarchical", "broadcast": "hierarchical", "all_gather": "hierarchical",
+                   "reduce_scatter": "hierarchical", "barrier": "hierarchical", "reduce": got["reduce"],
+                   "all_to_all": got["all_to_all"], "sum": 4.0}
+    # small all_reduce and broadcast stay flat (measured quicker), the others do not
+    assert small[0] != "hierarchical" and small[1] != "hierarchical" and small[2:] == ["hierarchical"] * 2
+    assert got["reduce"] != "hierarchical" and got["all_to_all"] != "hierarchical"
+    monkeypatch.setenv("ACCORD_ALGORITHM", "all_reduce=ring")
+    got = on_hosts(LAYOUTS["2x2"], names)[0]
+    assert got["all_reduce"] == "ring" and got["broadcast"] == "hierarchical" and got["sum"] == 4.0
+    monkeypatch.setenv("ACCORD_ALGORITHM", "")
+    monkeypatch.setenv("ACCORD_HIERARCHY", "0")
+    got = on_hosts(LAYOUTS["2x2"], names)[0]
+    assert "hierarchical" not in got.values() and got["sum"] == 4.0
+    monkeypatch.delenv("ACCORD_HIERARCHY")
+    monkeypatch.setenv("ACCORD_ALGORITHM", "all_reduce=hierarchical")
+
+    def single_host(rank: int) -> None:
+        accord.all_reduce(np.ones(4))
+
+    with pytest.raises(AssertionError, match="all_reduce=hierarchical"):
+        run_ranks(2, single_host)
+
+
+def test_a_subgroup_across_hosts_is_hierarchical_and_destroyed_with_its_inner_groups() -> None:
+    def body(rank: int) -> dict:
+        group = accord.new_group([0, 1, 3, 4])  # hosts a: 0 1, b: 3 4 (of a a a b b b)
+        out = {}
+        if group is not accord.GroupMember.NON_GROUP_MEMBER:
+            x = np.full(1 << 15, rank, np.int64)  # 256 KiB: hierarchical by default
+            accord.all_reduce(x, group=group)
+            out = {"sum": x[:3].tolist(), "hierarchy": group.hierarchy is not None,
+                   "inner": len(group.companions)}
+            accord.destroy_process_group(group)
+            out["after"] = len(group.companions)
+        accord.barrier()
+        return out
+
+    results = on_hosts(LAYOUTS["2x3"], body)
+    for rank in (0, 1, 3, 4):
+        assert results[rank] == {"sum": [8] * 3, "hierarchy": True, "inner": 2, "after": 0}
+    assert results[2] == results[5] == {}
+
+
+def test_a_rank_dying_in_the_middle_is_named_quickly() -> None:
+    fabric = LoopbackFabric(4, shared_memory=True, hosts=LAYOUTS["2x2"])
+
+    def body(rank: int) -> tuple[str, str, float]:
+        data = np.ones(1 << 18, np.float32)
+        for i in range(20):
+            if rank == 3 and i == 5:
+                fabric.kill(3)
+                return ("killed", "", 0.0)
+            start = time.monotonic()
+            try:
+                accord.all_reduce(data)
+            except accord.DistError as exc:
+                return (type(exc).__name__, str(exc), time.monotonic() - start)
+        return ("finished", "", 0.0)
+
+    results = run_ranks(4, body, fabric=fabric, expect_failure=True, timeout=30)
+    for rank in (0, 1, 2):
+        kind, message, after = results[rank]
+        assert kind == "PeerError" and "rank 3" in message and after < 2.0, results[rank]
