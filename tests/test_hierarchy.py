@@ -196,4 +196,28 @@ def test_a_rank_dying_in_the_middle_is_named_quickly() -> None:
     results = run_ranks(4, body, fabric=fabric, expect_failure=True, timeout=30)
     for rank in (0, 1, 2):
         kind, message, after = results[rank]
-        assert kind == "PeerError" and "rank 3" in message and after < 2.0, results[rank]
+        assert kind == "PeerError" and "rank 3" in message and after < 2.0, (rank, message[:600])
+
+
+def test_where_the_choice_switches() -> None:
+    small, segment = 64 << 10, 1 << 20  # ACCORD_SMALL_MESSAGE_BYTES, ACCORD_SEGMENT_BYTES
+
+    def body(rank: int) -> dict:
+        pg = accord.GroupMember.WORLD
+        out = {"names": [pg.choose_algorithm("all_reduce", small).name == "hierarchical",
+                         pg.choose_algorithm("all_reduce", small + 4).name == "hierarchical",
+                         pg.choose_algorithm("broadcast", segment - 4).name == "hierarchical",
+                         pg.choose_algorithm("broadcast", segment).name == "hierarchical"]}
+        for nbytes in (small, small + 4):
+            x = np.full(nbytes // 4, rank + 1, np.int32)
+            accord.all_reduce(x)
+            out[f"all_reduce{nbytes}"] = (int(x.min()), int(x.max()))
+        for nbytes in (segment - 4, segment):
+            b = np.full(nbytes // 4, rank, np.float32)
+            accord.broadcast(b, src=2)
+            out[f"broadcast{nbytes}"] = (float(b.min()), float(b.max()))
+        return out
+
+    for got in on_hosts(LAYOUTS["2x2-interleaved"], body):
+        assert got.pop("names") == [False, True, False, True]
+        assert set(got.values()) == {(10, 10), (2.0, 2.0)}, got

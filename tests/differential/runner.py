@@ -99,9 +99,9 @@ class JobResult:
 
 
 def wanted(world_size: int, impl: str) -> bool:
-    """Whether the suite runs ``impl`` at ``world_size``: backend mpi at 2 and 4 only (the
-    -n 2 and -n 4 of its issue), for the suite's time."""
-    return not (impl == "accord-mpi" and world_size == 3)
+    """Whether the suite runs ``impl`` at ``world_size``: backend mpi and the TCP transport at
+    2 and 4 only (world size 3 is covered by the others), for the suite's time."""
+    return not (impl in ("accord-mpi", "accord-numpy-tcp") and world_size == 3)
 
 
 def names_for(impl: str) -> list[str]:

@@ -182,6 +182,12 @@ def bad_input(rank: int, n: int) -> Any:
     return out
 
 
+@scenario
+def everything(rank: int, n: int) -> Any:
+    """collectives, p2p and bad_input in one job (one start-up instead of three)."""
+    return {name: SCENARIOS[name](rank, n) for name in ("collectives", "p2p", "bad_input")}
+
+
 def main() -> None:
     name = sys.argv[1]
     dist.init_process_group(os.environ.get("ACCORD_TEST_BACKEND", "cpu:accord,cuda:nccl"),

@@ -71,10 +71,20 @@ def check_collectives(results: dict[int, Any], n: int) -> None:
         assert got["accord_ops"] == {"all_reduce": 1, "barrier": 1}
 
 
+@pytest.fixture(scope="module")
+def three_ranks() -> dict[int, Any]:
+    """collectives, p2p and bad_input, run once on 3 ranks with the stand-in."""
+    return standin("everything", 3)
+
+
+def part(results: dict[int, Any], name: str) -> dict[int, Any]:
+    return {rank: got[name] for rank, got in results.items()}
+
+
 @pytest.mark.multiprocess
-@pytest.mark.parametrize("n", [3])
-def test_collectives_go_to_the_device_group(n: int) -> None:
-    results = standin("collectives", n)
+def test_collectives_go_to_the_device_group(three_ranks: dict[int, Any]) -> None:
+    n = 3
+    results = part(three_ranks, "collectives")
     check_collectives(results, n)
     # the async Work is torch's own, as torch returns for NCCL
     assert results[0]["work_type"] == "torch.distributed.distributed_c10d.Work"
@@ -95,9 +105,9 @@ def test_subgroups_get_their_own_device_group() -> None:
 
 
 @pytest.mark.multiprocess
-def test_point_to_point_on_the_device_group() -> None:
+def test_point_to_point_on_the_device_group(three_ranks: dict[int, Any]) -> None:
     n = 3
-    for rank, got in standin("p2p", n).items():
+    for rank, got in part(three_ranks, "p2p").items():
         left = (rank - 1) % n
         assert got["recv"] == [left] * 2 and got["recv_from"] == left
         assert got["irecv"] == [10 + left]
@@ -107,13 +117,13 @@ def test_point_to_point_on_the_device_group() -> None:
 
 
 @pytest.mark.multiprocess
-def test_bad_input_on_the_device_group() -> None:
-    for got in standin("bad_input", 2).values():
+def test_bad_input_on_the_device_group(three_ranks: dict[int, Any]) -> None:
+    for got in part(three_ranks, "bad_input").values():
         assert got["gather_list_off_root"][0] == "ArgumentError"
         assert "non-destination" in got["gather_list_off_root"][1]
         assert got["mixed_batch"][0] == "ArgumentError" and "different devices" in got["mixed_batch"][1]
         assert got["complex_max"][0] == "ArgumentError"
-        assert got["after"] == [2.0]
+        assert got["after"] == [3.0]
 
 
 @pytest.mark.multiprocess

@@ -62,6 +62,9 @@ class ProcessGroup:
     #: {device kind: group} carrying this group's tensors of other devices (torch's NCCL for
     #: "cuda", made by the world); the API sends a call there when one ``claims`` its tensor.
     device_groups: dict[str, Any] = {}  # noqa: RUF012 — never mutated: replaced per instance
+    #: The hierarchy of a group that spans hosts (group.hierarchy), and the inner groups it made.
+    hierarchy: Hierarchy | None = None
+    _inner: Sequence[ProcessGroup] = ()
 
     def __init__(self, mesh: Mesh, group_id: int, ranks: Sequence[int], timeout: timedelta | float,
                  backend: str, name: str, desc: str | None = None) -> None:
@@ -373,8 +376,10 @@ class ProcessGroup:
     def _raise_broken(self, context: str) -> None:
         if self._broken is None:
             self._broken = str(self._channel.error)
-        raise PeerError(f"{context}: this group cannot be used since {self._broken}. "
-                        f"Destroy it (destroy_process_group) and create a new one")
+        error = PeerError(f"{context}: this group cannot be used since {self._broken}. "
+                          f"Destroy it (destroy_process_group) and create a new one")
+        self._break_inner(context, error)  # members may already wait in them for this call
+        raise error
 
     def _break(self, context: str, exc: BaseException) -> None:
         first = self._broken is None
@@ -387,7 +392,11 @@ class ProcessGroup:
         if first:
             self._broken = f"{context.split(' on ')[0]} failed ({type(exc).__name__}: {exc})"
         self._channel.fail(exc, notify_peers=self._channel.error is None)
-        for inner in self._inner:  # their members may wait there, not here: tell them too
+        self._break_inner(context, exc)
+
+    def _break_inner(self, context: str, exc: BaseException) -> None:
+        """Break the hierarchy's groups too: their members may wait there, not here."""
+        for inner in self._inner:
             if inner._channel.error is None:
                 inner._break(context, exc)
 
