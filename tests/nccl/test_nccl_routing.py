@@ -177,6 +177,7 @@ def test_nccl_without_a_cuda_torch_says_what_to_install(monkeypatch: pytest.Monk
 
 def test_one_rank_world_with_the_standin(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ACCORD_NCCL_STANDIN", "gloo")
+    threads_before = len(os.listdir("/proc/self/task")) if os.path.isdir("/proc/self/task") else 0
     accord.init_process_group("nccl", store=accord.HashStore(), rank=0, world_size=1)
     try:
         t = torch.arange(4.0)
@@ -189,5 +190,16 @@ def test_one_rank_world_with_the_standin(monkeypatch: pytest.MonkeyPatch) -> Non
         assert set(group.device_groups) == {"cuda"}
         assert "cuda" not in accord.new_group([0], backend="gloo").device_groups
         assert accord.comm_stats()["default_pg"]["all_reduce"]["calls"] == 1  # the NumPy one
+        device_group = group.device_groups["cuda"]
+        work = device_group.broadcast(torch.ones(2), 0, True)
+        work.wait()
+        del work
     finally:
         accord.destroy_process_group()
+    # The torch backends went with the groups (their worker threads joined then, not at
+    # interpreter exit, where a worker dropping a tensor aborts the process), and say so.
+    with pytest.raises(RuntimeError, match="shut down"):
+        device_group.broadcast(torch.ones(2), 0, False)
+    if os.path.isdir("/proc/self/task"):
+        names = [open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")]
+        assert len(names) <= threads_before, names

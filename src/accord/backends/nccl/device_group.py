@@ -89,12 +89,19 @@ class DeviceGroup:
         return isinstance(tensor, torch.Tensor) and tensor.device.type == self._device_type
 
     def close(self) -> None:
-        shutdown = getattr(self.backend, "shutdown", None)
+        """Shut the torch backend down and let it go now, while Python is running: its
+        destructor joins its worker threads (releasing the GIL). Left to interpreter exit, a
+        worker that drops a finished call's last tensor reference needs the GIL, finds the
+        interpreter finalizing, and aborts the process ("terminate called without an active
+        exception")."""
+        backend, self.backend = self.backend, _Closed(self.name)
+        shutdown = getattr(backend, "shutdown", None)
         if shutdown is not None:
             try:
                 shutdown()
             except Exception:  # noqa: BLE001 — a backend that failed may refuse; nothing to keep
                 pass
+        del backend
 
     # -- collectives --------------------------------------------------------------------
 
@@ -240,3 +247,14 @@ def _real(tensor: Any) -> Any:
 def _splits(sizes: Any) -> list[int]:
     return [] if sizes is None else [int(s) for s in sizes]
 
+
+
+class _Closed:
+    """What a closed DeviceGroup holds instead of its backend: any use says so."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attribute: str) -> Any:
+        raise RuntimeError(f"this group's {self._name} backend was shut down "
+                           f"(destroy_process_group); make a new group")
