@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     env = {"ACCORD_TRANSPORT": args.transport}
     plan = runner.Plan(ops, sizes, args.iters, args.warmup, args.world, env)
     total = sum(len(sizes) if COLLECTIVES[op].sized else 1 for op in ops for impl in impls
-                if not (COLLECTIVES[op].torch_only and impl in ("accord", "mpi")))
+                if COLLECTIVES[op].runs_on(impl, impl in ("gloo", "torch-accord")))
     rows: list[report.Row] = []
 
     def on_row(impl: str, op: str, nbytes: int, per_rank: list[list[float]]) -> None:

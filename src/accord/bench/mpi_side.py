@@ -75,8 +75,8 @@ def _rows(plan: Plan, impl: str = "mpi") -> None:
         from .workloads import make_call
         api.init_process_group("mpi")
     for op in plan.ops:
-        if COLLECTIVES[op].torch_only:
-            continue  # a DDP step: torch.distributed's API only
+        if not COLLECTIVES[op].runs_on(impl, False):
+            continue  # a DDP step: torch.distributed's API only; a ceiling: accord's own run
         sizes = plan.sizes if COLLECTIVES[op].sized else [0]
         for nbytes in sizes:
             count = per_rank_count(op, nbytes, plan.world, 4) if nbytes else 1

@@ -73,8 +73,8 @@ def worker(impl: str, rank: int, plan: Plan, port: int, results: Any) -> None:
     try:
         api, torch = _init(impl)
         for op in plan.ops:
-            if COLLECTIVES[op].torch_only and torch is None:
-                continue  # a DDP step needs torch.distributed's API
+            if not COLLECTIVES[op].runs_on(impl, torch is not None):
+                continue  # a DDP step needs torch.distributed's API; a ceiling runs once
             sizes = plan.sizes if COLLECTIVES[op].sized else [0]
             for nbytes in sizes:
                 count = per_rank_count(op, nbytes, plan.world, 4) if nbytes else 1

@@ -23,6 +23,15 @@ class Collective:
     sized: bool = True
     #: a torch training step (needs torch.distributed's API: DDP), not a plain collective
     torch_only: bool = False
+    #: not a collective but the transport's ceiling (``limits``): measured once, in accord's
+    #: own run, beside the collectives it bounds
+    ceiling: bool = False
+
+    def runs_on(self, impl: str, torch_api: bool) -> bool:
+        """Whether a worker of ``impl`` (with torch.distributed's API or not) runs this row."""
+        if self.torch_only:
+            return torch_api
+        return impl == "accord" and not torch_api if self.ceiling else True
 
 
 def _part(n: int) -> float:
@@ -41,6 +50,11 @@ COLLECTIVES: dict[str, Collective] = {c.name: c for c in [
     Collective("barrier", lambda n: 0.0, sized=False),
     # one DDP training step of a communication-bound model (≈12 M parameters, batch 2)
     Collective("ddp_step", lambda n: 0.0, sized=False, torch_only=True),
+    # one loopback TCP socket pair, both directions at once, and one way: what the transport
+    # could move at best (busbw = bytes each way per second, comparable with world-2
+    # all_reduce's and broadcast's busbw)
+    Collective("tcp_limit", lambda n: 1.0, ceiling=True),
+    Collective("tcp_oneway", lambda n: 1.0, ceiling=True),
 ]}
 
 
@@ -79,6 +93,9 @@ def make_call(api: Any, op: str, count: int, rank: int, world: int, torch: Any =
         return lambda: api.scatter(data, blocks, src=0)
     if op == "ddp_step":
         return _ddp_step(torch)
+    if COLLECTIVES[op].ceiling:
+        from . import limits
+        return limits.make_call(api, op, count * 4, rank, world)
     raise ValueError(f"unknown collective {op!r}; known: {sorted(COLLECTIVES)}")
 
 
