@@ -23,8 +23,8 @@ def small_slots(monkeypatch):
     monkeypatch.setenv("ACCORD_SHM_SLOT_BYTES", "4096")
 
 
-def shm_run(world_size, body):
-    return run_ranks(world_size, body, fabric=LoopbackFabric(world_size, shared_memory=True))
+def shm_run(world_size, body, shared=True):
+    return run_ranks(world_size, body, fabric=LoopbackFabric(world_size, shared_memory=shared))
 
 
 def run(collective, fp_array, *args, root=-1):
@@ -238,12 +238,14 @@ def _strided(values):
     return view
 
 
+@pytest.mark.parametrize("shared", [True, False], ids=["shm", "messages"])
 @pytest.mark.parametrize("world_size", [2, 3])
 @pytest.mark.parametrize("count", [1, 700])
-def test_short_and_long_paths_agree_with_each_other(world_size, count):
+def test_short_and_long_paths_agree_with_each_other(world_size, count, shared):
     """Rank 0 passes plain contiguous arrays (the planned short path); the others pass strided
     views (the long path, as_buffer copies). Both paths must pick the same algorithm and
-    fingerprint (else a mismatch is raised) and give the same results, call after call."""
+    fingerprint (else a mismatch is raised) and give the same results, call after call; over
+    shared memory and over messages (what TCP runs)."""
     def body(rank):
         n, long_path = world_size, rank != 0
         make = _strided if long_path else np.asarray
@@ -270,7 +272,7 @@ def test_short_and_long_paths_agree_with_each_other(world_size, count):
             results.append(np.asarray(single).tolist())
         return results
 
-    got = shm_run(world_size, body)
+    got = shm_run(world_size, body, shared)
     n = world_size
     for rank, results in enumerate(got):
         for repeat in range(3):
@@ -284,8 +286,9 @@ def test_short_and_long_paths_agree_with_each_other(world_size, count):
                 (np.arange(n * count) + r)[rank * count:(rank + 1) * count] for r in range(n)]).tolist()
 
 
+@pytest.mark.parametrize("shared", [True, False], ids=["shm", "messages"])
 @pytest.mark.parametrize("root", [0, 1])
-def test_rooted_short_and_long_paths_agree(root):
+def test_rooted_short_and_long_paths_agree(root, shared):
     """gather, scatter and reduce with rank 0 on the short path (plain arrays) and the others
     on the long one (strided views), the root on either."""
     n, count = 3, 5
@@ -308,7 +311,7 @@ def test_rooted_short_and_long_paths_agree(root):
             results.append(np.asarray(y).tolist())
         return results
 
-    for rank, results in enumerate(shm_run(n, body)):
+    for rank, results in enumerate(shm_run(n, body, shared)):
         for repeat in range(3):
             gathered, scattered, reduced = results[3 * repeat:3 * repeat + 3]
             rows = [(np.arange(count) + 10 * r + repeat).tolist() for r in range(n)]
@@ -337,3 +340,42 @@ def test_all_to_all_sizes_that_disagree_raise_a_mismatch(count):
     got = shm_run(2, body)
     assert "rank 0 sends" in got[1] and "holds" in got[1], got
     assert got[0] in ("ok", "peer") or "rank" in got[0], got
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_message_groups_plan_their_blocking_calls(world_size):
+    """Over messages (TCP's algorithms), a blocking call on plain arrays is planned once per
+    signature and then run from the plan: all_reduce, broadcast and barrier give the same
+    results as on the long path (rank 1 passes strided views), and a rank whose size then
+    differs still raises a mismatch (the plan keeps the fingerprint)."""
+    from accord.collectives import registry
+    from accord.world import current_world
+
+    def body(rank):
+        make = _strided if rank == 1 else np.asarray
+        got = []
+        for repeat in range(3):
+            x = make(np.arange(4, dtype=np.float64) + rank + repeat)
+            dist.all_reduce(x)
+            y = make(np.full(3, rank + repeat, dtype=np.int32))
+            dist.broadcast(y, src=world_size - 1)
+            dist.barrier()
+            got.append((np.asarray(x).tolist(), np.asarray(y).tolist()))
+        plans = current_world().default_group.plans
+        kinds = {key[0]: plan[1].kind for key, plan in plans.items() if plan is not None}
+        z = np.zeros(5 if rank == 0 else 6)
+        try:
+            dist.all_reduce(z)
+            error = None
+        except dist.DistError as exc:
+            error = type(exc).__name__
+        return got, kinds, error
+
+    for rank, (got, kinds, error) in enumerate(shm_run(world_size, body, shared=False)):
+        for repeat, (x, y) in enumerate(got):
+            assert x == (sum(np.arange(4) + r + repeat for r in range(world_size))).tolist()
+            assert y == [world_size - 1 + repeat] * 3
+        if rank != 1:  # rank 1 took the long path for its views
+            assert kinds == {"all_reduce": registry.MESSAGES, "broadcast": registry.MESSAGES,
+                             "barrier": registry.MESSAGES}, kinds
+        assert error in ("CollectiveMismatchError", "PeerError"), error

@@ -113,6 +113,12 @@ class ProcessGroup:
         return self._shm is not None
 
     @property
+    def plannable(self) -> bool:
+        """Whether the short paths may run this group's blocking calls from cached plans:
+        accord's own engine, not another's (``direct``: backend mpi's own short path)."""
+        return self.direct is None
+
+    @property
     def cma(self) -> bool:
         """Whether members may read each other's memory directly (single-copy algorithms)."""
         return self._shm is not None and self._shm.cma is not None
@@ -299,9 +305,13 @@ class ProcessGroup:
 
     def run_planned(self, op: str, fp: Fingerprint, algorithm: Algorithm, args: Sequence[Any],
                     inputs: Sequence[Any] = ()) -> None:
-        """The short path of a blocking shared-memory call whose plan (algorithm, fingerprint,
-        kernel) the caller already has: no Work, no Peers, the deadline made only if needed.
-        ``inputs``: as for run_collective."""
+        """The short path of a blocking call whose plan (algorithm, fingerprint, kernel) the
+        caller already has. A shared-memory algorithm runs with no Work, no Peers, the
+        deadline made only if needed; a message algorithm (TCP) as ``run_collective`` runs it,
+        less the Work and the closures. ``inputs``: as for run_collective."""
+        if algorithm.kind == registry.MESSAGES:
+            self._run_planned_messages(op, fp, algorithm, args, inputs)
+            return
         seq = self.last_seq = next(self._seqs)
         if self._broken is not None or self._channel.error is not None:
             self._raise_broken(self.context(op, seq))
@@ -332,6 +342,18 @@ class ProcessGroup:
         finally:
             self._end_turn(seq)
         recorder.end(entry)
+
+    def _run_planned_messages(self, op: str, fp: Fingerprint, algorithm: Algorithm,
+                              args: Sequence[Any], inputs: Sequence[Any]) -> None:
+        seq = self.last_seq = next(self._seqs)
+        deadline = Deadline.after(self._timeout)
+        event = profiling.begin_if_recording(op, inputs)
+        try:
+            self._execute(op, seq, fp, deadline, lambda peers: algorithm.run(peers, *args), (), [],
+                          False)
+        finally:
+            if event is not None:
+                profiling.end(event)
 
     def _run_profiled(self, op: str, seq: int, algorithm: Algorithm, slots: CallSlots,
                       args: Sequence[Any], inputs: Sequence[Any], entry: list[Any]) -> None:

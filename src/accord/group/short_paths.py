@@ -1,4 +1,4 @@
-"""The short path of blocking shared-memory collectives on plain NumPy arrays.
+"""The short path of blocking collectives on plain NumPy arrays.
 
 Owns: the plan cache (``cached_plan``: per call signature, the fingerprint and algorithm,
 made once through the same checks and choices as the long path), ``choose`` (algorithm and
@@ -6,10 +6,12 @@ fingerprint, shared with ``collective_ops.launch`` so a rank on either path agre
 rank on the other), and the short paths of the collectives: all_reduce, broadcast, barrier,
 all_gather, reduce_scatter, all_to_all (and their tensor forms), reduce, gather, scatter. A short
 path applies when every argument is a C-contiguous ``numpy.ndarray`` (outputs writeable),
-the call is blocking and the group uses shared memory; it returns False otherwise and the
-caller takes the long path, which explains what is wrong with an argument. What a plan
-skips on later calls: Buffer objects, argument checks, the algorithm choice, the
-fingerprint. Must not know about the default world or torch.
+the call is blocking and the group runs on accord's own engine (shared memory or messages,
+not backend mpi's); it returns False otherwise and the caller takes the long path, which
+explains what is wrong with an argument. What a plan skips on later calls: Buffer objects,
+argument checks, the algorithm choice, the fingerprint; a shared-memory algorithm also
+skips the call's Peers and Work (``ProcessGroup.run_planned``). A hierarchical call is never
+planned: it runs as calls of the inner groups, each planned there. Must not know about the default world or torch.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from ..transport.wire import Fingerprint
 from .arguments import (all_gather_buffers, all_gather_into_tensor_buffers, all_to_all_buffers,
                         all_to_all_single_buffers, equal_chunks, reduce_scatter_buffers,
                         reduce_scatter_tensor_buffers, root_list)
+from .hierarchy import HIERARCHICAL
 from .process_group import ProcessGroup
 
 _NDARRAY = np.ndarray
@@ -43,7 +46,7 @@ def choose(group: ProcessGroup, collective: str, nbytes: int, fp_buf: Buffer | N
 
 def cached_plan(group: ProcessGroup, key: tuple[Any, ...], make: Callable[..., tuple[Any, ...] | None],
                 *args: Any) -> tuple[Any, ...] | None:
-    """The cached plan of a call signature on a shared-memory group (None: take the long path).
+    """The cached plan of a call signature on a group (None: take the long path).
 
     A plan is (fingerprint, algorithm, extra…), made once by ``make(group, *args)`` through the
     same checks and choices as the long path (a check that fails raises its error here, as the
@@ -59,7 +62,7 @@ def cached_plan(group: ProcessGroup, key: tuple[Any, ...], make: Callable[..., t
 
 
 def _shared_plan(algorithm: Algorithm, fp: Fingerprint, *extra: Any) -> tuple[Any, ...] | None:
-    return None if algorithm.kind == registry.MESSAGES else (fp, algorithm, *extra)
+    return None if algorithm.kind == HIERARCHICAL else (fp, algorithm, *extra)
 
 
 def _plain(array: Any, writes: bool) -> bool:
@@ -82,7 +85,7 @@ def _flat(array: np.ndarray) -> np.ndarray:
 def all_reduce(group: ProcessGroup, tensor: Any, op: Any) -> bool:
     if group.direct is not None:  # another engine's own short path (backends.mpi)
         return bool(group.direct.all_reduce(tensor, op))
-    if group.shared and type(tensor) is _NDARRAY:
+    if group.plannable and type(tensor) is _NDARRAY:
         flags = tensor.flags  # written out: it is most of a small call's cost
         if flags.c_contiguous and flags.writeable:
             plan = cached_plan(group, ("all_reduce", op, tensor.dtype, tensor.size), _plan_all_reduce,
@@ -96,7 +99,7 @@ def all_reduce(group: ProcessGroup, tensor: Any, op: Any) -> bool:
 
 def all_reduce_flat(group: ProcessGroup, flat: np.ndarray, op: Any) -> bool:
     """``all_reduce`` for a 1-D plain array the caller vouches for, once its plan exists."""
-    if group.shared:
+    if group.plannable:
         plan = group.plans.get(("all_reduce", op, flat.dtype, flat.size))
         if plan is not None:
             group.run_planned("all_reduce", plan[0], plan[1], (flat, plan[2]), (flat,))
@@ -114,7 +117,7 @@ def broadcast(group: ProcessGroup, tensor: Any, src: int) -> bool:
     """(``src`` checked by the caller.)"""
     if group.direct is not None:
         return bool(group.direct.broadcast(tensor, src))
-    if not (group.shared and _plain(tensor, group.rank() != src)):
+    if not (group.plannable and _plain(tensor, group.rank() != src)):
         return False
     plan = cached_plan(group, ("broadcast", src, tensor.dtype, tensor.size), _plan_broadcast, tensor, src)
     if plan is None:
@@ -125,7 +128,7 @@ def broadcast(group: ProcessGroup, tensor: Any, src: int) -> bool:
 
 def broadcast_flat(group: ProcessGroup, flat: np.ndarray, src: int) -> bool:
     """``broadcast`` for a 1-D plain array the caller vouches for, once its plan exists."""
-    if group.shared and 0 <= src < group.size():
+    if group.plannable and 0 <= src < group.size():
         plan = group.plans.get(("broadcast", src, flat.dtype, flat.size))
         if plan is not None:
             group.run_planned("broadcast", plan[0], plan[1], (flat, src), (flat,))
@@ -141,7 +144,7 @@ def _plan_broadcast(group: ProcessGroup, tensor: np.ndarray, src: int) -> tuple[
 def barrier(group: ProcessGroup) -> bool:
     if group.direct is not None:
         return bool(group.direct.barrier())
-    if not group.shared:
+    if not group.plannable:
         return False
     plan = cached_plan(group, ("barrier",), _plan_barrier)
     if plan is None:
@@ -156,7 +159,7 @@ def _plan_barrier(group: ProcessGroup) -> tuple[Any, ...] | None:
 
 # -- all_gather ---------------------------------------------------------------------------------
 def all_gather_into_tensor(group: ProcessGroup, output: Any, inp: Any) -> bool:
-    if not (group.shared and _plain(output, True) and _plain(inp, False)):
+    if not (group.plannable and _plain(output, True) and _plain(inp, False)):
         return False
     plan = cached_plan(group, ("all_gather_into_tensor", output.dtype, output.size, inp.dtype, inp.size),
                        _plan_all_gather_into_tensor, output, inp)
@@ -175,7 +178,7 @@ def _plan_all_gather_into_tensor(group: ProcessGroup, output: np.ndarray,
 
 def all_gather(group: ProcessGroup, outputs: Any, inp: Any) -> bool:
     n = group.size()
-    if not (group.shared and _plain(inp, False) and _plain_list(outputs, n, True)):
+    if not (group.plannable and _plain(inp, False) and _plain_list(outputs, n, True)):
         return False
     key = ("all_gather", inp.dtype, inp.size, *[(o.dtype, o.size) for o in outputs])
     plan = cached_plan(group, key, _plan_all_gather, outputs, inp)
@@ -194,7 +197,7 @@ def _plan_all_gather(group: ProcessGroup, outputs: list[np.ndarray],
 
 # -- reduce_scatter ---------------------------------------------------------------------------
 def reduce_scatter_tensor(group: ProcessGroup, output: Any, inp: Any, op: Any) -> bool:
-    if not (group.shared and _plain(output, True) and _plain(inp, False)):
+    if not (group.plannable and _plain(output, True) and _plain(inp, False)):
         return False
     plan = cached_plan(group, ("reduce_scatter_tensor", op, output.dtype, output.size, inp.dtype, inp.size),
                        _plan_reduce_scatter_tensor, output, inp, op)
@@ -214,7 +217,7 @@ def _plan_reduce_scatter_tensor(group: ProcessGroup, output: np.ndarray, inp: np
 
 def reduce_scatter(group: ProcessGroup, output: Any, inputs: Any, op: Any) -> bool:
     n = group.size()
-    if not (group.shared and _plain(output, True) and _plain_list(inputs, n, False)):
+    if not (group.plannable and _plain(output, True) and _plain_list(inputs, n, False)):
         return False
     key = ("reduce_scatter", op, output.dtype, output.size, *[(i.dtype, i.size) for i in inputs])
     plan = cached_plan(group, key, _plan_reduce_scatter, output, inputs, op)
@@ -236,7 +239,7 @@ def _plan_reduce_scatter(group: ProcessGroup, output: np.ndarray, inputs: list[n
 # -- all_to_all -------------------------------------------------------------------------------
 def all_to_all(group: ProcessGroup, outputs: Any, inputs: Any) -> bool:
     n = group.size()
-    if not (group.shared and _plain_list(outputs, n, True) and _plain_list(inputs, n, False)):
+    if not (group.plannable and _plain_list(outputs, n, True) and _plain_list(inputs, n, False)):
         return False
     key = ("all_to_all", *[(o.dtype, o.size) for o in outputs], *[(i.dtype, i.size) for i in inputs])
     plan = cached_plan(group, key, _plan_all_to_all, outputs, inputs)
@@ -258,7 +261,7 @@ def all_to_all_single(group: ProcessGroup, output: Any, inp: Any, output_split_s
     """The even form only (no split sizes): piece j of dim 0 goes to rank j."""
     if output_split_sizes or input_split_sizes:
         return False
-    if not (group.shared and _plain(output, True) and _plain(inp, False)):
+    if not (group.plannable and _plain(output, True) and _plain(inp, False)):
         return False
     plan = cached_plan(group, ("all_to_all_single", output.dtype, output.shape, inp.dtype, inp.shape),
                        _plan_all_to_all_single, output, inp)
@@ -278,7 +281,7 @@ def _plan_all_to_all_single(group: ProcessGroup, output: np.ndarray,
 
 # -- rooted: reduce, gather, scatter ------------------------------------------------------------
 def reduce(group: ProcessGroup, tensor: Any, dst: Any, op: Any) -> bool:
-    if not (group.shared and type(dst) is int and _plain(tensor, dst == group.rank())):
+    if not (group.plannable and type(dst) is int and _plain(tensor, dst == group.rank())):
         return False
     plan = cached_plan(group, ("reduce", op, dst, tensor.dtype, tensor.size), _plan_reduce, tensor, dst, op)
     if plan is None:
@@ -318,7 +321,7 @@ def scatter(group: ProcessGroup, tensor: Any, scatter_list: Any, src: Any) -> bo
 def _rooted(group: ProcessGroup, op: str, tensor: Any, tensors: Any, root: Any, tensor_writes: bool,
             make: Callable[..., tuple[Any, ...] | None], inputs: Callable[[bool], tuple[Any, ...]]) -> bool:
     """gather (``tensors`` written on the root) and scatter (``tensor`` written everywhere)."""
-    if not (group.shared and _plain(tensor, tensor_writes)):
+    if not (group.plannable and _plain(tensor, tensor_writes)):
         return False
     is_root = _root_args(group, tensors, root, not tensor_writes)
     if is_root is None:
