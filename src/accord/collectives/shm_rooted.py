@@ -20,6 +20,20 @@ def reduce(slots: Slots, buf: np.ndarray, kernel: Kernel, root: int) -> None:
     """Everyone copies a chunk in; the root reduces every slot in rank order into its buffer.
     One sync per chunk; the others' buffers are left as they were. Traffic: root (n+2)·S."""
     n, me, dtype = slots.size, slots.rank, buf.dtype
+    if 0 < buf.nbytes <= slots.slot_bytes:  # the usual small case: one round, cached views
+        k = slots.begin()
+        views = slots.views(k, buf.nbytes, dtype)
+        views[me][...] = buf
+        slots.ready(k)
+        if me == root:
+            slots.wait_ready(k)
+            buf[...] = views[0]
+            for r in range(1, n):
+                kernel.combine(buf, views[r])
+        slots.done(k)
+        if me == root:
+            kernel.finalize(buf, n)
+        return
     for start, stop in _chunks(slots, buf):
         nbytes = (stop - start) * buf.itemsize
         k = slots.begin()
@@ -41,6 +55,20 @@ def gather(slots: Slots, inp: np.ndarray, outs: list[np.ndarray] | None, root: i
     me, dtype = slots.rank, inp.dtype
     if outs is not None:
         outs[me][...] = inp
+    if 0 < inp.nbytes <= slots.slot_bytes:  # the usual small case: one round, cached views
+        k = slots.begin()
+        views = slots.views(k, inp.nbytes, dtype)
+        if me != root:
+            views[me][...] = inp
+        slots.ready(k)
+        if me == root:
+            assert outs is not None
+            slots.wait_ready(k)
+            for r, out in enumerate(outs):
+                if r != me:
+                    out[...] = views[r]
+        slots.done(k)
+        return
     for start, stop in _chunks(slots, inp):
         nbytes = (stop - start) * inp.itemsize
         k = slots.begin()
@@ -62,6 +90,21 @@ def scatter(slots: Slots, out: np.ndarray, ins: list[np.ndarray] | None, root: i
     region = max((slots.slot_bytes // n) // max(out.itemsize, 1), 1)  # elements per rank per round
     if ins is not None:
         out[...] = ins[me]
+    if 0 < out.size <= region:  # the usual small case: one round, one cached view of the root's slot
+        k = slots.begin()
+        pieces = slots.views(k, n * region * out.itemsize, dtype)[root]
+        if me == root:
+            assert ins is not None
+            for r in range(n):
+                pieces[r * region:r * region + out.size] = ins[r]
+            slots.ready(k)
+            slots.wait_ready(k)  # every rank's fingerprint agrees (a rank with another root raises)
+        else:
+            slots.ready(k)
+            slots.wait_ready(k, (root,))
+            out[...] = pieces[me * region:me * region + out.size]
+        slots.done(k)
+        return
     for start in range(0, out.size, region):
         stop = min(start + region, out.size)
         k = slots.begin()
