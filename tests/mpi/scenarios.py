@@ -215,7 +215,17 @@ def mismatch(rank: int, n: int) -> Any:
         seen = failure(exc)
     y = np.ones(2, np.int64)
     dist.all_reduce(y)
-    return {"error": seen, "after": y.tolist()}
+    try:  # object collectives too: their frames on MPI carry no fingerprint of their own
+        if rank == 0:
+            dist.all_gather_object([None] * n, {"rank": rank})
+        else:
+            dist.broadcast_object_list([{"from": rank}], src=n - 1)
+        objects = None
+    except dist.CollectiveMismatchError as exc:
+        objects = failure(exc)
+    gathered: list[Any] = [None] * n
+    dist.all_gather_object(gathered, rank)
+    return {"error": seen, "after": y.tolist(), "objects": objects, "gathered": gathered}
 
 
 @scenario

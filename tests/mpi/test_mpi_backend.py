@@ -165,6 +165,13 @@ def test_mismatch_is_an_error_on_every_rank_and_the_group_goes_on() -> None:
         assert "rank 0: broadcast #1 (float32, 4 elements, root 0)" in message
         assert "rank 2: all_reduce #1 (float32, 4 elements)" in message
         assert got["after"] == [3, 3]
+        # an object collective against another: an error on every rank, never another
+        # call's objects (before: rank 0's all_gather_object returned rank 2's broadcast)
+        message = got["objects"]["message"]
+        assert got["objects"]["type"] == "CollectiveMismatchError", got["objects"]
+        assert "rank 0: all_gather_object #3 (0 objects)" in message
+        assert "rank 1: broadcast_object_list #3 (1 objects, root 2)" in message
+        assert got["gathered"] == [0, 1, 2]
 
 
 @needs_mpi

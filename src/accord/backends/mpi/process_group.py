@@ -24,8 +24,8 @@ from ... import config, profiling
 from ...arrays import Buffer
 from ...collectives.algorithm import Algorithm
 from ...errors import CollectiveMismatchError, DestroyedGroupError, PeerError
-from ...collectives.algorithm import COLLECTIVE_NAMES
-from ...group.call import describe_call
+from ...collectives.algorithm import COLLECTIVE_NAMES, COLLECTIVES
+from ...group.call import OBJECT_CALLS, describe_call
 from ...group.process_group import ProcessGroup
 from ...group.recorder import FlightRecorder
 from ...group.work import Future, Work
@@ -35,6 +35,14 @@ from . import runtime
 from .algorithms import ALGORITHMS, MPI_ALGORITHM_CODE
 from .call import MpiCall
 from .direct import DirectPath, fingerprint_hash
+
+#: The object collectives are checked too: accord's messages on MPI carry no fingerprint, so a
+#: rank in another object call would take their frames as its own. All but gather_object,
+#: whose non-roots send and finish without waiting for the root (as torch's do, even when the
+#: root refused its call): a check would make them wait. With every other object call
+#: checked, no two different unchecked calls can meet.
+_OBJECT = COLLECTIVES["object"]
+_GATHER = {name: code for code, name in OBJECT_CALLS.items()}["gather_object"]
 
 
 class MpiProcessGroup(ProcessGroup):
@@ -135,7 +143,8 @@ class MpiProcessGroup(ProcessGroup):
         entry = self.recorder.start(seq, op, fp)
         call = MpiCall(self, op, seq, deadline, deferred=async_op)
         try:
-            if self.checks and fp.algo == MPI_ALGORITHM_CODE:  # not accord's message-based calls
+            checked = fp.algo == MPI_ALGORITHM_CODE or (fp.op == _OBJECT and fp.algo != _GATHER)
+            if self.checks and checked:
                 self._agree(call, fp, seq)
             body(call)
         except BaseException as exc:
