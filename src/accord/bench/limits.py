@@ -24,17 +24,12 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .. import config
+from ..transport.bootstrap import set_buffers
 
 
 def _tune(sock: socket.socket) -> None:
-    """The options accord's own TCP links get (bootstrap: buffer sizes, TCP_NODELAY)."""
-    size = config.tcp_buffer_bytes()
-    for option in (socket.SO_SNDBUF, socket.SO_RCVBUF):
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, option, size)
-        except OSError:
-            pass
+    """The options accord's own TCP links get: their buffer sizes, TCP_NODELAY."""
+    set_buffers(sock)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 

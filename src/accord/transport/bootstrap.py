@@ -57,7 +57,7 @@ def _family(address: str) -> socket.AddressFamily:
 
 def _listen(address: str, backlog: int) -> socket.socket:
     listener = socket.socket(_family(address), socket.SOCK_STREAM)
-    _set_buffers(listener)  # accepted sockets inherit them; must precede the handshake
+    set_buffers(listener)  # accepted sockets inherit them; must precede the handshake
     try:
         listener.bind((address, 0))
     except OSError as exc:
@@ -132,7 +132,8 @@ def _remaining(deadline: Deadline) -> float:
     return max(deadline.remaining(), 0.001)
 
 
-def _set_buffers(sock: socket.socket) -> None:
+def set_buffers(sock: socket.socket) -> None:
+    """The socket buffer sizes of accord's TCP links (``ACCORD_TCP_BUFFER_BYTES``)."""
     size = config.tcp_buffer_bytes()
     for option in (socket.SO_SNDBUF, socket.SO_RCVBUF):
         try:
@@ -143,7 +144,7 @@ def _set_buffers(sock: socket.socket) -> None:
 
 def _connect(record: PeerRecord, me: int, deadline: Deadline) -> socket.socket:
     sock = socket.socket(_family(record.host), socket.SOCK_STREAM)
-    _set_buffers(sock)
+    set_buffers(sock)
     sock.settimeout(_remaining(deadline))
     try:
         sock.connect((record.host, record.port))
