@@ -210,12 +210,16 @@ class Kernel:
     factor) and is a no-op function for the other ops (cheap on the hot path).
     """
 
-    __slots__ = ("op", "combine", "combine_into", "bfloat16", "finalize", "needs_finalize")
+    __slots__ = ("op", "combine", "combine_into", "bfloat16", "finalize", "needs_finalize", "ufunc")
 
     def __init__(self, op: ReduceOp, combine: Combine, bfloat16: bool = False,
-                 combine_into: Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None = None) -> None:
+                 combine_into: Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None = None,
+                 ufunc: Any = None) -> None:
         self.op = op
         self.combine = combine
+        #: The NumPy ufunc that ``combine`` applies, when it is one on the element type itself
+        #: (``ufunc(a, b, out=out)``); None for bfloat16 (widened to float32 and back).
+        self.ufunc = ufunc
         # combine_into(out, a, b): out = a ∘ b, one pass instead of a copy then a combine
         self.combine_into = combine_into or self._copy_then_combine
         self.bfloat16 = bfloat16
@@ -298,4 +302,4 @@ def _build_kernel(op: ReduceOp, dtype: np.dtype, dtype_name: str) -> Kernel:
     def combine_into(out: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
         ufunc(a, b, out=out)
 
-    return Kernel(op, combine, combine_into=combine_into)
+    return Kernel(op, combine, combine_into=combine_into, ufunc=ufunc)

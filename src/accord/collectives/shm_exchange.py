@@ -112,7 +112,9 @@ def _reduce_scatter_one_round(slots: Slots, out: np.ndarray, ins: list[np.ndarra
     kernel.finalize(out, n)
 
 
-def _mismatch(slots: Slots, matrix: list[list[int]], outs: list[np.ndarray]) -> CollectiveMismatchError | None:
+def size_mismatch(slots: Slots, matrix: list[list[int]], outs: list[np.ndarray]) -> CollectiveMismatchError | None:
+    """The error of an all_to_all whose senders' sizes (``matrix[r][me]``) disagree with this
+    rank's outputs, naming the first rank that disagrees (None: they agree)."""
     me = slots.rank
     for r, out in enumerate(outs):
         if matrix[r][me] != out.size:
@@ -147,7 +149,7 @@ def all_to_all(slots: Slots, outs: list[np.ndarray], ins: list[np.ndarray]) -> N
     slots.ready(k)
     slots.wait_ready(k)
     matrix = [slots.slot(r, k)[:header].view(np.int64).tolist() for r in range(n)]
-    error = _mismatch(slots, matrix, outs)
+    error = size_mismatch(slots, matrix, outs)
     offsets = [_offsets(row) for row in matrix]
     if error is None:
         outs[me][...] = ins[me]
@@ -190,7 +192,7 @@ def _all_to_all_even(slots: Slots, outs: list[np.ndarray], ins: list[np.ndarray]
         elif r != me:
             outs[r][...] = typed[r][lo:hi]
     outs[me][...] = ins[me]
-    error = _mismatch(slots, [row.tolist() for row in sizes], outs) if wrong else None
+    error = size_mismatch(slots, [row.tolist() for row in sizes], outs) if wrong else None
     slots.done(k)
     if error is not None:
         raise error

@@ -30,7 +30,7 @@ from ..timeouts import Deadline, to_seconds
 from ..transport.mesh import Channel, Mesh
 from ..transport.shm import ShmDomain
 from ..transport.wire import Fingerprint
-from . import shared_memory
+from . import one_round, shared_memory
 from .hierarchy import ALGORITHMS as HIERARCHICAL_ALGORITHMS
 from .hierarchy import HIERARCHICAL, Hierarchy
 from .call import CallPeers, describe_call
@@ -469,7 +469,10 @@ class ProcessGroup:
         # The call slots hold views of the segments and bound methods of this group (a cycle
         # only the garbage collector would break): drop them first, so the mappings and
         # their descriptors go now, not whenever the collector runs.
+        if self._call_slots is not None:
+            self._call_slots.close()
         self._call_slots = None
+        one_round.release(self.plans.values())  # their closures hold views of the segments
         self.plans = {}
         error = self._channel.error
         if error is not None and error.__traceback__ is not None:

@@ -36,6 +36,11 @@ _ITEMSIZE: dict[int, int] = {code: _SPECIAL_SIZES.get(name) or np.dtype(name).it
 _clock = time.monotonic
 
 
+def itemsize(dtype_code: int) -> int:
+    """Bytes per element of a fingerprint's dtype code (0 for no data)."""
+    return _ITEMSIZE.get(dtype_code, 0)
+
+
 # An entry is a list, for speed: [seq, op, fingerprint, start, end, state, error]
 _SEQ, _OP, _FP, _START, _END, _STATE, _ERROR = range(7)
 # A p2p entry: [n, op, peer (global rank; None: any source, until it is known), tag, nbytes,
@@ -135,6 +140,14 @@ class FlightRecorder:
         entry[_PERROR] = f"{type(error).__name__}: {error}"[:500]
         self.p2p_failed = entry
         stats[4] += 1
+
+    def totals(self, op: str) -> list[float]:
+        """The running totals of ``op`` ([calls, bytes, total s, longest s, failed]): the live
+        list, which a compiled call (``one_round``) updates in place on success."""
+        stats = self._stats.get(op)
+        if stats is None:
+            stats = self._stats[op] = [0, 0, 0.0, 0.0, 0]
+        return stats
 
     def count(self, op: str, nbytes: int, took: float, failed: bool = False) -> None:
         """Add a call that is not in the collective ring to the totals."""

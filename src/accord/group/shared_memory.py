@@ -121,7 +121,7 @@ def _give_up(segments: Sequence[Segment | None]) -> None:
     return None
 
 
-_TAIL = struct.Struct("<7q")  # the fingerprint after the call number, padded to 8 words
+TAIL = struct.Struct("<7q")  # the fingerprint after the call number, padded to 8 words
 
 
 class CallSlots:
@@ -132,15 +132,15 @@ class CallSlots:
     deadline is made only if a wait has to slow down.
     """
 
-    __slots__ = ("rank", "size", "slot_bytes", "tunables", "_domain", "_hash", "_seq", "_fp",
-                 "_tail", "_name", "_others", "_describe", "_context", "_scratch", "_expires",
-                 "_budget", "_deadline", "_known", "_last_views", "_posted_tails", "_last_known")
+    __slots__ = ("rank", "size", "slot_bytes", "tunables", "domain", "_hash", "_seq", "_fp",
+                 "_tail", "_name", "others", "_describe", "_context", "_scratch", "_expires",
+                 "_budget", "_deadline", "_known", "_last_views", "posted_tails", "_last_known")
 
     def __init__(self, domain: ShmDomain, tunables: Tunables, describe: Callable[[Fingerprint, int], str],
                  scratch: Callable[..., np.ndarray], context: Callable[[str, int], str]) -> None:
         self.rank, self.size, self.slot_bytes = domain.rank, domain.size, domain.slot_bytes
-        self.tunables, self._domain = tunables, domain
-        self._others = [r for r in range(domain.size) if r != domain.rank]
+        self.tunables, self.domain = tunables, domain
+        self.others = [r for r in range(domain.size) if r != domain.rank]
         self._describe, self._scratch, self._context = describe, scratch, context
         self._known: dict[Fingerprint, tuple[int, bytes]] = {}  # fingerprint → (hash, detail words)
         self._fp = Fingerprint()
@@ -148,7 +148,7 @@ class CallSlots:
         self._expires, self._budget = 0.0, 0.0
         self._deadline: Deadline | None = None
         self._last_views: tuple[Any, ...] = (-1, None, [], [])
-        self._posted_tails: list[bytes | None] = [None, None]  # detail words now in each parity
+        self.posted_tails: list[bytes | None] = [None, None]  # detail words now in each parity
         self._last_known: tuple[Any, ...] = (None, (0, b""))  # (fingerprint, its known entry)
 
     def reset(self, name: str, seq: int, fp: Fingerprint, expires: float, budget: float) -> CallSlots:
@@ -161,7 +161,7 @@ class CallSlots:
             if known is None:
                 if len(self._known) > 256:
                     self._known.clear()
-                known = self._known[fp] = (hash(fp), _TAIL.pack(*fp, 0, 0))
+                known = self._known[fp] = (hash(fp), TAIL.pack(*fp, 0, 0))
             self._last_known = (fp, known)
         # every rank of the call computes the same hash: fingerprint and call number agree
         self._hash = known[0] ^ (seq * 0x9E3779B97F4A7C15 & 0x7FFFFFFFFFFFFFFF)
@@ -178,99 +178,103 @@ class CallSlots:
     def __str__(self) -> str:
         return self._context(self._name, self._seq)
 
+    def close(self) -> None:
+        """Drop the cached views of the slots (the group is shutting down)."""
+        self._last_views = (-1, None, [], [])
+
     # The methods below reach into the domain's words directly (one call each, not two):
     # they run a few times per collective and are most of a small collective's cost.
     def begin(self) -> int:
-        domain = self._domain
+        domain = self.domain
         k = domain.round + 1
         domain.round = k
         if k > 2:
             words = domain.words
-            for r in self._others:
+            for r in self.others:
                 if words[r][DONE] < k - 2:
-                    domain.wait_slow(DONE, k - 2, self._others, self.deadline, self)
+                    domain.wait_slow(DONE, k - 2, self.others, self.deadline, self)
                     break
         parity = k & 1
         mine = domain.mine
         tail = self._tail
-        if self._posted_tails[parity] is not tail:  # the detail words, only when they change
+        if self.posted_tails[parity] is not tail:  # the detail words, only when they change
             base = DETAIL_OFFSET[parity]
             domain.mine_bytes[base + 8:base + 64] = tail
-            self._posted_tails[parity] = tail
+            self.posted_tails[parity] = tail
         mine[SEQ + parity] = self._seq
         mine[FP + parity] = self._hash  # READY's line: published with it by ready()
         return k
 
     def slot(self, rank: int, round_: int) -> np.ndarray:
-        return self._domain.slot(rank, round_)
+        return self.domain.slot(rank, round_)
 
     def views(self, round_: int, nbytes: int, dtype: np.dtype) -> list[np.ndarray]:
         last = self._last_views
         if last[0] == nbytes and last[1] is dtype:  # the same shape as the last call: common
             return last[2 + (round_ & 1)]
-        both = (self._domain.views(0, nbytes, dtype), self._domain.views(1, nbytes, dtype))
+        both = (self.domain.views(0, nbytes, dtype), self.domain.views(1, nbytes, dtype))
         self._last_views = (nbytes, dtype, *both)
         return both[round_ & 1]
 
     def ready(self, round_: int) -> None:
-        self._domain.mine[READY] = round_
+        self.domain.mine[READY] = round_
 
     def wait_ready(self, round_: int, ranks: Sequence[int] | None = None) -> None:
-        ranks = self._others if ranks is None else ranks
-        words, fp, mine = self._domain.words, FP + (round_ & 1), self._hash
+        ranks = self.others if ranks is None else ranks
+        words, fp, mine = self.domain.words, FP + (round_ & 1), self._hash
         for r in ranks:
             if words[r][READY] < round_:
-                self._domain.wait_slow(READY, round_, ranks, self.deadline, self)
+                self.domain.wait_slow(READY, round_, ranks, self.deadline, self)
                 break
         for r in ranks:
             if words[r][fp] != mine:
-                raise self._mismatch(r, self._domain.fingerprint(r, round_))
+                raise self.mismatch(r, self.domain.fingerprint(r, round_))
 
     def reduced(self, round_: int) -> None:
-        self._domain.mine[REDUCED] = round_
+        self.domain.mine[REDUCED] = round_
 
     def wait_reduced(self, round_: int, ranks: Sequence[int] | None = None) -> None:
-        self._domain.wait(REDUCED, round_, self._others if ranks is None else ranks, self)
+        self.domain.wait(REDUCED, round_, self.others if ranks is None else ranks, self)
 
     def done(self, round_: int) -> None:
-        self._domain.mine[DONE] = round_
+        self.domain.mine[DONE] = round_
 
     def wait_done(self, round_: int, ranks: Sequence[int] | None = None) -> None:
-        self._domain.wait(DONE, round_, self._others if ranks is None else ranks, self)
+        self.domain.wait(DONE, round_, self.others if ranks is None else ranks, self)
 
     @property
     def can_fetch(self) -> bool:
-        return self._domain.cma is not None
+        return self.domain.cma is not None
 
     def expose(self, round_: int, array: np.ndarray) -> None:
-        self._domain.expose(round_, array)
+        self.domain.expose(round_, array)
 
     def fetch(self, rank: int, round_: int, offset: int, dst: np.ndarray) -> None:
         try:
-            self._domain.fetch(rank, round_, offset, dst)
+            self.domain.fetch(rank, round_, offset, dst)
         except PeerError as exc:
             raise self._read_failed(rank, exc) from exc
 
     def expose_blocks(self, round_: int, blocks: Sequence[np.ndarray]) -> None:
-        self._domain.expose_blocks(round_, blocks)
+        self.domain.expose_blocks(round_, blocks)
 
     def fetch_block(self, rank: int, round_: int, index: int, dst: np.ndarray) -> None:
         """Read ``rank``'s block ``index``; a block of another size than ``dst`` means the
         ranks disagree on the call: CollectiveMismatchError, never a short or long read."""
-        size = self._domain.block_size(rank, round_, index)
+        size = self.domain.block_size(rank, round_, index)
         if size != dst.nbytes:
             raise CollectiveMismatchError(
-                f"{self}: rank {self._domain.names[rank]} has {size} bytes for this rank, "
+                f"{self}: rank {self.domain.names[rank]} has {size} bytes for this rank, "
                 f"which expects {dst.nbytes}. Do the sizes (split sizes) agree across ranks?")
         try:
-            self._domain.fetch_block(rank, round_, index, dst)
+            self.domain.fetch_block(rank, round_, index, dst)
         except PeerError as exc:
             raise self._read_failed(rank, exc) from exc
 
     def _read_failed(self, rank: int, exc: PeerError) -> PeerError:
         """A single-copy read of ``rank``'s memory failed: name the call and the rank (ESRCH:
         its process is gone)."""
-        name = self._domain.names[rank]
+        name = self.domain.names[rank]
         if "ESRCH" in str(exc):
             return PeerError(f"{self}: rank {name} is gone: its process no longer exists (it died "
                              f"while this rank was reading its buffer)", peer=name)
@@ -279,10 +283,10 @@ class CallSlots:
     def scratch(self, count: int, dtype: np.dtype, which: int = 0) -> np.ndarray:
         return self._scratch(count, dtype, which)
 
-    def _mismatch(self, rank: int, detail: list[int]) -> DistError:
+    def mismatch(self, rank: int, detail: list[int]) -> DistError:
         seq, op, algo, dtype, count, root = detail[:6]
         theirs = self._describe(Fingerprint(op, algo, dtype, count, root), seq)
         mine = self._describe(self._fp, self._seq)
         return CollectiveMismatchError(
-            f"{self}: rank {self._domain.names[rank]} called {theirs}, this rank called {mine}. Every rank must "
+            f"{self}: rank {self.domain.names[rank]} called {theirs}, this rank called {mine}. Every rank must "
             f"call the same collectives, in the same order, with matching dtypes, sizes and roots")

@@ -21,17 +21,21 @@ from typing import Any, Callable
 import numpy as np
 
 from ..arrays import Buffer, as_buffer
-from ..collectives import registry
+from ..collectives import shm, shm_exchange, shm_rooted
 from ..collectives.registry import Algorithm
-from ..reduce_ops import as_reduce_op, make_kernel
+from ..reduce_ops import Kernel, as_reduce_op, make_kernel
 from ..transport.wire import Fingerprint
 from .arguments import (all_gather_buffers, all_gather_into_tensor_buffers, all_to_all_buffers,
                         all_to_all_single_buffers, equal_chunks, reduce_scatter_buffers,
                         reduce_scatter_tensor_buffers, root_list)
+from . import one_round
 from .hierarchy import HIERARCHICAL
 from .process_group import ProcessGroup
 
 _NDARRAY = np.ndarray
+#: The most call signatures a group keeps plans of (a plan with its compiled form holds views
+#: of every rank's slots and a few closures: a few KiB).
+MAX_PLANS = 512
 
 
 def choose(group: ProcessGroup, collective: str, nbytes: int, fp_buf: Buffer | None, root: int = -1,
@@ -55,6 +59,8 @@ def cached_plan(group: ProcessGroup, key: tuple[Any, ...], make: Callable[..., t
     try:
         return group.plans[key]
     except KeyError:
+        if len(group.plans) >= MAX_PLANS:  # a program of ever-new shapes: start again
+            group.plans.clear()
         plan = group.plans[key] = make(group, *args)
         return plan
     except TypeError:  # an unhashable argument: the long path explains what is wrong with it
@@ -85,14 +91,19 @@ def _flat(array: np.ndarray) -> np.ndarray:
 def all_reduce(group: ProcessGroup, tensor: Any, op: Any) -> bool:
     if group.direct is not None:  # another engine's own short path (backends.mpi)
         return bool(group.direct.all_reduce(tensor, op))
-    if group.plannable and type(tensor) is _NDARRAY:
+    if type(tensor) is _NDARRAY:  # (``direct`` None: the group is plannable)
         flags = tensor.flags  # written out: it is most of a small call's cost
         if flags.c_contiguous and flags.writeable:
-            plan = cached_plan(group, ("all_reduce", op, tensor.dtype, tensor.size), _plan_all_reduce,
-                               tensor, op)
+            key = ("all_reduce", op, tensor.dtype, tensor.size)
+            try:
+                plan = group.plans[key]
+            except (KeyError, TypeError):
+                plan = cached_plan(group, key, _plan_all_reduce, tensor, op)
             if plan is not None:
-                group.run_planned("all_reduce", plan[0], plan[1],
-                                  (tensor if tensor.ndim == 1 else tensor.reshape(-1), plan[2]), (tensor,))
+                flat = tensor if tensor.ndim == 1 else tensor.reshape(-1)
+                compiled = plan[3]
+                if compiled is None or not compiled(flat):
+                    group.run_planned("all_reduce", plan[0], plan[1], (flat, plan[2]), (tensor,))
                 return True
     return False
 
@@ -102,7 +113,9 @@ def all_reduce_flat(group: ProcessGroup, flat: np.ndarray, op: Any) -> bool:
     if group.plannable:
         plan = group.plans.get(("all_reduce", op, flat.dtype, flat.size))
         if plan is not None:
-            group.run_planned("all_reduce", plan[0], plan[1], (flat, plan[2]), (flat,))
+            compiled = plan[3]
+            if compiled is None or not compiled(flat):
+                group.run_planned("all_reduce", plan[0], plan[1], (flat, plan[2]), (flat,))
             return True
     return False
 
@@ -110,7 +123,25 @@ def all_reduce_flat(group: ProcessGroup, flat: np.ndarray, op: Any) -> bool:
 def _plan_all_reduce(group: ProcessGroup, tensor: np.ndarray, op: Any) -> tuple[Any, ...] | None:
     buf = as_buffer(tensor, writable=True)
     kernel = make_kernel(as_reduce_op(op), buf.flat.dtype, buf.dtype_name)
-    return _shared_plan(*choose(group, "all_reduce", buf.nbytes, buf), kernel)
+    algorithm, fp = choose(group, "all_reduce", buf.nbytes, buf)
+    compiled = None
+    if algorithm.run is shm.one_shot and kernel.ufunc is not None:
+        compiled = one_round.compile_call(group, "all_reduce", fp, buf.nbytes, one_round.all_reduce(
+            group.rank(), group.size(), buf.count, buf.flat.dtype, kernel.ufunc, _finalize(kernel)))
+    return _shared_plan(algorithm, fp, kernel, compiled)
+
+
+def _finalize(kernel: Kernel) -> Callable[[np.ndarray, int], None] | None:
+    return kernel.finalize if kernel.needs_finalize else None
+
+
+def _run(group: ProcessGroup, op: str, plan: tuple[Any, ...], args: tuple[Any, ...],
+         compiled_args: tuple[Any, ...], inputs: tuple[Any, ...]) -> None:
+    """Run a planned call: its compiled form if it has one and it can run now, else
+    run_planned with ``args`` (the schedule's)."""
+    compiled = plan[-1]
+    if compiled is None or not compiled(*compiled_args):
+        group.run_planned(op, plan[0], plan[1], args, inputs)
 
 
 def broadcast(group: ProcessGroup, tensor: Any, src: int) -> bool:
@@ -122,7 +153,8 @@ def broadcast(group: ProcessGroup, tensor: Any, src: int) -> bool:
     plan = cached_plan(group, ("broadcast", src, tensor.dtype, tensor.size), _plan_broadcast, tensor, src)
     if plan is None:
         return False
-    group.run_planned("broadcast", plan[0], plan[1], (_flat(tensor), src), (tensor,))
+    flat = _flat(tensor)
+    _run(group, "broadcast", plan, (flat, src), (flat,), (tensor,))
     return True
 
 
@@ -131,14 +163,19 @@ def broadcast_flat(group: ProcessGroup, flat: np.ndarray, src: int) -> bool:
     if group.plannable and 0 <= src < group.size():
         plan = group.plans.get(("broadcast", src, flat.dtype, flat.size))
         if plan is not None:
-            group.run_planned("broadcast", plan[0], plan[1], (flat, src), (flat,))
+            _run(group, "broadcast", plan, (flat, src), (flat,), (flat,))
             return True
     return False
 
 
 def _plan_broadcast(group: ProcessGroup, tensor: np.ndarray, src: int) -> tuple[Any, ...] | None:
     buf = as_buffer(tensor, writable=group.rank() != src)
-    return _shared_plan(*choose(group, "broadcast", buf.nbytes, buf, root=src))
+    algorithm, fp = choose(group, "broadcast", buf.nbytes, buf, root=src)
+    compiled = None
+    if algorithm.run is shm.broadcast:
+        compiled = one_round.compile_call(group, "broadcast", fp, buf.nbytes, one_round.broadcast(
+            group.rank(), group.size(), src, buf.count, buf.flat.dtype))
+    return _shared_plan(algorithm, fp, compiled)
 
 
 def barrier(group: ProcessGroup) -> bool:
@@ -149,12 +186,17 @@ def barrier(group: ProcessGroup) -> bool:
     plan = cached_plan(group, ("barrier",), _plan_barrier)
     if plan is None:
         return False
-    group.run_planned("barrier", plan[0], plan[1], ())
+    _run(group, "barrier", plan, (), (), ())
     return True
 
 
 def _plan_barrier(group: ProcessGroup) -> tuple[Any, ...] | None:
-    return _shared_plan(*choose(group, "barrier", 0, None))
+    algorithm, fp = choose(group, "barrier", 0, None)
+    compiled = None
+    if algorithm.run is shm.barrier:  # no data: the round's views are one byte
+        compiled = one_round.compile_call(group, "barrier", fp, 1,
+                                          one_round.barrier(group.rank(), group.size()))
+    return _shared_plan(algorithm, fp, compiled)
 
 
 # -- all_gather ---------------------------------------------------------------------------------
@@ -165,15 +207,28 @@ def all_gather_into_tensor(group: ProcessGroup, output: Any, inp: Any) -> bool:
                        _plan_all_gather_into_tensor, output, inp)
     if plan is None:
         return False
-    group.run_planned("all_gather", plan[0], plan[1],
-                      (_flat(inp), equal_chunks(_flat(output), group.size())), (inp,))
+    flat_in, flat_out = _flat(inp), _flat(output)
+    compiled = plan[-1]
+    if compiled is None or not compiled(flat_in, flat_out):
+        group.run_planned("all_gather", plan[0], plan[1], (flat_in, equal_chunks(flat_out, group.size())),
+                          (inp,))
     return True
 
 
 def _plan_all_gather_into_tensor(group: ProcessGroup, output: np.ndarray,
                                  inp: np.ndarray) -> tuple[Any, ...] | None:
     i, o = all_gather_into_tensor_buffers(group.size(), output, inp)
-    return _shared_plan(*choose(group, "all_gather", o.nbytes, i, count=o.count))
+    algorithm, fp = choose(group, "all_gather", o.nbytes, i, count=o.count)
+    return _shared_plan(algorithm, fp, _compile_all_gather(group, algorithm, fp, i))
+
+
+def _compile_all_gather(group: ProcessGroup, algorithm: Algorithm, fp: Fingerprint,
+                        inp: Buffer) -> Callable[..., bool] | None:
+    """Every rank gives ``inp.count`` elements (the plan's signature says so)."""
+    if algorithm.run is not shm_exchange.all_gather:
+        return None
+    return one_round.compile_call(group, "all_gather", fp, inp.nbytes, one_round.all_gather(
+        group.rank(), group.size(), inp.count, inp.flat.dtype))
 
 
 def all_gather(group: ProcessGroup, outputs: Any, inp: Any) -> bool:
@@ -184,7 +239,8 @@ def all_gather(group: ProcessGroup, outputs: Any, inp: Any) -> bool:
     plan = cached_plan(group, key, _plan_all_gather, outputs, inp)
     if plan is None:
         return False
-    group.run_planned("all_gather", plan[0], plan[1], (_flat(inp), [_flat(o) for o in outputs]), (inp,))
+    flat_in, flats = _flat(inp), [_flat(o) for o in outputs]
+    _run(group, "all_gather", plan, (flat_in, flats), (flat_in, flats), (inp,))
     return True
 
 
@@ -192,7 +248,9 @@ def _plan_all_gather(group: ProcessGroup, outputs: list[np.ndarray],
                      inp: np.ndarray) -> tuple[Any, ...] | None:
     i, outs = all_gather_buffers(group.rank(), group.size(), outputs, inp)
     total = sum(o.count for o in outs)
-    return _shared_plan(*choose(group, "all_gather", total * i.itemsize, i, count=total))
+    algorithm, fp = choose(group, "all_gather", total * i.itemsize, i, count=total)
+    even = all(o.count == i.count for o in outs)
+    return _shared_plan(algorithm, fp, _compile_all_gather(group, algorithm, fp, i) if even else None)
 
 
 # -- reduce_scatter ---------------------------------------------------------------------------
@@ -203,8 +261,11 @@ def reduce_scatter_tensor(group: ProcessGroup, output: Any, inp: Any, op: Any) -
                        _plan_reduce_scatter_tensor, output, inp, op)
     if plan is None:
         return False
-    group.run_planned("reduce_scatter", plan[0], plan[1],
-                      (_flat(output), equal_chunks(_flat(inp), group.size()), plan[2]), (inp,))
+    flat_out, flat_in = _flat(output), _flat(inp)
+    compiled = plan[-1]
+    if compiled is None or not compiled(flat_out, flat_in):
+        group.run_planned("reduce_scatter", plan[0], plan[1],
+                          (flat_out, equal_chunks(flat_in, group.size()), plan[2]), (inp,))
     return True
 
 
@@ -212,7 +273,18 @@ def _plan_reduce_scatter_tensor(group: ProcessGroup, output: np.ndarray, inp: np
                                 op: Any) -> tuple[Any, ...] | None:
     o, i = reduce_scatter_tensor_buffers(group.size(), output, inp)
     kernel = make_kernel(as_reduce_op(op), o.flat.dtype, o.dtype_name)
-    return _shared_plan(*choose(group, "reduce_scatter", i.nbytes, o, count=i.count), kernel)
+    algorithm, fp = choose(group, "reduce_scatter", i.nbytes, o, count=i.count)
+    return _shared_plan(algorithm, fp, kernel, _compile_reduce_scatter(group, algorithm, fp, o, kernel))
+
+
+def _compile_reduce_scatter(group: ProcessGroup, algorithm: Algorithm, fp: Fingerprint, out: Buffer,
+                            kernel: Kernel) -> Callable[..., bool] | None:
+    """Every rank's block for every rank is ``out.count`` elements (the plan's signature)."""
+    if algorithm.run is not shm_exchange.reduce_scatter or kernel.ufunc is None or out.count == 0:
+        return None
+    n = group.size()
+    return one_round.compile_call(group, "reduce_scatter", fp, n * out.nbytes, one_round.reduce_scatter(
+        group.rank(), n, out.count, out.flat.dtype, kernel.ufunc, _finalize(kernel)))
 
 
 def reduce_scatter(group: ProcessGroup, output: Any, inputs: Any, op: Any) -> bool:
@@ -223,8 +295,8 @@ def reduce_scatter(group: ProcessGroup, output: Any, inputs: Any, op: Any) -> bo
     plan = cached_plan(group, key, _plan_reduce_scatter, output, inputs, op)
     if plan is None:
         return False
-    group.run_planned("reduce_scatter", plan[0], plan[1],
-                      (_flat(output), [_flat(i) for i in inputs], plan[2]), (inputs,))
+    flat_out, flats = _flat(output), [_flat(i) for i in inputs]
+    _run(group, "reduce_scatter", plan, (flat_out, flats, plan[2]), (flat_out, flats), (inputs,))
     return True
 
 
@@ -233,7 +305,10 @@ def _plan_reduce_scatter(group: ProcessGroup, output: np.ndarray, inputs: list[n
     o, ins = reduce_scatter_buffers(group.rank(), group.size(), output, inputs)
     total = sum(b.count for b in ins)
     kernel = make_kernel(as_reduce_op(op), o.flat.dtype, o.dtype_name)
-    return _shared_plan(*choose(group, "reduce_scatter", total * o.itemsize, o, count=total), kernel)
+    algorithm, fp = choose(group, "reduce_scatter", total * o.itemsize, o, count=total)
+    even = all(b.count == o.count for b in ins)
+    return _shared_plan(algorithm, fp, kernel,
+                        _compile_reduce_scatter(group, algorithm, fp, o, kernel) if even else None)
 
 
 # -- all_to_all -------------------------------------------------------------------------------
@@ -245,15 +320,30 @@ def all_to_all(group: ProcessGroup, outputs: Any, inputs: Any) -> bool:
     plan = cached_plan(group, key, _plan_all_to_all, outputs, inputs)
     if plan is None:
         return False
-    group.run_planned("all_to_all", plan[0], plan[1],
-                      ([_flat(o) for o in outputs], [_flat(i) for i in inputs]), (inputs,))
+    outs, ins = [_flat(o) for o in outputs], [_flat(i) for i in inputs]
+    _run(group, "all_to_all", plan, (outs, ins), (outs, ins), (inputs,))
     return True
 
 
 def _plan_all_to_all(group: ProcessGroup, outputs: list[np.ndarray],
                      inputs: list[np.ndarray]) -> tuple[Any, ...] | None:
     _, ins = all_to_all_buffers(group.rank(), group.size(), outputs, inputs)
-    return _shared_plan(*choose(group, "all_to_all", 0, ins[0], count=0))
+    algorithm, fp = choose(group, "all_to_all", 0, ins[0], count=0)
+    count = inputs[0].size
+    even = all(o.size == count for o in outputs) and all(i.size == count for i in inputs)
+    return _shared_plan(algorithm, fp,
+                        _compile_all_to_all(group, algorithm, fp, count, ins[0].flat.dtype) if even else None)
+
+
+def _compile_all_to_all(group: ProcessGroup, algorithm: Algorithm, fp: Fingerprint, count: int,
+                        dtype: np.dtype) -> Callable[..., bool] | None:
+    """Every rank sends and receives ``count`` elements to and from every rank."""
+    n = group.size()
+    if algorithm.run is not shm_exchange.all_to_all or group._call_slots is None \
+            or not one_round.all_to_all_fits(n, count, dtype.itemsize, group._call_slots.slot_bytes):
+        return None
+    return one_round.compile_call(group, "all_to_all", fp, 8 * n + n * count * dtype.itemsize,
+                                  one_round.all_to_all(group.rank(), n, count, dtype))
 
 
 def all_to_all_single(group: ProcessGroup, output: Any, inp: Any, output_split_sizes: Any,
@@ -267,16 +357,23 @@ def all_to_all_single(group: ProcessGroup, output: Any, inp: Any, output_split_s
                        _plan_all_to_all_single, output, inp)
     if plan is None:
         return False
-    n = group.size()
-    group.run_planned("all_to_all", plan[0], plan[1],
-                      (equal_chunks(_flat(output), n), equal_chunks(_flat(inp), n)), (inp,))
+    flat_out, flat_in = _flat(output), _flat(inp)
+    compiled = plan[-1]
+    if compiled is None or not compiled(flat_out, flat_in):
+        n = group.size()
+        group.run_planned("all_to_all", plan[0], plan[1],
+                          (equal_chunks(flat_out, n), equal_chunks(flat_in, n)), (inp,))
     return True
 
 
 def _plan_all_to_all_single(group: ProcessGroup, output: np.ndarray,
                             inp: np.ndarray) -> tuple[Any, ...] | None:
-    _, i, _, _, _ = all_to_all_single_buffers(group.rank(), group.size(), output, inp, None, None)
-    return _shared_plan(*choose(group, "all_to_all", i.nbytes, i, count=i.count))
+    o, i, _, _, _ = all_to_all_single_buffers(group.rank(), group.size(), output, inp, None, None)
+    algorithm, fp = choose(group, "all_to_all", i.nbytes, i, count=i.count)
+    n = group.size()
+    even = o.count == i.count and i.count % n == 0
+    return _shared_plan(algorithm, fp, _compile_all_to_all(group, algorithm, fp, i.count // n, i.flat.dtype)
+                        if even and n else None)
 
 
 # -- rooted: reduce, gather, scatter ------------------------------------------------------------
@@ -286,7 +383,8 @@ def reduce(group: ProcessGroup, tensor: Any, dst: Any, op: Any) -> bool:
     plan = cached_plan(group, ("reduce", op, dst, tensor.dtype, tensor.size), _plan_reduce, tensor, dst, op)
     if plan is None:
         return False
-    group.run_planned("reduce", plan[0], plan[1], (_flat(tensor), plan[2], dst), (tensor,))
+    flat = _flat(tensor)
+    _run(group, "reduce", plan, (flat, plan[2], dst), (flat,), (tensor,))
     return True
 
 
@@ -295,7 +393,12 @@ def _plan_reduce(group: ProcessGroup, tensor: np.ndarray, dst: int, op: Any) -> 
         return None  # the long path raises its error
     buf = as_buffer(tensor, writable=dst == group.rank())
     kernel = make_kernel(as_reduce_op(op), buf.flat.dtype, buf.dtype_name)
-    return _shared_plan(*choose(group, "reduce", buf.nbytes, buf, root=dst), kernel)
+    algorithm, fp = choose(group, "reduce", buf.nbytes, buf, root=dst)
+    compiled = None
+    if algorithm.run is shm_rooted.reduce and kernel.ufunc is not None:
+        compiled = one_round.compile_call(group, "reduce", fp, buf.nbytes, one_round.reduce(
+            group.rank(), group.size(), dst, buf.count, buf.flat.dtype, kernel.ufunc, _finalize(kernel)))
+    return _shared_plan(algorithm, fp, kernel, compiled)
 
 
 def _root_args(group: ProcessGroup, tensors: Any, root: Any, writes: bool) -> bool | None:
@@ -330,8 +433,10 @@ def _rooted(group: ProcessGroup, op: str, tensor: Any, tensors: Any, root: Any, 
     plan = cached_plan(group, key, make, tensor, tensors, root)
     if plan is None:
         return False
-    flats = [_flat(t) for t in tensors] if is_root else None
-    group.run_planned(op, plan[0], plan[1], (_flat(tensor), flats, root), inputs(is_root))
+    flat, flats = _flat(tensor), [_flat(t) for t in tensors] if is_root else None
+    compiled = plan[-1]
+    if compiled is None or not compiled(flat, flats):
+        group.run_planned(op, plan[0], plan[1], (flat, flats, root), inputs(is_root))
     return True
 
 
@@ -341,7 +446,12 @@ def _plan_gather(group: ProcessGroup, tensor: np.ndarray, gather_list: Any,
         return None
     inp = as_buffer(tensor, writable=False)
     root_list(group.rank(), group.size(), gather_list, dst, "gather_list", "dst", inp, writable=True)
-    return _shared_plan(*choose(group, "gather", inp.nbytes, inp, root=dst))
+    algorithm, fp = choose(group, "gather", inp.nbytes, inp, root=dst)
+    compiled = None
+    if algorithm.run is shm_rooted.gather:
+        compiled = one_round.compile_call(group, "gather", fp, inp.nbytes, one_round.gather(
+            group.rank(), group.size(), dst, inp.count, inp.flat.dtype))
+    return _shared_plan(algorithm, fp, compiled)
 
 
 def _plan_scatter(group: ProcessGroup, tensor: np.ndarray, scatter_list: Any,
@@ -350,4 +460,13 @@ def _plan_scatter(group: ProcessGroup, tensor: np.ndarray, scatter_list: Any,
         return None
     out = as_buffer(tensor, writable=True)
     root_list(group.rank(), group.size(), scatter_list, src, "scatter_list", "src", out, writable=False)
-    return _shared_plan(*choose(group, "scatter", out.nbytes, out, root=src))
+    algorithm, fp = choose(group, "scatter", out.nbytes, out, root=src)
+    compiled = None
+    slots = group._call_slots
+    if algorithm.run is shm_rooted.scatter and slots is not None:
+        n, dtype = group.size(), out.flat.dtype
+        region = one_round.scatter_region(slots.slot_bytes, n, dtype.itemsize)
+        if 0 < out.count <= region:
+            compiled = one_round.compile_call(group, "scatter", fp, n * region * dtype.itemsize,
+                                              one_round.scatter(group.rank(), n, src, out.count, dtype, region))
+    return _shared_plan(algorithm, fp, compiled)

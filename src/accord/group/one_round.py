@@ -1,0 +1,464 @@
+"""Compiled one-round calls: the fastest form of a planned shared-memory collective.
+
+Owns: ``compile_call`` — for a planned blocking call whose data fits one slot round on a
+shared-memory group, a closure that runs the whole call: the bookkeeping of
+``ProcessGroup.run_planned`` (call number, turn, broken group, flight recorder, failure) and
+the round protocol of ``CallSlots`` (begin, fingerprint words, ready, wait, done), with every
+object it touches looked up once, when the plan is made, instead of on every call. And the
+bodies of the one-round schedules (``Body`` factories below): all_reduce one-shot, broadcast,
+reduce, gather, scatter, all_gather, reduce_scatter, all_to_all, barrier.
+
+Why: a small collective's time is Python's, not memory's. With more ranks than cores it is
+paid once per rank on each core per call, and cold (each switch of rank evicts the other's
+working set): at world 4 on 2 cores an 8-byte all_reduce took 45–75 µs through
+``run_planned``, the bare round about 25 µs.
+
+The words written, their order and the results are exactly those of ``run_planned`` running
+the one-slot case of ``collectives.shm``, ``shm_rooted`` and ``shm_exchange`` (reductions in
+rank order, bit-identical on every rank; the same slot layouts): a rank on this path meets a
+rank on the long path in the same round. The caller compiles only where those schedules take
+their one-slot case. Anything unusual — an async call still running, a broken or destroyed
+group, torch's profiler recording — makes the closure return False before the call starts,
+and the caller takes ``run_planned``. A slow wait (a peer not there at the first look), a
+fingerprint that disagrees and a failure go through the same ``ShmDomain.wait_slow``,
+``CallSlots`` errors and ``ProcessGroup._break`` as on the long path. Must not know about the
+API or torch.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import traceback
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from .. import profiling
+from ..collectives.shm_exchange import size_mismatch
+from ..transport.shm import DETAIL_OFFSET, DONE, FP, READY, SEQ
+from ..transport.wire import Fingerprint
+from .recorder import COMPLETED, STARTED, itemsize
+from .shared_memory import TAIL, CallSlots
+
+_GOLDEN = 0x9E3779B97F4A7C15  # the call number's mix into the round hash (CallSlots.reset)
+_MASK = 0x7FFFFFFFFFFFFFFF
+_INT64 = np.dtype(np.int64)
+_modules_get = sys.modules.get
+_TORCH_PROFILER = profiling.TORCH_PROFILER
+
+#: body(k, h, seq, parity, *args): the round after begin (k: the round, h: its hash).
+Body = Callable[..., None]
+
+
+class Round:
+    """What a body needs from its compiled call, looked up once (a body keeps what it uses
+    in locals): this rank's control words, the wait, and views of every rank's slot."""
+
+    __slots__ = ("mine", "wait", "bound", "_domain")
+
+    def __init__(self, mine: Any, wait: Callable[[Sequence[int], int, int, int], None],
+                 bound: Callable[[int], CallSlots], domain: Any) -> None:
+        self.mine = mine  # this rank's words: mine[READY] = k, mine[DONE] = k
+        #: wait(ranks, k, h, seq): until ``ranks`` are ready for round k, their fingerprints
+        #: checked (CollectiveMismatchError naming both calls)
+        self.wait = wait
+        self.bound = bound  # bound(seq): the call's CallSlots, for an error message
+        self._domain = domain
+
+    def views(self, nbytes: int, dtype: np.dtype) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Every rank's slot, its first ``nbytes`` as ``dtype``: for parity 0 and parity 1."""
+        return self._domain.views(0, nbytes, dtype), self._domain.views(1, nbytes, dtype)
+
+
+def compile_call(group: Any, op: str, fp: Fingerprint, nbytes: int,
+                 make_body: Callable[[Round], Body]) -> Callable[..., bool] | None:
+    """The compiled form of one planned call signature of ``group`` (None: not possible).
+
+    ``nbytes``: the most the round puts in one rank's slot (it must fit);
+    ``make_body(round)`` builds the round's body.
+    """
+    slots: CallSlots | None = group._call_slots
+    if slots is None or not 0 < nbytes <= slots.slot_bytes:
+        return None
+    domain = slots.domain
+    words, mine, others = domain.words, domain.mine, tuple(slots.others)
+    base, tail = hash(fp), TAIL.pack(*fp, 0, 0)
+    posted = slots.posted_tails
+    detail = [slice(at + 8, at + 64) for at in DETAIL_OFFSET]
+    recorder, seqs, channel, clock = group.recorder, group._seqs, group._channel, time.monotonic
+    ring, capacity = recorder.ring, recorder.capacity
+    totals, moved = recorder.totals(op), fp.count * itemsize(fp.dtype)
+
+    def bound(seq: int) -> CallSlots:
+        """The CallSlots of this call, as run_planned binds it (the deadline from its start)."""
+        started = recorder.current[3] if recorder.current is not None else clock()
+        return slots.reset(op, seq, fp, started + group._timeout, group._timeout)
+
+    def wait(ranks: Sequence[int], k: int, h: int, seq: int) -> None:
+        for r in ranks:
+            if words[r][READY] < k:
+                call = bound(seq)
+                domain.wait_slow(READY, k, ranks, call.deadline, call)
+                break
+        at = FP + (k & 1)
+        for r in ranks:
+            if words[r][at] != h:
+                raise bound(seq).mismatch(r, domain.fingerprint(r, k))
+
+    body = make_body(Round(mine, wait, bound, domain))
+
+    def run(*args: Any) -> bool:
+        if group._finished != group.last_seq or group._broken is not None \
+                or channel.error is not None or group._call_slots is None:
+            return False  # run_planned waits for its turn, or explains what is wrong
+        prof = _modules_get(_TORCH_PROFILER)
+        if prof is not None and getattr(prof, "_is_profiler_enabled", False):
+            return False  # run_planned puts the call in the profiler's event
+        seq = group.last_seq = next(seqs)
+        h = base ^ (seq * _GOLDEN & _MASK)
+        entry = [seq, op, fp, clock(), 0.0, STARTED, None]
+        ring[seq % capacity] = recorder.current = entry
+        try:
+            k = domain.round + 1
+            domain.round = k
+            if k > 2:
+                for r in others:
+                    if words[r][DONE] < k - 2:
+                        call = bound(seq)
+                        domain.wait_slow(DONE, k - 2, others, call.deadline, call)
+                        break
+            parity = k & 1
+            if posted[parity] is not tail:  # the detail words, only when they change
+                domain.mine_bytes[detail[parity]] = tail
+                posted[parity] = tail
+            mine[SEQ + parity] = seq
+            mine[FP + parity] = h
+            body(k, h, seq, parity, *args)
+        except BaseException as exc:
+            recorder.end(entry, exc)
+            group._break(group.context(op, seq), exc)
+            _clear_below(exc)
+            raise
+        finally:
+            group._finished = seq
+            if group._turn_waiters:
+                group._end_turn(seq)
+        # recorder.end(entry), written out for a success
+        now = entry[4] = clock()
+        took = now - entry[3]
+        totals[0] += 1
+        totals[1] += moved
+        totals[2] += took
+        if took > totals[3]:
+            totals[3] = took
+        entry[5] = COMPLETED
+        recorder.current = None
+        recorder.last_done = entry
+        return True
+
+    return run
+
+
+def _clear_below(exc: BaseException) -> None:
+    """Clear the locals of the finished frames under the one that caught ``exc`` (the body's
+    views of the slots, the wait's words): an error the caller keeps must not keep the
+    segments mapped. The traceback still shows where it happened."""
+    tb = exc.__traceback__
+    if tb is not None and tb.tb_next is not None:
+        traceback.clear_frames(tb.tb_next)
+
+
+def release(plans: Any) -> None:
+    """Drop the segment memory that the compiled calls among ``plans`` (a group's plan
+    values) hold: views of the slots, the control words. Called when the group shuts down:
+    a traceback that outlives the group (a caught CollectiveMismatchError) keeps its frames,
+    a frame keeps its function, and its closure would otherwise keep the segments mapped.
+    Only data goes: a call still blocked in a wait (destroy from another thread) ends as on
+    the long path, with its group, recorder and error handling intact."""
+    seen: set[int] = set()
+    for plan in plans:
+        if plan is not None and callable(plan[-1]):
+            _drop_memory(plan[-1], seen)
+
+
+def _drop_memory(function: Any, seen: set[int]) -> None:
+    """Empty the cells holding segment memory in the closure of ``function`` and of the
+    closures it holds, the ones made in this module only (never a shared one)."""
+    if id(function) in seen or getattr(function, "__module__", None) != __name__:
+        return
+    seen.add(id(function))
+    for cell in getattr(function, "__closure__", None) or ():
+        try:
+            inner = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if callable(inner):
+            _drop_memory(inner, seen)
+        elif _memory(inner):
+            cell.cell_contents = None
+
+
+def _memory(value: Any) -> bool:
+    if isinstance(value, (np.ndarray, memoryview)):
+        return True
+    return isinstance(value, (list, tuple)) and any(_memory(item) for item in value)
+
+
+# -- the bodies: each mirrors the one-slot case of its schedule in collectives/ ----------------
+# ``me``, ``n``: this rank and the group's size; ``others``: the other group ranks.
+def _others(me: int, n: int) -> tuple[int, ...]:
+    return tuple(r for r in range(n) if r != me)
+
+
+def barrier(me: int, n: int) -> Callable[[Round], Body]:
+    """collectives.shm.barrier."""
+    others = _others(me, n)
+
+    def make(rnd: Round) -> Body:
+        mine, wait = rnd.mine, rnd.wait
+
+        def body(k: int, h: int, seq: int, parity: int) -> None:
+            mine[READY] = k
+            wait(others, k, h, seq)
+            mine[DONE] = k
+        return body
+    return make
+
+
+def _fold(ufunc: Any, n: int) -> Callable[[list[np.ndarray], np.ndarray], None]:
+    """out = ((v0 ∘ v1) ∘ v2) ∘ … in rank order, as ``Kernel.combine`` does it."""
+    rest = range(2, n)
+
+    def fold(views: list[np.ndarray], out: np.ndarray) -> None:
+        ufunc(views[0], views[1], out=out)
+        for r in rest:
+            ufunc(out, views[r], out=out)
+    return fold
+
+
+def all_reduce(me: int, n: int, count: int, dtype: np.dtype, ufunc: Any,
+               finalize: Callable[[np.ndarray, int], None] | None) -> Callable[[Round], Body]:
+    """collectives.shm.one_shot: everyone copies in, everyone reduces every slot."""
+    others, fold = _others(me, n), _fold(ufunc, n)
+
+    def make(rnd: Round) -> Body:
+        mine, wait, both = rnd.mine, rnd.wait, rnd.views(count * dtype.itemsize, dtype)
+
+        def body(k: int, h: int, seq: int, parity: int, buf: np.ndarray) -> None:
+            views = both[parity]
+            views[me][...] = buf
+            mine[READY] = k
+            wait(others, k, h, seq)
+            fold(views, buf)
+            mine[DONE] = k
+            if finalize is not None:
+                finalize(buf, n)
+        return body
+    return make
+
+
+def broadcast(me: int, n: int, root: int, count: int, dtype: np.dtype) -> Callable[[Round], Body]:
+    """collectives.shm.broadcast: the root writes its slot, the others copy it out."""
+    others = _others(me, n)
+
+    def make(rnd: Round) -> Body:
+        mine, wait, both = rnd.mine, rnd.wait, rnd.views(count * dtype.itemsize, dtype)
+        theirs = (both[0][root], both[1][root])
+
+        def send(k: int, h: int, seq: int, parity: int, buf: np.ndarray) -> None:
+            theirs[parity][...] = buf
+            mine[READY] = k
+            wait(others, k, h, seq)  # every rank's fingerprint agrees (another root raises)
+            mine[DONE] = k
+
+        def receive(k: int, h: int, seq: int, parity: int, buf: np.ndarray) -> None:
+            mine[READY] = k
+            wait((root,), k, h, seq)
+            buf[...] = theirs[parity]
+            mine[DONE] = k
+        return send if me == root else receive
+    return make
+
+
+def reduce(me: int, n: int, root: int, count: int, dtype: np.dtype, ufunc: Any,
+           finalize: Callable[[np.ndarray, int], None] | None) -> Callable[[Round], Body]:
+    """collectives.shm_rooted.reduce: everyone copies in, the root reduces every slot."""
+    others, fold = _others(me, n), _fold(ufunc, n)
+
+    def make(rnd: Round) -> Body:
+        mine, wait, both = rnd.mine, rnd.wait, rnd.views(count * dtype.itemsize, dtype)
+
+        def reduce_here(k: int, h: int, seq: int, parity: int, buf: np.ndarray) -> None:
+            views = both[parity]
+            views[me][...] = buf
+            mine[READY] = k
+            wait(others, k, h, seq)
+            fold(views, buf)
+            mine[DONE] = k
+            if finalize is not None:
+                finalize(buf, n)
+
+        def contribute(k: int, h: int, seq: int, parity: int, buf: np.ndarray) -> None:
+            both[parity][me][...] = buf
+            mine[READY] = k
+            mine[DONE] = k
+        return reduce_here if me == root else contribute
+    return make
+
+
+def gather(me: int, n: int, root: int, count: int, dtype: np.dtype) -> Callable[[Round], Body]:
+    """collectives.shm_rooted.gather: everyone copies in, the root copies every slot out."""
+    others = _others(me, n)
+
+    def make(rnd: Round) -> Body:
+        mine, wait, both = rnd.mine, rnd.wait, rnd.views(count * dtype.itemsize, dtype)
+
+        def collect(k: int, h: int, seq: int, parity: int, inp: np.ndarray,
+                    outs: list[np.ndarray]) -> None:
+            outs[me][...] = inp
+            views = both[parity]
+            mine[READY] = k
+            wait(others, k, h, seq)
+            for r in others:
+                outs[r][...] = views[r]
+            mine[DONE] = k
+
+        def contribute(k: int, h: int, seq: int, parity: int, inp: np.ndarray, outs: None) -> None:
+            both[parity][me][...] = inp
+            mine[READY] = k
+            mine[DONE] = k
+        return collect if me == root else contribute
+    return make
+
+
+def scatter_region(slot_bytes: int, n: int, itemsize: int) -> int:
+    """Elements per rank in one round of scatter (collectives.shm_rooted.scatter)."""
+    return max((slot_bytes // n) // max(itemsize, 1), 1)
+
+
+def scatter(me: int, n: int, root: int, count: int, dtype: np.dtype,
+            region: int) -> Callable[[Round], Body]:
+    """collectives.shm_rooted.scatter: the root writes a piece per rank, each copies its own."""
+    others = _others(me, n)
+
+    def make(rnd: Round) -> Body:
+        mine, wait, both = rnd.mine, rnd.wait, rnd.views(n * region * dtype.itemsize, dtype)
+        pieces = [[views[root][r * region:r * region + count] for r in range(n)] for views in both]
+
+        def send(k: int, h: int, seq: int, parity: int, out: np.ndarray, ins: list[np.ndarray]) -> None:
+            out[...] = ins[me]
+            for piece, block in zip(pieces[parity], ins):
+                piece[...] = block
+            mine[READY] = k
+            wait(others, k, h, seq)  # every rank's fingerprint agrees (another root raises)
+            mine[DONE] = k
+
+        def receive(k: int, h: int, seq: int, parity: int, out: np.ndarray, ins: None) -> None:
+            mine[READY] = k
+            wait((root,), k, h, seq)
+            out[...] = pieces[parity][me]
+            mine[DONE] = k
+        return send if me == root else receive
+    return make
+
+
+def all_gather(me: int, n: int, count: int, dtype: np.dtype) -> Callable[[Round], Body]:
+    """collectives.shm_exchange.all_gather, equal sizes: everyone copies in and every slot out.
+    ``outs``: a list of n arrays, or one flat array of n·count (the tensor form)."""
+    others = _others(me, n)
+
+    def make(rnd: Round) -> Body:
+        mine, wait, both = rnd.mine, rnd.wait, rnd.views(count * dtype.itemsize, dtype)
+
+        def body(k: int, h: int, seq: int, parity: int, inp: np.ndarray, outs: Any) -> None:
+            if type(outs) is not list:
+                outs = outs.reshape(n, count)
+            outs[me][...] = inp
+            views = both[parity]
+            views[me][...] = inp
+            mine[READY] = k
+            wait(others, k, h, seq)
+            for r in others:
+                outs[r][...] = views[r]
+            mine[DONE] = k
+        return body
+    return make
+
+
+def reduce_scatter(me: int, n: int, count: int, dtype: np.dtype, ufunc: Any,
+                   finalize: Callable[[np.ndarray, int], None] | None) -> Callable[[Round], Body]:
+    """collectives.shm_exchange reduce_scatter, one round: block j at j·count of every slot;
+    rank j reduces block j of every slot in rank order. ``ins``: a list of n arrays, or one
+    flat array of n·count (the tensor form: one copy in)."""
+    others, fold = _others(me, n), _fold(ufunc, n)
+
+    def make(rnd: Round) -> Body:
+        mine, wait, both = rnd.mine, rnd.wait, rnd.views(n * count * dtype.itemsize, dtype)
+        blocks = [views[me].reshape(n, count) for views in both]  # this rank's slot, by block
+        parts = [[view[me * count:(me + 1) * count] for view in views] for views in both]
+
+        def body(k: int, h: int, seq: int, parity: int, out: np.ndarray, ins: Any) -> None:
+            if type(ins) is list:
+                slot = blocks[parity]
+                for j, block in enumerate(ins):
+                    slot[j] = block
+            else:
+                both[parity][me][...] = ins
+            mine[READY] = k
+            wait(others, k, h, seq)
+            fold(parts[parity], out)
+            mine[DONE] = k
+            if finalize is not None:
+                finalize(out, n)
+        return body
+    return make
+
+
+def all_to_all_fits(n: int, count: int, itemsize: int, slot_bytes: int) -> bool:
+    """Whether collectives.shm_exchange.all_to_all takes its even one-round case."""
+    header = 8 * n
+    return count > 0 and header + n * count * itemsize <= slot_bytes and header % itemsize == 0
+
+
+def all_to_all(me: int, n: int, count: int, dtype: np.dtype) -> Callable[[Round], Body]:
+    """collectives.shm_exchange all_to_all, even: the sizes (n int64) then block j for rank j
+    in every slot; each rank copies its block out of every slot. ``outs``/``ins``: lists of n
+    arrays, or flat arrays of n·count (the tensor form)."""
+    others = _others(me, n)
+    skip = n * 8 // dtype.itemsize  # the header, in elements
+
+    def make(rnd: Round) -> Body:
+        mine, wait, bound = rnd.mine, rnd.wait, rnd.bound
+        sizes = rnd.views(8 * n, _INT64)
+        typed = rnd.views(8 * n + n * count * dtype.itemsize, dtype)
+        blocks = [views[me][skip:].reshape(n, count) for views in typed]
+        parts = [[view[skip + me * count:skip + (me + 1) * count] for view in views] for views in typed]
+
+        def body(k: int, h: int, seq: int, parity: int, outs: Any, ins: Any) -> None:
+            said = sizes[parity]
+            said[me][...] = count
+            if type(ins) is list:
+                slot = blocks[parity]
+                for j, block in enumerate(ins):
+                    slot[j] = block
+            else:
+                typed[parity][me][skip:] = ins
+                ins = ins.reshape(n, count)
+                outs = outs.reshape(n, count)
+            mine[READY] = k
+            wait(others, k, h, seq)
+            part = parts[parity]
+            wrong = False
+            for r in others:
+                if said[r][me] != count:
+                    wrong = True
+                else:
+                    outs[r][...] = part[r]
+            outs[me][...] = ins[me]
+            error = size_mismatch(bound(seq), [row.tolist() for row in said], outs) if wrong else None
+            mine[DONE] = k
+            if error is not None:
+                raise error
+        return body
+    return make
