@@ -10,7 +10,7 @@ from datetime import timedelta
 from typing import Any
 
 from ..diagnostics import debug, detail
-from ..group import collective_ops
+from ..group import collective_ops, short_paths
 from ..group import monitored_barrier as monitored
 from ..group.work import Work
 from ..reduce_ops import ReduceOp
@@ -28,6 +28,8 @@ def all_reduce(tensor: Any, op: Any = ReduceOp.SUM, group: Any = None, async_op:
     if debug.DETAIL_ON:
         return detail.run(pg, "all_reduce", lambda: collective_ops.all_reduce(pg, tensor, op, async_op),
                           tensor=tensor, op=op)
+    if not async_op and short_paths.all_reduce(pg, tensor, op):  # the commonest call: no hop
+        return None
     return collective_ops.all_reduce(pg, tensor, op, async_op)
 
 

@@ -36,7 +36,7 @@ import numpy as np
 
 from .. import profiling
 from ..collectives.shm_exchange import size_mismatch
-from ..transport.shm import DETAIL_OFFSET, DONE, FP, READY, SEQ
+from ..transport.shm import DETAIL_OFFSET, DONE, FP, READY, REDUCED, SEQ
 from ..transport.wire import Fingerprint
 from .recorder import COMPLETED, STARTED, itemsize
 from .shared_memory import TAIL, CallSlots
@@ -55,16 +55,22 @@ class Round:
     """What a body needs from its compiled call, looked up once (a body keeps what it uses
     in locals): this rank's control words, the wait, and views of every rank's slot."""
 
-    __slots__ = ("mine", "wait", "bound", "_domain")
+    __slots__ = ("mine", "words", "wait", "bound", "_domain")
 
     def __init__(self, mine: Any, wait: Callable[[Sequence[int], int, int, int], None],
                  bound: Callable[[int], CallSlots], domain: Any) -> None:
         self.mine = mine  # this rank's words: mine[READY] = k, mine[DONE] = k
+        self.words = domain.words  # every rank's words (a first look before ``wait``)
         #: wait(ranks, k, h, seq): until ``ranks`` are ready for round k, their fingerprints
         #: checked (CollectiveMismatchError naming both calls)
         self.wait = wait
         self.bound = bound  # bound(seq): the call's CallSlots, for an error message
         self._domain = domain
+
+    def reduced_wait(self, k: int, seq: int) -> None:
+        """Wait until rank 0 has said ``reduced`` for round k (the slow way: it was not yet)."""
+        call = self.bound(seq)
+        self._domain.wait_slow(REDUCED, k, _ROOT, call.deadline, call)
 
     def views(self, nbytes: int, dtype: np.dtype) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """Every rank's slot, its first ``nbytes`` as ``dtype``: for parity 0 and parity 1."""
@@ -239,23 +245,72 @@ def _fold(ufunc: Any, n: int) -> Callable[[list[np.ndarray], np.ndarray], None]:
 
 def all_reduce(me: int, n: int, count: int, dtype: np.dtype, ufunc: Any,
                finalize: Callable[[np.ndarray, int], None] | None) -> Callable[[Round], Body]:
-    """collectives.shm.one_shot: everyone copies in, everyone reduces every slot."""
-    others, fold = _others(me, n), _fold(ufunc, n)
+    """collectives.shm.one_shot: everyone copies in, everyone reduces every slot (the
+    commonest small call: the wait's first look and the fold are written out)."""
+    others, rest = _others(me, n), range(2, n)
 
     def make(rnd: Round) -> Body:
         mine, wait, both = rnd.mine, rnd.wait, rnd.views(count * dtype.itemsize, dtype)
+        words = rnd.words
 
         def body(k: int, h: int, seq: int, parity: int, buf: np.ndarray) -> None:
             views = both[parity]
             views[me][...] = buf
             mine[READY] = k
-            wait(others, k, h, seq)
-            fold(views, buf)
+            at = FP + parity
+            for r in others:
+                theirs = words[r]
+                if theirs[READY] < k or theirs[at] != h:
+                    wait(others, k, h, seq)
+                    break
+            ufunc(views[0], views[1], out=buf)
+            for r in rest:
+                ufunc(buf, views[r], out=buf)
             mine[DONE] = k
             if finalize is not None:
                 finalize(buf, n)
         return body
     return make
+
+
+def all_reduce_by_rank0(me: int, n: int, count: int, dtype: np.dtype, ufunc: Any,
+                        finalize: Callable[[np.ndarray, int], None] | None) -> Callable[[Round], Body]:
+    """collectives.shm.reduce_broadcast: the others copy in; rank 0 reduces into its slot,
+    says reduced; the others copy the result out."""
+    others, rest = _others(me, n), range(2, n)
+
+    def make(rnd: Round) -> Body:
+        mine, wait, both, words = rnd.mine, rnd.wait, rnd.views(count * dtype.itemsize, dtype), rnd.words
+        reduced_wait = rnd.reduced_wait
+
+        def reduce_here(k: int, h: int, seq: int, parity: int, buf: np.ndarray) -> None:
+            views = both[parity]
+            acc = views[0]
+            mine[READY] = k
+            wait(others, k, h, seq)
+            ufunc(buf, views[1], out=acc)
+            for r in rest:
+                ufunc(acc, views[r], out=acc)
+            if finalize is not None:
+                finalize(acc, n)
+            buf[...] = acc
+            mine[REDUCED] = k
+            mine[DONE] = k
+
+        def contribute(k: int, h: int, seq: int, parity: int, buf: np.ndarray) -> None:
+            views = both[parity]
+            views[me][...] = buf
+            mine[READY] = k
+            if words[0][REDUCED] < k:
+                reduced_wait(k, seq)
+            wait(_ROOT, k, h, seq)  # rank 0's fingerprint agrees (it checked everyone's)
+            buf[...] = views[0]
+            mine[DONE] = k
+        return reduce_here if me == 0 else contribute
+    return make
+
+
+_ROOT = (0,)
 
 
 def broadcast(me: int, n: int, root: int, count: int, dtype: np.dtype) -> Callable[[Round], Body]:

@@ -78,9 +78,22 @@ def _plain(array: Any, writes: bool) -> bool:
     return flags.c_contiguous and (flags.writeable or not writes)
 
 
-def _plain_list(arrays: Any, size: int, writes: bool) -> bool:
-    return (type(arrays) is list or type(arrays) is tuple) and len(arrays) == size \
-        and all(_plain(a, writes) for a in arrays)
+def _scan(arrays: Any, size: int, writes: bool) -> tuple[tuple[Any, ...], list[np.ndarray]] | None:
+    """One pass over a list argument: None unless it is a list (or tuple) of ``size`` plain
+    arrays; else its signature (dtype, size of each) and the arrays as 1-D views."""
+    if (type(arrays) is not list and type(arrays) is not tuple) or len(arrays) != size:
+        return None
+    signature: list[Any] = []
+    flats = []
+    for array in arrays:
+        if type(array) is not _NDARRAY:
+            return None
+        flags = array.flags
+        if not flags.c_contiguous or (writes and not flags.writeable):
+            return None
+        signature += (array.dtype, array.size)
+        flats.append(array if array.ndim == 1 else array.reshape(-1))
+    return tuple(signature), flats
 
 
 def _flat(array: np.ndarray) -> np.ndarray:
@@ -125,8 +138,10 @@ def _plan_all_reduce(group: ProcessGroup, tensor: np.ndarray, op: Any) -> tuple[
     kernel = make_kernel(as_reduce_op(op), buf.flat.dtype, buf.dtype_name)
     algorithm, fp = choose(group, "all_reduce", buf.nbytes, buf)
     compiled = None
-    if algorithm.run is shm.one_shot and kernel.ufunc is not None:
-        compiled = one_round.compile_call(group, "all_reduce", fp, buf.nbytes, one_round.all_reduce(
+    bodies = {shm.one_shot: one_round.all_reduce, shm.reduce_broadcast: one_round.all_reduce_by_rank0}
+    body = bodies.get(algorithm.run)
+    if body is not None and kernel.ufunc is not None:
+        compiled = one_round.compile_call(group, "all_reduce", fp, buf.nbytes, body(
             group.rank(), group.size(), buf.count, buf.flat.dtype, kernel.ufunc, _finalize(kernel)))
     return _shared_plan(algorithm, fp, kernel, compiled)
 
@@ -232,14 +247,15 @@ def _compile_all_gather(group: ProcessGroup, algorithm: Algorithm, fp: Fingerpri
 
 
 def all_gather(group: ProcessGroup, outputs: Any, inp: Any) -> bool:
-    n = group.size()
-    if not (group.plannable and _plain(inp, False) and _plain_list(outputs, n, True)):
+    if not (group.plannable and _plain(inp, False)):
         return False
-    key = ("all_gather", inp.dtype, inp.size, *[(o.dtype, o.size) for o in outputs])
-    plan = cached_plan(group, key, _plan_all_gather, outputs, inp)
+    scanned = _scan(outputs, group.size(), True)
+    if scanned is None:
+        return False
+    plan = cached_plan(group, ("all_gather", inp.dtype, inp.size, scanned[0]), _plan_all_gather, outputs, inp)
     if plan is None:
         return False
-    flat_in, flats = _flat(inp), [_flat(o) for o in outputs]
+    flat_in, flats = _flat(inp), scanned[1]
     _run(group, "all_gather", plan, (flat_in, flats), (flat_in, flats), (inp,))
     return True
 
@@ -288,14 +304,16 @@ def _compile_reduce_scatter(group: ProcessGroup, algorithm: Algorithm, fp: Finge
 
 
 def reduce_scatter(group: ProcessGroup, output: Any, inputs: Any, op: Any) -> bool:
-    n = group.size()
-    if not (group.plannable and _plain(output, True) and _plain_list(inputs, n, False)):
+    if not (group.plannable and _plain(output, True)):
         return False
-    key = ("reduce_scatter", op, output.dtype, output.size, *[(i.dtype, i.size) for i in inputs])
+    scanned = _scan(inputs, group.size(), False)
+    if scanned is None:
+        return False
+    key = ("reduce_scatter", op, output.dtype, output.size, scanned[0])
     plan = cached_plan(group, key, _plan_reduce_scatter, output, inputs, op)
     if plan is None:
         return False
-    flat_out, flats = _flat(output), [_flat(i) for i in inputs]
+    flat_out, flats = _flat(output), scanned[1]
     _run(group, "reduce_scatter", plan, (flat_out, flats, plan[2]), (flat_out, flats), (inputs,))
     return True
 
@@ -314,13 +332,15 @@ def _plan_reduce_scatter(group: ProcessGroup, output: np.ndarray, inputs: list[n
 # -- all_to_all -------------------------------------------------------------------------------
 def all_to_all(group: ProcessGroup, outputs: Any, inputs: Any) -> bool:
     n = group.size()
-    if not (group.plannable and _plain_list(outputs, n, True) and _plain_list(inputs, n, False)):
+    if not group.plannable:
         return False
-    key = ("all_to_all", *[(o.dtype, o.size) for o in outputs], *[(i.dtype, i.size) for i in inputs])
-    plan = cached_plan(group, key, _plan_all_to_all, outputs, inputs)
+    scanned_out, scanned_in = _scan(outputs, n, True), _scan(inputs, n, False)
+    if scanned_out is None or scanned_in is None:
+        return False
+    plan = cached_plan(group, ("all_to_all", scanned_out[0], scanned_in[0]), _plan_all_to_all, outputs, inputs)
     if plan is None:
         return False
-    outs, ins = [_flat(o) for o in outputs], [_flat(i) for i in inputs]
+    outs, ins = scanned_out[1], scanned_in[1]
     _run(group, "all_to_all", plan, (outs, ins), (outs, ins), (inputs,))
     return True
 
@@ -401,42 +421,37 @@ def _plan_reduce(group: ProcessGroup, tensor: np.ndarray, dst: int, op: Any) -> 
     return _shared_plan(algorithm, fp, kernel, compiled)
 
 
-def _root_args(group: ProcessGroup, tensors: Any, root: Any, writes: bool) -> bool | None:
-    """Whether the root's list (on the root) or its absence (elsewhere) allows the short
-    path: True on the root with a plain list, False elsewhere with None or [], None: no."""
-    if type(root) is not int:
-        return None
-    if group.rank() == root:
-        return True if _plain_list(tensors, group.size(), writes) else None
-    return False if tensors is None or (type(tensors) is list and not tensors) else None
-
-
 def gather(group: ProcessGroup, tensor: Any, gather_list: Any, dst: Any) -> bool:
-    return _rooted(group, "gather", tensor, gather_list, dst, False, _plan_gather,
-                   lambda is_root: (tensor,))
+    return _rooted(group, "gather", tensor, gather_list, dst, False, _plan_gather)
 
 
 def scatter(group: ProcessGroup, tensor: Any, scatter_list: Any, src: Any) -> bool:
-    return _rooted(group, "scatter", tensor, scatter_list, src, True, _plan_scatter,
-                   lambda is_root: (scatter_list,) if is_root else ())
+    return _rooted(group, "scatter", tensor, scatter_list, src, True, _plan_scatter)
 
 
 def _rooted(group: ProcessGroup, op: str, tensor: Any, tensors: Any, root: Any, tensor_writes: bool,
-            make: Callable[..., tuple[Any, ...] | None], inputs: Callable[[bool], tuple[Any, ...]]) -> bool:
-    """gather (``tensors`` written on the root) and scatter (``tensor`` written everywhere)."""
-    if not (group.plannable and _plain(tensor, tensor_writes)):
+            make: Callable[..., tuple[Any, ...] | None]) -> bool:
+    """gather (``tensors`` written on the root) and scatter (``tensor`` written everywhere):
+    on the root a plain list, elsewhere None or []."""
+    if not (group.plannable and type(root) is int and _plain(tensor, tensor_writes)):
         return False
-    is_root = _root_args(group, tensors, root, not tensor_writes)
-    if is_root is None:
-        return False
-    key = (op, root, tensor.dtype, tensor.size, *([(t.dtype, t.size) for t in tensors] if is_root else ()))
-    plan = cached_plan(group, key, make, tensor, tensors, root)
+    if group.rank() == root:
+        scanned = _scan(tensors, group.size(), not tensor_writes)
+        if scanned is None:
+            return False
+        signature, flats = scanned
+    elif tensors is None or (type(tensors) is list and not tensors):
+        signature, flats = (), None
+    else:
+        return False  # the long path explains what a non-root's list is doing there
+    plan = cached_plan(group, (op, root, tensor.dtype, tensor.size, signature), make, tensor, tensors, root)
     if plan is None:
         return False
-    flat, flats = _flat(tensor), [_flat(t) for t in tensors] if is_root else None
+    flat = tensor if tensor.ndim == 1 else tensor.reshape(-1)
     compiled = plan[-1]
     if compiled is None or not compiled(flat, flats):
-        group.run_planned(op, plan[0], plan[1], (flat, flats, root), inputs(is_root))
+        inputs = (tensor,) if op == "gather" else (tensors,) if flats is not None else ()
+        group.run_planned(op, plan[0], plan[1], (flat, flats, root), inputs)
     return True
 
 
