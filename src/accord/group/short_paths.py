@@ -28,7 +28,7 @@ from ..transport.wire import Fingerprint
 from .arguments import (all_gather_buffers, all_gather_into_tensor_buffers, all_to_all_buffers,
                         all_to_all_single_buffers, equal_chunks, reduce_scatter_buffers,
                         reduce_scatter_tensor_buffers, root_list)
-from . import one_round
+from . import one_round, round_bodies
 from .hierarchy import HIERARCHICAL
 from .process_group import ProcessGroup
 
@@ -138,7 +138,7 @@ def _plan_all_reduce(group: ProcessGroup, tensor: np.ndarray, op: Any) -> tuple[
     kernel = make_kernel(as_reduce_op(op), buf.flat.dtype, buf.dtype_name)
     algorithm, fp = choose(group, "all_reduce", buf.nbytes, buf)
     compiled = None
-    bodies = {shm.one_shot: one_round.all_reduce, shm.reduce_broadcast: one_round.all_reduce_by_rank0}
+    bodies = {shm.one_shot: round_bodies.all_reduce, shm.reduce_broadcast: round_bodies.all_reduce_by_rank0}
     body = bodies.get(algorithm.run)
     if body is not None and kernel.ufunc is not None:
         compiled = one_round.compile_call(group, "all_reduce", fp, buf.nbytes, body(
@@ -188,7 +188,7 @@ def _plan_broadcast(group: ProcessGroup, tensor: np.ndarray, src: int) -> tuple[
     algorithm, fp = choose(group, "broadcast", buf.nbytes, buf, root=src)
     compiled = None
     if algorithm.run is shm.broadcast:
-        compiled = one_round.compile_call(group, "broadcast", fp, buf.nbytes, one_round.broadcast(
+        compiled = one_round.compile_call(group, "broadcast", fp, buf.nbytes, round_bodies.broadcast(
             group.rank(), group.size(), src, buf.count, buf.flat.dtype))
     return _shared_plan(algorithm, fp, compiled)
 
@@ -210,7 +210,7 @@ def _plan_barrier(group: ProcessGroup) -> tuple[Any, ...] | None:
     compiled = None
     if algorithm.run is shm.barrier:  # no data: the round's views are one byte
         compiled = one_round.compile_call(group, "barrier", fp, 1,
-                                          one_round.barrier(group.rank(), group.size()))
+                                          round_bodies.barrier(group.rank(), group.size()))
     return _shared_plan(algorithm, fp, compiled)
 
 
@@ -242,7 +242,7 @@ def _compile_all_gather(group: ProcessGroup, algorithm: Algorithm, fp: Fingerpri
     """Every rank gives ``inp.count`` elements (the plan's signature says so)."""
     if algorithm.run is not shm_exchange.all_gather:
         return None
-    return one_round.compile_call(group, "all_gather", fp, inp.nbytes, one_round.all_gather(
+    return one_round.compile_call(group, "all_gather", fp, inp.nbytes, round_bodies.all_gather(
         group.rank(), group.size(), inp.count, inp.flat.dtype))
 
 
@@ -299,7 +299,7 @@ def _compile_reduce_scatter(group: ProcessGroup, algorithm: Algorithm, fp: Finge
     if algorithm.run is not shm_exchange.reduce_scatter or kernel.ufunc is None or out.count == 0:
         return None
     n = group.size()
-    return one_round.compile_call(group, "reduce_scatter", fp, n * out.nbytes, one_round.reduce_scatter(
+    return one_round.compile_call(group, "reduce_scatter", fp, n * out.nbytes, round_bodies.reduce_scatter(
         group.rank(), n, out.count, out.flat.dtype, kernel.ufunc, _finalize(kernel)))
 
 
@@ -360,10 +360,10 @@ def _compile_all_to_all(group: ProcessGroup, algorithm: Algorithm, fp: Fingerpri
     """Every rank sends and receives ``count`` elements to and from every rank."""
     n = group.size()
     if algorithm.run is not shm_exchange.all_to_all or group._call_slots is None \
-            or not one_round.all_to_all_fits(n, count, dtype.itemsize, group._call_slots.slot_bytes):
+            or not round_bodies.all_to_all_fits(n, count, dtype.itemsize, group._call_slots.slot_bytes):
         return None
     return one_round.compile_call(group, "all_to_all", fp, 8 * n + n * count * dtype.itemsize,
-                                  one_round.all_to_all(group.rank(), n, count, dtype))
+                                  round_bodies.all_to_all(group.rank(), n, count, dtype))
 
 
 def all_to_all_single(group: ProcessGroup, output: Any, inp: Any, output_split_sizes: Any,
@@ -416,7 +416,7 @@ def _plan_reduce(group: ProcessGroup, tensor: np.ndarray, dst: int, op: Any) -> 
     algorithm, fp = choose(group, "reduce", buf.nbytes, buf, root=dst)
     compiled = None
     if algorithm.run is shm_rooted.reduce and kernel.ufunc is not None:
-        compiled = one_round.compile_call(group, "reduce", fp, buf.nbytes, one_round.reduce(
+        compiled = one_round.compile_call(group, "reduce", fp, buf.nbytes, round_bodies.reduce(
             group.rank(), group.size(), dst, buf.count, buf.flat.dtype, kernel.ufunc, _finalize(kernel)))
     return _shared_plan(algorithm, fp, kernel, compiled)
 
@@ -464,7 +464,7 @@ def _plan_gather(group: ProcessGroup, tensor: np.ndarray, gather_list: Any,
     algorithm, fp = choose(group, "gather", inp.nbytes, inp, root=dst)
     compiled = None
     if algorithm.run is shm_rooted.gather:
-        compiled = one_round.compile_call(group, "gather", fp, inp.nbytes, one_round.gather(
+        compiled = one_round.compile_call(group, "gather", fp, inp.nbytes, round_bodies.gather(
             group.rank(), group.size(), dst, inp.count, inp.flat.dtype))
     return _shared_plan(algorithm, fp, compiled)
 
@@ -480,8 +480,8 @@ def _plan_scatter(group: ProcessGroup, tensor: np.ndarray, scatter_list: Any,
     slots = group._call_slots
     if algorithm.run is shm_rooted.scatter and slots is not None:
         n, dtype = group.size(), out.flat.dtype
-        region = one_round.scatter_region(slots.slot_bytes, n, dtype.itemsize)
+        region = round_bodies.scatter_region(slots.slot_bytes, n, dtype.itemsize)
         if 0 < out.count <= region:
             compiled = one_round.compile_call(group, "scatter", fp, n * region * dtype.itemsize,
-                                              one_round.scatter(group.rank(), n, src, out.count, dtype, region))
+                                              round_bodies.scatter(group.rank(), n, src, out.count, dtype, region))
     return _shared_plan(algorithm, fp, compiled)
