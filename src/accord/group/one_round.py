@@ -69,8 +69,9 @@ class Round:
 
     def reduced_wait(self, k: int, seq: int) -> None:
         """Wait until rank 0 has said ``reduced`` for round k (the slow way: it was not yet)."""
-        call = self.bound(seq)
-        self._domain.wait_slow(REDUCED, k, ROOT, call.deadline, call)
+        if not self._domain.yield_until(REDUCED, k, ROOT):
+            call = self.bound(seq)
+            self._domain.wait_slow(REDUCED, k, ROOT, call.deadline, call)
 
     def views(self, nbytes: int, dtype: np.dtype) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """Every rank's slot, its first ``nbytes`` as ``dtype``: for parity 0 and parity 1."""
@@ -104,8 +105,9 @@ def compile_call(group: Any, op: str, fp: Fingerprint, nbytes: int,
     def wait(ranks: Sequence[int], k: int, h: int, seq: int) -> None:
         for r in ranks:
             if words[r][READY] < k:
-                call = bound(seq)
-                domain.wait_slow(READY, k, ranks, call.deadline, call)
+                if not domain.yield_until(READY, k, ranks):
+                    call = bound(seq)
+                    domain.wait_slow(READY, k, ranks, call.deadline, call)
                 break
         at = FP + (k & 1)
         for r in ranks:
@@ -131,8 +133,9 @@ def compile_call(group: Any, op: str, fp: Fingerprint, nbytes: int,
             if k > 2:
                 for r in others:
                     if words[r][DONE] < k - 2:
-                        call = bound(seq)
-                        domain.wait_slow(DONE, k - 2, others, call.deadline, call)
+                        if not domain.yield_until(DONE, k - 2, others):
+                            call = bound(seq)
+                            domain.wait_slow(DONE, k - 2, others, call.deadline, call)
                         break
             parity = k & 1
             if posted[parity] is not tail:  # the detail words, only when they change

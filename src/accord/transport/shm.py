@@ -4,7 +4,8 @@ Owns: creating, mapping and unlinking the per-rank segments of one group (``ShmD
 control words in them (never-reset round counters, per-round fingerprint hashes), the two data
 slots of each rank (double buffering), and the wait policy that never collapses when ranks
 outnumber cores: spin briefly, then ``os.sched_yield()``, then short sleeps — yielding at once
-when oversubscribed — checking the deadline, an abort, and the peers' liveness as it goes.
+when oversubscribed (a few bare yields first, ``yield_until``, before the clocked loop) —
+checking the deadline, an abort, and the peers' liveness as it goes.
 Must not know about collectives: algorithms see it through ``collectives.slots.Slots``.
 
 Layout of one rank's segment (little-endian int64 control words, one cache line each)::
@@ -65,6 +66,8 @@ _SPIN_SECONDS = 50e-6
 _TIGHT_SPINS = 200
 #: How long a wait yields before it starts to sleep.
 _YIELD_SECONDS = 2e-3
+#: Yields of ``yield_until`` before a wait takes the full path (each one at least a syscall).
+_QUICK_YIELDS = 16
 
 
 def shm_supported() -> bool:
@@ -173,7 +176,26 @@ class ShmDomain:
                 break
         else:
             return
-        self.wait_slow(word, value, ranks, call.deadline, call)
+        if not self.yield_until(word, value, ranks):
+            self.wait_slow(word, value, ranks, call.deadline, call)
+
+    def yield_until(self, word: int, value: int, ranks: Sequence[int]) -> bool:
+        """Where waiting yields at once (ranks outnumber cores, or ranks are threads): yield
+        up to ``_QUICK_YIELDS`` times for ``ranks`` to reach ``value``; True if they did. A
+        caller that gets False (or that spins: always False) goes on with ``wait_slow``,
+        which also watches the deadline and the peers. This costs no clock and no deadline:
+        the usual wait of an oversubscribed small call is one or two yields."""
+        if self._spin:
+            return False
+        words, pause = self.words, self._yield
+        for _ in range(_QUICK_YIELDS):
+            pause()
+            for r in ranks:
+                if words[r][word] < value:
+                    break
+            else:
+                return True
+        return False
 
     def wait_slow(self, word: int, value: int, ranks: Sequence[int], deadline: Deadline, what: object) -> None:
         words, clock = self.words, time.monotonic
