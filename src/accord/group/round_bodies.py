@@ -202,7 +202,8 @@ def scatter_region(slot_bytes: int, n: int, itemsize: int) -> int:
 
 def scatter(me: int, n: int, root: int, count: int, dtype: np.dtype,
             region: int) -> Callable[[Round], Body]:
-    """collectives.shm_rooted.scatter: the root writes a piece per rank, each copies its own."""
+    """collectives.shm_rooted.scatter: the root writes a piece per rank, each copies its own.
+    (The root's own piece, which nobody reads, stays out of its slot.)"""
     others = _others(me, n)
 
     def make(rnd: Round) -> Body:
@@ -211,8 +212,9 @@ def scatter(me: int, n: int, root: int, count: int, dtype: np.dtype,
 
         def send(k: int, h: int, seq: int, parity: int, out: np.ndarray, ins: list[np.ndarray]) -> None:
             out[...] = ins[me]
-            for piece, block in zip(pieces[parity], ins):
-                piece[...] = block
+            slot = pieces[parity]
+            for r in others:
+                slot[r][...] = ins[r]
             mine[READY] = k
             wait(others, k, h, seq)  # every rank's fingerprint agrees (another root raises)
             mine[DONE] = k
