@@ -38,10 +38,8 @@ from .. import profiling
 from ..transport.shm import DETAIL_OFFSET, DONE, FP, READY, REDUCED, SEQ
 from ..transport.wire import Fingerprint
 from .recorder import COMPLETED, STARTED, itemsize
-from .shared_memory import TAIL, CallSlots
+from .shared_memory import HASH_MASK, SEQ_MIX, TAIL, CallSlots
 
-_GOLDEN = 0x9E3779B97F4A7C15  # the call number's mix into the round hash (CallSlots.reset)
-_MASK = 0x7FFFFFFFFFFFFFFF
 _modules_get = sys.modules.get
 _OURS = (__name__, __name__.rpartition(".")[0] + ".round_bodies")  # where compiled closures are made
 _TORCH_PROFILER = profiling.TORCH_PROFILER
@@ -124,7 +122,7 @@ def compile_call(group: Any, op: str, fp: Fingerprint, nbytes: int,
         if prof is not None and getattr(prof, "_is_profiler_enabled", False):
             return False  # run_planned puts the call in the profiler's event
         seq = group.last_seq = next(seqs)
-        h = base ^ (seq * _GOLDEN & _MASK)
+        h = base ^ (seq * SEQ_MIX & HASH_MASK)
         entry = [seq, op, fp, clock(), 0.0, STARTED, None]
         ring[seq % capacity] = recorder.current = entry
         try:

@@ -122,6 +122,9 @@ def _give_up(segments: Sequence[Segment | None]) -> None:
 
 
 TAIL = struct.Struct("<7q")  # the fingerprint after the call number, padded to 8 words
+#: A round's hash is hash(fingerprint) ^ (call number · SEQ_MIX & HASH_MASK) on every rank
+#: (CallSlots.reset, and one_round's compiled calls: the two must agree word for word).
+SEQ_MIX, HASH_MASK = 0x9E3779B97F4A7C15, 0x7FFFFFFFFFFFFFFF
 
 
 class CallSlots:
@@ -129,7 +132,9 @@ class CallSlots:
 
     One object per group is reused from call to call (``reset``): calls on a group run one
     at a time, and building it anew costs more than a small collective's copies. The
-    deadline is made only if a wait has to slow down.
+    deadline is made only if a wait has to slow down. ``domain``, ``others`` (the other
+    ranks) and ``posted_tails`` (the detail words now in each parity's slot) are shared
+    with the compiled calls of ``one_round``, which run the same rounds.
     """
 
     __slots__ = ("rank", "size", "slot_bytes", "tunables", "domain", "_hash", "_seq", "_fp",
@@ -164,7 +169,7 @@ class CallSlots:
                 known = self._known[fp] = (hash(fp), TAIL.pack(*fp, 0, 0))
             self._last_known = (fp, known)
         # every rank of the call computes the same hash: fingerprint and call number agree
-        self._hash = known[0] ^ (seq * 0x9E3779B97F4A7C15 & 0x7FFFFFFFFFFFFFFF)
+        self._hash = known[0] ^ (seq * SEQ_MIX & HASH_MASK)
         self._tail, self._seq, self._fp, self._name = known[1], seq, fp, name
         self._expires, self._budget, self._deadline = expires, budget, None
         return self
