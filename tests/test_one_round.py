@@ -260,21 +260,24 @@ def test_plans_are_bounded_for_programs_of_ever_new_shapes():
     assert all(most <= MAX_PLANS for most in shm_run(2, body))
 
 
-def test_a_kept_error_does_not_keep_a_destroyed_groups_memory_mapped():
-    """A caught CollectiveMismatchError keeps its traceback, whose frames keep the compiled
-    call's functions: destroying the group must still unmap its segments (the compiled calls
-    drop what they bound), not leave them to the garbage collector."""
+@pytest.mark.parametrize("count", [4, 2000], ids=["compiled", "run_planned"])
+def test_a_kept_error_does_not_keep_a_destroyed_groups_memory_mapped(count):
+    """A caught CollectiveMismatchError keeps its traceback, whose frames keep their locals
+    (views of the slots) and, for a compiled call, its functions: destroying the group must
+    still unmap its segments (the compiled calls drop what they bound, a failed call clears
+    the locals under it), not leave them to the garbage collector. 2000 float64 take several
+    4 KiB slots: run_planned, not compiled."""
     def body(rank):
         group = dist.new_group()
-        x = np.ones(4)
+        x = np.ones(count)
         for _ in range(3):
             dist.all_reduce(x, group=group)
         kept = None
         try:
             if rank == 0:
-                dist.all_reduce(np.ones(4), group=group)
+                dist.all_reduce(np.ones(count), group=group)
             else:
-                dist.broadcast(np.ones(5), src=0, group=group)
+                dist.broadcast(np.ones(count + 1), src=0, group=group)
         except (dist.CollectiveMismatchError, dist.PeerError) as exc:
             kept = exc
         segments = list(group._shm._segments)

@@ -41,6 +41,8 @@ order?"
 
 from __future__ import annotations
 
+import traceback
+
 
 class ArgumentError(ValueError, RuntimeError):
     """An argument of a call is wrong: the caller's fault, found before any byte moved.
@@ -150,6 +152,15 @@ class InternalError(DistError):
     """An internal invariant broke. Never raised for a user's mistake: please report it."""
 
 
+
+
+def clear_frames_below(error: BaseException) -> None:
+    """Clear the locals of the finished frames under the one that caught ``error`` (a
+    collective's views of shared memory, its words): an error the caller keeps must not keep
+    a destroyed group's segments mapped. The traceback still shows where it happened."""
+    tb = error.__traceback__
+    if tb is not None and tb.tb_next is not None:
+        traceback.clear_frames(tb.tb_next)
 
 
 def with_context(error: BaseException, context: object) -> BaseException:

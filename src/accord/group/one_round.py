@@ -29,12 +29,12 @@ from __future__ import annotations
 
 import sys
 import time
-import traceback
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from .. import profiling
+from ..errors import clear_frames_below
 from ..transport.shm import DETAIL_OFFSET, DONE, FP, READY, REDUCED, SEQ
 from ..transport.wire import Fingerprint
 from .recorder import COMPLETED, STARTED, itemsize
@@ -145,7 +145,7 @@ def compile_call(group: Any, op: str, fp: Fingerprint, nbytes: int,
         except BaseException as exc:
             recorder.end(entry, exc)
             group._break(group.context(op, seq), exc)
-            _clear_below(exc)
+            clear_frames_below(exc)
             raise
         finally:
             group._finished = seq
@@ -165,15 +165,6 @@ def compile_call(group: Any, op: str, fp: Fingerprint, nbytes: int,
         return True
 
     return run
-
-
-def _clear_below(exc: BaseException) -> None:
-    """Clear the locals of the finished frames under the one that caught ``exc`` (the body's
-    views of the slots, the wait's words): an error the caller keeps must not keep the
-    segments mapped. The traceback still shows where it happened."""
-    tb = exc.__traceback__
-    if tb is not None and tb.tb_next is not None:
-        traceback.clear_frames(tb.tb_next)
 
 
 def release(plans: Any) -> None:

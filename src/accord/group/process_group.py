@@ -25,7 +25,7 @@ from ..arrays import Buffer
 from ..collectives import registry
 from ..collectives.registry import COLLECTIVES, Algorithm
 from ..errors import (ArgumentError, ArgumentTypeError, DestroyedGroupError, DistTimeoutError,
-                      PeerError)
+                      PeerError, clear_frames_below)
 from ..timeouts import Deadline, to_seconds
 from ..transport.mesh import Channel, Mesh
 from ..transport.shm import ShmDomain
@@ -288,6 +288,7 @@ class ProcessGroup:
         except BaseException as exc:
             self.recorder.end(entry, exc)
             self._break(str(peers), exc)
+            clear_frames_below(exc)
             raise
         finally:
             channel.end(seq)
@@ -338,6 +339,7 @@ class ProcessGroup:
         except BaseException as exc:
             recorder.end(entry, exc)
             self._break(self.context(op, seq), exc)
+            clear_frames_below(exc)
             raise
         finally:
             self._end_turn(seq)
@@ -364,6 +366,7 @@ class ProcessGroup:
         except BaseException as exc:
             self.recorder.end(entry, exc)
             self._break(self.context(op, seq), exc)
+            clear_frames_below(exc)
             raise
         finally:
             profiling.end(event)
