@@ -122,6 +122,74 @@ def lists(rank: int, n: int) -> Any:
 
 
 @scenario
+def carried(rank: int, n: int) -> Any:
+    """Small all_reduce, broadcast and barrier ride on the check (one MPI call). Every path
+    must decide the same: ranks on the short path (NumPy), the long path (torch tensors,
+    strided views) and async calls meet in one call; sizes on both sides of the limit."""
+    import torch
+    out: dict[str, Any] = {}
+    from accord.backends.mpi import agreement
+    limit = agreement.CARRY_BYTES
+    for dtype, itemsize in (("int8", 1), ("int32", 4), ("float64", 8), ("complex64", 8)):
+        for nbytes in (0, itemsize, limit, limit + itemsize, 4 * limit):
+            count = nbytes // itemsize
+            values = (np.arange(count) + rank + 1).astype(dtype)
+            kind = ("numpy", "torch", "strided", "async")[(rank + count) % 4]
+            if kind == "torch" and dtype != "complex64":
+                t = torch.from_numpy(values.copy())
+                dist.all_reduce(t)
+                got = t.numpy()
+            elif kind == "strided":
+                wide = np.zeros((max(count, 1), 2), dtype)
+                wide[:count, 0] = values
+                view = wide[:count, 0]
+                dist.all_reduce(view)
+                got = view
+            elif kind == "async":
+                got = values
+                dist.all_reduce(got, async_op=True).wait()
+            else:
+                got = values
+                dist.all_reduce(got)
+            out[f"all_reduce-{dtype}-{nbytes}"] = [str(v) for v in got]
+            for root in range(n):
+                b = np.full(count, rank * 10 + root, dtype)
+                if (rank + root) % 2:
+                    dist.broadcast(b, src=root)
+                else:
+                    dist.broadcast(b, src=root, async_op=True).wait()
+                out[f"broadcast-{dtype}-{nbytes}-{root}"] = [str(v) for v in b]
+    for op in ("MAX", "AVG", "BXOR", "PRODUCT"):
+        x = np.array([rank + 1, 2 * rank + 1], np.int64)
+        dist.all_reduce(x, op=getattr(dist.ReduceOp, op))
+        out[op] = x.tolist()
+    p = np.full(2, rank + 1.0)
+    dist.all_reduce(p, op=dist._make_nccl_premul_sum(3.0))
+    out["premul_sum"] = p.tolist()
+    bf = torch.arange(3, dtype=torch.bfloat16) + rank
+    dist.all_reduce(bf)
+    out["bf16"] = bf.float().tolist()
+    # ranks that disagree, one of them carrying data: an error everywhere, and the group goes on
+    out["mismatch"] = None
+    try:
+        if not dist.group.WORLD.checks:  # (MPI itself would hang)
+            pass
+        elif rank == 0:
+            dist.all_reduce(np.ones(2, np.float32))
+        else:
+            dist.barrier()
+    except dist.CollectiveMismatchError as exc:
+        out["mismatch"] = failure(exc)
+    for _ in range(3):
+        dist.barrier()
+    y = np.ones(3, np.int16)
+    dist.all_reduce(y)
+    out["after"] = y.tolist()
+    out["checks"] = dist.group.WORLD.checks
+    return out
+
+
+@scenario
 def async_many(rank: int, n: int) -> Any:
     """Several async calls in flight at once, then their Works; their buffers stay theirs."""
     arrays = [np.full(1000 * (i + 1), rank + i, np.int64) for i in range(6)]
@@ -298,6 +366,12 @@ def with_nccl(rank: int, n: int) -> Any:
 
 def main() -> None:
     name = sys.argv[1]
+    if "ACCORD_TEST_GATHER_MAX_WORLD" in os.environ:  # the check of larger groups, on a small one
+        from accord.backends.mpi import agreement
+        agreement.GATHER_MAX_WORLD = int(os.environ["ACCORD_TEST_GATHER_MAX_WORLD"])
+    if os.environ.get("ACCORD_TEST_NO_PERSISTENT"):  # an MPI library before MPI 4
+        from accord.backends.mpi import agreement
+        agreement.Agreement._persistent_request = lambda self, comm: None
     dist.init_process_group(os.environ.get("ACCORD_TEST_BACKEND", "mpi"), timeout=timedelta(seconds=float(os.environ.get("ACCORD_TEST_TIMEOUT", "20"))))
     rank, n = dist.get_rank(), dist.get_world_size()
     try:

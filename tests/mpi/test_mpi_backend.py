@@ -120,6 +120,46 @@ def test_list_forms_uneven_sizes_and_every_root(n: int) -> None:
 
 
 @needs_mpi
+@pytest.mark.parametrize("n, env", [(3, {}), (4, {}), (2, {"ACCORD_TEST_NO_PERSISTENT": "1"}),
+                                    (3, {"ACCORD_TEST_GATHER_MAX_WORLD": "2"}),
+                                    (2, {"ACCORD_MPI_CHECKS": "0"})],
+                         ids=["gather-3", "gather-4", "before-mpi4", "pair-check", "unchecked"])
+def test_small_calls_carried_by_the_check_on_every_path(n: int, env: dict[str, str]) -> None:
+    """The check carries small all_reduce/broadcast data (agreement.py): whatever path each
+    rank takes, sizes on both sides of the limit give MPI's results; so do the larger
+    groups' check (an all_reduce, which carries nothing) and MPI libraries before MPI 4."""
+    pytest.importorskip("torch")
+    import numpy as np
+    results = complete("carried", n, **env)
+    for rank, got in results.items():
+        for dtype in ("int8", "int32", "float64", "complex64"):
+            itemsize = np.dtype(dtype).itemsize
+            for nbytes in (0, itemsize, 56, 56 + itemsize, 224):
+                count = nbytes // itemsize
+                want = sum((np.arange(count) + r + 1).astype(dtype) for r in range(n)) if count else []
+                assert got[f"all_reduce-{dtype}-{nbytes}"] == [str(v) for v in np.asarray(want, dtype)]
+                for root in range(n):
+                    assert got[f"broadcast-{dtype}-{nbytes}-{root}"] == [str(v) for v in
+                                                                         np.full(count, root * 10 + root, dtype)]
+        assert got["MAX"] == [n, 2 * n - 1]
+        assert got["AVG"] == [sum(range(1, n + 1)) // n, sum(2 * r + 1 for r in range(n)) // n]
+        xor = [0, 0]
+        product = [1, 1]
+        for r in range(n):
+            xor = [xor[0] ^ (r + 1), xor[1] ^ (2 * r + 1)]
+            product = [product[0] * (r + 1), product[1] * (2 * r + 1)]
+        assert got["BXOR"] == xor and got["PRODUCT"] == product
+        assert got["premul_sum"] == [3.0 * sum(range(1, n + 1))] * 2
+        assert got["bf16"] == [float(n * i + sum(range(n))) for i in range(3)]
+        assert got["checks"] is (env.get("ACCORD_MPI_CHECKS") != "0")
+        if got["checks"]:
+            assert got["mismatch"]["type"] == "CollectiveMismatchError"
+            assert "rank 0: all_reduce #" in got["mismatch"]["message"]
+            assert f"rank {n - 1}: barrier #" in got["mismatch"]["message"]
+        assert got["after"] == [n] * 3
+
+
+@needs_mpi
 @pytest.mark.parametrize("n", [2, 4])
 def test_async_calls_in_flight_together(n: int) -> None:
     total = sum(range(n))

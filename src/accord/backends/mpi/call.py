@@ -37,6 +37,10 @@ class MpiCall:
         self._keep: list[Any] = []  # buffers the pending requests use
         self._lock = threading.Lock()
         self.finished = False
+        #: Set by the group when this call's MPI function runs the check that every rank
+        #: called the same itself (``agree()``), maybe with its data in the check's record.
+        self.agree: Callable[[], None] | None = None
+        self.agreement = group.agreement
 
     def __str__(self) -> str:
         return self._group.context(self._op, self._seq)

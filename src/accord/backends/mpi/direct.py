@@ -1,9 +1,10 @@
 """The short path of blocking all_reduce, broadcast and barrier on an MPI group.
 
 Owns: per call signature (op, dtype, count, root), the plan the long path would make once —
-fingerprint, MPI datatype and op, kernel — and then, per call, only what must happen: the
-sequence number, the flight recorder's entry, the check that every rank called the same
-(one 16-byte MPI all_reduce), MPI's call and a test loop. It applies to C-contiguous NumPy
+fingerprint, MPI datatype and op, kernel, whether the call's data rides on the check — and
+then, per call, only what must happen: the sequence number, the flight recorder's entry, the
+check that every rank called the same (``agreement``: with the data of a small call in it),
+MPI's call and a test loop. It applies to C-contiguous NumPy
 arrays while torch's profiler is not recording, the group is healthy and the call blocking;
 anything else returns False and takes the long path, which explains what is wrong. Must
 not know about the API.
@@ -24,22 +25,16 @@ from ...reduce_ops import as_reduce_op, make_kernel
 from ...timeouts import Deadline
 from ...transport.wire import Fingerprint
 from . import runtime
+from .agreement import fold, fingerprint_hash
 from .algorithms import ALGORITHMS
 
 _NDARRAY = np.ndarray
 _modules_get = sys.modules.get
-_MASK = (1 << 62) - 1
 _SPINS = 200  # tests before a deadline is even made
 _PROFILER = profiling.TORCH_PROFILER
 _monotonic = time.monotonic
-_MPI = runtime.load()
-_IN_PLACE, _MAX = _MPI.IN_PLACE, _MPI.MAX
-
-
-def fingerprint_hash(fp: Fingerprint) -> int:
-    """62 bits of a fingerprint: what every rank all_reduces (MAX of h and of -h) to agree.
-    (Python's hash of a tuple of ints is the same in every process: no string in it.)"""
-    return hash(tuple(fp)) & _MASK
+_IN_PLACE = runtime.load().IN_PLACE
+_ARRIVAL = "the ranks' arrival at this call (accord's check before MPI's collective)"
 
 
 class DirectPath:
@@ -48,8 +43,7 @@ class DirectPath:
     def __init__(self, group: Any) -> None:
         self._group = group
         self._plans: dict[Any, Any] = {}
-        self._pair = np.zeros(2, dtype=np.int64)
-        self._mpi = runtime.load()
+        self._agreement = group.agreement
 
     def _usable(self) -> bool:
         group = self._group
@@ -70,13 +64,23 @@ class DirectPath:
         plan = self._plans.get(key)
         if plan is None:
             plan = self._plans[key] = self._plan_all_reduce(tensor, op)
-        fp, h, datatype, mpi_op, kernel = plan
+        fp, h, datatype, mpi_op, kernel, carried = plan
         flat = tensor if tensor.ndim == 1 else tensor.reshape(-1)
         # _begin and _finish, written out: this path is a few µs
         seq = group.last_seq = next(group._seqs)
         recorder = group.recorder
         entry = [seq, "all_reduce", fp, _monotonic(), 0.0, STARTED, None]
         recorder.ring[seq % recorder.capacity] = recorder.current = entry
+        if carried is not None:  # the data rides on the check: one MPI call, folded here
+            mine, rows = carried
+            mine[...] = flat
+            self._check(entry, h)
+            if len(rows) == 2 and kernel.ufunc is not None and not kernel.needs_finalize:
+                kernel.ufunc(rows[0], rows[1], out=flat)  # fold's commonest case, written out
+            else:
+                fold(flat, rows, kernel)
+            recorder.end(entry)
+            return True
         if group.checks:
             self._check(entry, h)
         request = group.comm.Iallreduce(_IN_PLACE, [flat, datatype], mpi_op)
@@ -91,7 +95,16 @@ class DirectPath:
         buf = as_buffer(tensor, writable=True)
         kernel = make_kernel(as_reduce_op(op), buf.flat.dtype, buf.dtype_name)
         fp = self._group.fingerprint("all_reduce", ALGORITHMS["all_reduce"], buf)
-        return (fp, fingerprint_hash(fp), *runtime.reduction(buf.flat, kernel), kernel)
+        return (fp, fingerprint_hash(fp), *runtime.reduction(buf.flat, kernel), kernel,
+                self._carried(buf.flat))
+
+    def _carried(self, flat: np.ndarray) -> Any:
+        """(this rank's record's data, every rank's) when a call like ``flat`` rides on the
+        check, else None."""
+        agreement = self._agreement
+        if not (self._group.checks and agreement.carries(flat.nbytes)):
+            return None
+        return agreement.views(flat.dtype, flat.size)
 
     def broadcast(self, tensor: Any, src: int) -> bool:
         if type(tensor) is not _NDARRAY:
@@ -109,15 +122,25 @@ class DirectPath:
             fp = group.fingerprint("broadcast", ALGORITHMS["broadcast"], buf, src)
             # MPI moves the elements as opaque items of their size (no byte view per call)
             plan = self._plans[key] = (fp, fingerprint_hash(fp), runtime.element_type(buf.flat.itemsize)
-                                       if buf.flat.size else None)
-        fp, h, datatype = plan
+                                       if buf.flat.size else None, self._carried(buf.flat))
+        fp, h, datatype, carried = plan
         flat = tensor if tensor.ndim == 1 else tensor.reshape(-1)
-        message = [flat, datatype] if datatype is not None else runtime.as_bytes(flat)
         # _begin and _finish, written out: this path is a few µs
         seq = group.last_seq = next(group._seqs)
         recorder = group.recorder
         entry = [seq, "broadcast", fp, _monotonic(), 0.0, STARTED, None]
         recorder.ring[seq % recorder.capacity] = recorder.current = entry
+        if carried is not None:  # the root's data rides on the check
+            mine, rows = carried
+            if group._rank == src:
+                mine[...] = flat
+                self._check(entry, h)
+            else:
+                self._check(entry, h)
+                flat[...] = rows[src]
+            recorder.end(entry)
+            return True
+        message = [flat, datatype] if datatype is not None else runtime.as_bytes(flat)
         if group.checks:
             self._check(entry, h)
         request = group.comm.Ibcast(message, src)
@@ -134,7 +157,10 @@ class DirectPath:
             fp = self._group.fingerprint("barrier", ALGORITHMS["barrier"], None)
             plan = self._plans["barrier"] = (fp, fingerprint_hash(fp))
         entry = self._begin("barrier", plan[0], plan[1])
-        self._finish(entry, self._group.comm.Ibarrier())
+        if self._group.checks:  # no rank leaves the check before every rank entered it
+            self._group.recorder.end(entry)
+        else:
+            self._finish(entry, self._group.comm.Ibarrier())
         return True
 
     # -- one call ---------------------------------------------------------------------------
@@ -150,15 +176,12 @@ class DirectPath:
         return entry
 
     def _check(self, entry: list[Any], h: int) -> None:
-        """Every rank called the same (the MAX of h and of -h agree), else the mismatch error."""
-        pair = self._pair
-        pair[0] = h
-        pair[1] = -h
-        request = self._group.comm.Iallreduce(_IN_PLACE, pair, _MAX)
+        """Every rank called the same (sent the same hash), else the mismatch error."""
+        agreement = self._agreement
+        request = agreement.start(h)
         if not request.Test():
-            self._wait(entry, request, "the ranks' arrival at this call (accord's check before "
-                                       "MPI's collective)")
-        if pair[0] != -pair[1]:
+            self._wait(entry, request, _ARRIVAL)
+        if not agreement.agreed(h):
             self._mismatch(entry, entry[0], entry[2])
 
     def _finish(self, entry: list[Any], request: Any) -> None:

@@ -2,7 +2,8 @@
 
 Owns: the group's two communicators (``comm`` for MPI's collectives and the user's sends
 and receives, ``msg_comm`` for accord's message-based calls), the check that every rank
-called the same collective before MPI is asked to run it (a fingerprint all_reduce: a
+called the same collective before MPI is asked to run it (``agreement``; all_reduce,
+broadcast and barrier run it in their MPI function, where small data rides on it; a
 mismatch is a CollectiveMismatchError naming each rank's call, on every rank, and the
 group stays usable), running a call now or as a Work on MPI's nonblocking requests, the
 flight recorder's entries, subgroups (``Create_group``) and shutting down. Everything above
@@ -34,7 +35,8 @@ from ...transport.wire import Fingerprint
 from . import runtime
 from .algorithms import ALGORITHMS, MPI_ALGORITHM_CODE
 from .call import MpiCall
-from .direct import DirectPath, fingerprint_hash
+from .agreement import Agreement, fingerprint_hash
+from .direct import DirectPath
 
 #: The object collectives are checked too: accord's messages on MPI carry no fingerprint, so a
 #: rank in another object call would take their frames as its own. All but gather_object,
@@ -43,6 +45,9 @@ from .direct import DirectPath, fingerprint_hash
 #: checked, no two different unchecked calls can meet.
 _OBJECT = COLLECTIVES["object"]
 _GATHER = {name: code for code, name in OBJECT_CALLS.items()}["gather_object"]
+#: The collectives whose MPI function runs the check itself (``MpiCall.agree``): their data
+#: may ride on it (see ``agreement``).
+_CARRIERS = frozenset(COLLECTIVES[name] for name in ("all_reduce", "broadcast", "barrier"))
 
 
 class MpiProcessGroup(ProcessGroup):
@@ -80,6 +85,7 @@ class MpiProcessGroup(ProcessGroup):
         self._abandoned: list[Any] = []  # requests of failed calls, and their buffers
         self._destroyed_flag = False
         self.p2p_engine = MpiP2P(self)
+        self.agreement = Agreement(comm, comm.Get_size())
         self.direct = DirectPath(self)
 
     # -- what the base class reads from the mesh -------------------------------------------
@@ -145,7 +151,10 @@ class MpiProcessGroup(ProcessGroup):
         try:
             checked = fp.algo == MPI_ALGORITHM_CODE or (fp.op == _OBJECT and fp.algo != _GATHER)
             if self.checks and checked:
-                self._agree(call, fp, seq)
+                if fp.op in _CARRIERS:
+                    call.agree = lambda: self._agree(call, fp, seq)
+                else:
+                    self._agree(call, fp, seq)
             body(call)
         except BaseException as exc:
             self._fail(entry, context, exc, event)
@@ -193,17 +202,17 @@ class MpiProcessGroup(ProcessGroup):
             self._break(context, exc)
 
     def _agree(self, call: MpiCall, fp: Fingerprint, seq: int) -> None:
-        """Every rank called the same collective (one 16-byte all_reduce): else raise, on
-        every rank, a CollectiveMismatchError that shows each rank's call."""
-        mpi = runtime.load()
+        """Every rank called the same collective (``agreement``'s one MPI call, carrying what
+        the caller put in its record): else raise, on every rank, a CollectiveMismatchError
+        that shows each rank's call."""
+        agreement = self.agreement
         h = fingerprint_hash(fp)
-        both = np.array((h, -h), dtype=np.int64)
-        request = self.comm.Iallreduce(mpi.IN_PLACE, both, mpi.MAX)
+        request = agreement.start(h)
         if not runtime.wait_until(request.Test, call.deadline):
-            self.abandon([request], both)
+            self.abandon([request], agreement)
             raise runtime.timed_out(str(call), call.deadline, "the ranks' arrival at this call "
                                     "(accord's check before MPI's collective)")
-        if both[0] != -both[1]:
+        if not agreement.agreed(h):
             self.explain_mismatch(seq, fp, call.deadline)
 
     def explain_mismatch(self, seq: int, fp: Fingerprint, deadline: Deadline) -> None:
@@ -260,6 +269,7 @@ class MpiProcessGroup(ProcessGroup):
         self.plans = {}
         if self._abandoned:
             return  # MPI may still write into those buffers: keep the communicators as they are
+        self.agreement.close()
         for comm in (self.msg_comm, self.comm):
             try:
                 comm.Free()
