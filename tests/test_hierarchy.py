@@ -177,7 +177,9 @@ def test_a_subgroup_across_hosts_is_hierarchical_and_destroyed_with_its_inner_gr
     assert results[2] == results[5] == {}
 
 
-def test_a_rank_dying_in_the_middle_is_named_quickly() -> None:
+@pytest.mark.parametrize("pipeline", ["0", "65536"])
+def test_a_rank_dying_in_the_middle_is_named_quickly(pipeline: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ACCORD_HIERARCHY_PIPELINE_BYTES", pipeline)  # one piece, or 8 in flight
     fabric = LoopbackFabric(4, shared_memory=True, hosts=LAYOUTS["2x2"])
 
     def body(rank: int) -> tuple[str, str, float]:
@@ -197,6 +199,54 @@ def test_a_rank_dying_in_the_middle_is_named_quickly() -> None:
     for rank in (0, 1, 2):
         kind, message, after = results[rank]
         assert kind == "PeerError" and "rank 3" in message and after < 2.0, (rank, message[:600])
+
+
+@pytest.mark.parametrize("layout", ["2x2", "3x2-interleaved"])
+def test_a_pipelined_all_reduce_in_pieces(layout: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pieces of ACCORD_HIERARCHY_PIPELINE_BYTES, at most 8, each of L elements or more:
+    results as one piece gives, for every count around the cuts and every op kind."""
+    monkeypatch.setenv("ACCORD_HIERARCHY_PIPELINE_BYTES", "4096")
+    monkeypatch.setenv("ACCORD_ALGORITHM", "all_reduce=hierarchical")
+    hosts = LAYOUTS[layout]
+    n = len(hosts)
+    counts = (511, 512, 1024, 1537, 5000, 20000)  # int64: 1, 1, 2, 3, 9 → 8, 39 → 8 pieces
+
+    def body(rank: int) -> dict:
+        pg = accord.GroupMember.WORLD
+        out: dict = {}
+        for count in counts:
+            x = np.arange(count, dtype=np.int64) * (rank + 1)
+            accord.all_reduce(x)
+            out[count] = (x == np.arange(count) * sum(range(1, n + 1))).all()
+            out[f"pieces{count}"] = len(pg.hierarchy.pieces(x.nbytes, count))
+        f = np.full(3001, rank + 1.0, np.float32)
+        accord.all_reduce(f, op=accord.ReduceOp.AVG)
+        out["avg"] = set(f.tolist())
+        p = np.full(3001, rank + 1.0, np.float64)
+        accord.all_reduce(p, op=accord._make_nccl_premul_sum(2.0))
+        out["premul"] = set(p.tolist())
+        m = np.arange(4000, dtype=np.int32) - rank
+        accord.all_reduce(m, op=accord.ReduceOp.MIN)
+        out["min"] = (m == np.arange(4000) - (n - 1)).all()
+        return out
+
+    for got in on_hosts(hosts, body):
+        assert all(got[c] for c in counts) and got["min"]
+        assert [got[f"pieces{c}"] for c in counts] == [1, 1, 2, 3, 8, 8]
+        assert got["avg"] == {sum(range(1, n + 1)) / n} and got["premul"] == {2.0 * sum(range(1, n + 1))}
+
+
+def test_the_members_agree_on_pipelining() -> None:
+    """One member that does not pipeline (fewer cores, another setting): none does."""
+    def body(rank: int) -> tuple:
+        pg = accord.GroupMember.WORLD
+        pg.hierarchy.pipeline_bytes = 0 if rank == 2 else 4096
+        x = np.ones(10000, np.float32)
+        accord.all_reduce(x)
+        return set(x.tolist()), len(pg.hierarchy.pieces(x.nbytes, x.size))
+
+    for got in on_hosts(LAYOUTS["2x2"], body):
+        assert got == ({4.0}, 1)
 
 
 def test_where_the_choice_switches() -> None:

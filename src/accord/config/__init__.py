@@ -122,6 +122,15 @@ HIERARCHY = _setting(
     "broadcast, all_gather, reduce_scatter and barrier in two levels: shared memory inside "
     "each host, the network between hosts. 0: flat algorithms over every link.",
 )
+HIERARCHY_PIPELINE_BYTES = _setting(
+    "ACCORD_HIERARCHY_PIPELINE_BYTES",
+    "auto",
+    "Two-level all_reduce in pieces of this size (at most 8): one piece crosses the network "
+    "while the next is reduced inside each host and the one before is spread. 0: one piece. "
+    "auto: pieces of 4 MiB where each host has two cores per local rank (the network stage "
+    "then has a core of its own), else one piece: overlapping stages on too few cores "
+    "costs more than it hides (README, hierarchy).",
+)
 SEGMENT_BYTES = _setting(
     "ACCORD_SEGMENT_BYTES",
     str(1 << 20),
@@ -249,6 +258,13 @@ def segment_bytes() -> int:
     return _as_int(SEGMENT_BYTES, minimum=1)
 
 
+def hierarchy_pipeline_bytes() -> int | None:
+    """ACCORD_HIERARCHY_PIPELINE_BYTES; None for auto (the hierarchy decides from its layout)."""
+    if (HIERARCHY_PIPELINE_BYTES.raw() or "auto").strip().lower() == "auto":
+        return None
+    return _as_int(HIERARCHY_PIPELINE_BYTES, minimum=0)
+
+
 def small_message_bytes() -> int:
     return _as_int(SMALL_MESSAGE_BYTES, minimum=0)
 
@@ -303,11 +319,13 @@ class Tunables:
     cma: bool = True
     flight_recorder_size: int = 2000
     hierarchy: bool = True
+    hierarchy_pipeline_bytes: int | None = None  # None: auto
 
     @classmethod
     def from_env(cls) -> Tunables:
         return cls(segment_bytes(), small_message_bytes(), algorithm_overrides(), transport(),
-                   shm_slot_bytes(), _on(CMA), flight_recorder_size(), _on(HIERARCHY))
+                   shm_slot_bytes(), _on(CMA), flight_recorder_size(), _on(HIERARCHY),
+                   hierarchy_pipeline_bytes())
 
 
 def _on(setting: Setting) -> bool:

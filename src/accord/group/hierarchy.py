@@ -10,8 +10,13 @@ calls on them (L members per host, H hosts, S the message):
 
   all_reduce      local reduce_scatter into L slices; cross all_reduce of this rank's slice
                   (H ranks, S/L each: every local rank uses its own connections); local
-                  all_gather of the slices. Fewer elements than L: local reduce to index 0,
-                  cross all_reduce among the indexes 0, local broadcast.
+                  all_gather of the slices. In pieces (``pipeline_bytes``, at most 8):
+                  piece i's cross all_reduce runs (async) while piece i+1 is reduced and
+                  piece i-1 gathered inside the host, so the network is busy while memory
+                  works. Auto: 4 MiB pieces where the host has two cores per local rank,
+                  else one piece (on fewer cores the overlap costs more than it hides).
+                  Fewer elements than L: local reduce to index 0, cross all_reduce among
+                  the indexes 0, local broadcast.
   broadcast       cross broadcast among the root's local index, then local broadcast from it.
   all_gather      cross all_gather among each local index, then one local all_gather per host.
   reduce_scatter  one local reduce_scatter per host (partial sums of the blocks of that host's
@@ -29,6 +34,7 @@ Must not know about transports, the API or env variables.
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any, Callable, Sequence
 
@@ -40,6 +46,8 @@ from ..reduce_ops import RedOpType, ReduceOp
 HIERARCHICAL = "hierarchical"  # the algorithms' kind and name
 CODE = 0x48  # in fingerprints: ranks that chose differently get an error
 COLLECTIVES = ("all_reduce", "broadcast", "all_gather", "reduce_scatter", "barrier")
+MAX_PIECES = 8  # of a pipelined all_reduce
+AUTO_PIECE_BYTES = 4 << 20
 
 
 def _not_run_directly(*_: Any) -> None:  # pragma: no cover - launch runs Hierarchy.run
@@ -57,18 +65,23 @@ class Hierarchy:
     """The layout of one group across hosts and its inner groups (made on first use)."""
 
     def __init__(self, hosts: list[list[int]], rank: int, global_ranks: Sequence[int],
-                 make_group: MakeGroup) -> None:
+                 make_group: MakeGroup, pipeline_bytes: int | None = 0) -> None:
         self.hosts = hosts  # group ranks on each host, hosts in order of their first member
         self.host = next(h for h, members in enumerate(hosts) if rank in members)
         self.index = hosts[self.host].index(rank)
         self._global = list(global_ranks)
         self._make_group = make_group
+        if pipeline_bytes is None:  # auto: only where the network stage has cores of its own
+            pipeline_bytes = AUTO_PIECE_BYTES if _cores() >= 2 * len(hosts[self.host]) else 0
+        #: This rank's wish; every member pipelines alike once they agreed (``_agree_pipeline``).
+        self.pipeline_bytes = pipeline_bytes
+        self._agreed: int | None = None
         self._local: Any = None
         self._cross: Any = None
 
     @classmethod
     def of(cls, host_ids: Sequence[str], global_ranks: Sequence[int], rank: int,
-           make_group: MakeGroup) -> Hierarchy | None:
+           make_group: MakeGroup, pipeline_bytes: int | None = 0) -> Hierarchy | None:
         """The hierarchy of a group (its members' global ranks, this rank's group rank), or
         None when a flat algorithm is as good: one host, one member on some host, or hosts
         with different numbers of members."""
@@ -78,7 +91,7 @@ class Hierarchy:
         hosts = list(order.values())
         if len(hosts) < 2 or len({len(h) for h in hosts}) != 1 or len(hosts[0]) < 2:
             return None
-        return cls(hosts, rank, global_ranks, make_group)
+        return cls(hosts, rank, global_ranks, make_group, pipeline_bytes)
 
     def __repr__(self) -> str:
         return f"<Hierarchy {len(self.hosts)} hosts × {len(self.hosts[0])}, host {self.host} index {self.index}>"
@@ -122,17 +135,51 @@ class Hierarchy:
         data = _user_view(flat, kernel)
         local, cross = self._local, self._cross
         width = len(self.hosts[0])
+        if self._agreed is None:
+            self._agree_pipeline(ops)
         if flat.size < width:
             ops.reduce(local, data, 0, first, False)
             if self.index == 0:
                 ops.all_reduce(cross, data, rest, False)
             ops.broadcast(local, data, 0, False)
             return
-        chunks = [data[a:b] for a, b in _bounds(flat.size, width)]
-        mine = _empty_like(chunks[self.index])
-        ops.reduce_scatter(local, mine, chunks, first, False)
-        ops.all_reduce(cross, mine, rest, False)
-        ops.all_gather(local, chunks, mine, False)
+        pieces = self.pieces(flat.nbytes, flat.size)
+        if len(pieces) == 1:
+            chunks = [data[a:b] for a, b in _bounds(flat.size, width)]
+            mine = _empty_like(chunks[self.index])
+            ops.reduce_scatter(local, mine, chunks, first, False)
+            ops.all_reduce(cross, mine, rest, False)
+            ops.all_gather(local, chunks, mine, False)
+            return
+        crossing: tuple[Any, list[Any], Any] | None = None  # the piece on the network
+        for start, end in pieces:
+            chunks = [data[start + a:start + b] for a, b in _bounds(end - start, width)]
+            mine = _empty_like(chunks[self.index])
+            ops.reduce_scatter(local, mine, chunks, first, False)
+            work = ops.all_reduce(cross, mine, rest, True)
+            if crossing is not None:
+                _spread(ops, local, *crossing)
+            crossing = (work, chunks, mine)
+        assert crossing is not None
+        _spread(ops, local, *crossing)
+
+    def _agree_pipeline(self, ops: Any) -> None:
+        """Once, at the first all_reduce: the smallest piece size any member asked for (0:
+        some member does not pipeline), so that every member cuts its calls alike whatever
+        its cores or settings. A MIN inside each host, then across hosts."""
+        vote = np.array([self.pipeline_bytes], np.int64)
+        ops.all_reduce(self._local, vote, ReduceOp(RedOpType.MIN), False)
+        ops.all_reduce(self._cross, vote, ReduceOp(RedOpType.MIN), False)
+        self._agreed = int(vote[0])
+
+    def pieces(self, nbytes: int, count: int) -> list[tuple[int, int]]:
+        """The pieces a pipelined all_reduce of ``count`` elements (``nbytes``) runs in: each
+        at least the agreed piece size and L elements, at most MAX_PIECES of them."""
+        piece = self._agreed or 0
+        if piece <= 0:
+            return [(0, count)]
+        parts = min(MAX_PIECES, nbytes // piece, count // len(self.hosts[0]))
+        return _bounds(count, max(parts, 1))
 
     def _broadcast(self, ops: Any, flat: np.ndarray, src: int) -> None:
         root_host = next(h for h, members in enumerate(self.hosts) if src in members)
@@ -162,6 +209,19 @@ class Hierarchy:
         if self.index == 0:
             ops.barrier(self._cross, False)
         ops.barrier(self._local, False)
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
+def _spread(ops: Any, local: Any, work: Any, chunks: list[Any], mine: Any) -> None:
+    """The last stage of one piece: its cross all_reduce done, the slices gathered locally."""
+    work.wait()
+    ops.all_gather(local, chunks, mine, False)
 
 
 def _stage_ops(op: ReduceOp) -> tuple[ReduceOp, ReduceOp]:

@@ -105,7 +105,8 @@ class ProcessGroup:
                                          self.context)
         #: Members on several hosts, the same number on each: two-level algorithms (None: flat).
         self.hierarchy = None if self._shm is not None or not self.tunables.hierarchy else \
-            Hierarchy.of(mesh.host_ids, self._ranks, self._rank, self._inner_group)
+            Hierarchy.of(mesh.host_ids, self._ranks, self._rank, self._inner_group,
+                         self.tunables.hierarchy_pipeline_bytes)
 
     @property
     def shared(self) -> bool:
