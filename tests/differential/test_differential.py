@@ -100,7 +100,8 @@ TORCH_API_KNOWN_DIFFERENCES: dict[str, str] = {}
 
 def _torch_api_cases() -> list[Any]:
     return [case(world_size, "torch-accord", name, TORCH_API_KNOWN_DIFFERENCES)
-            for world_size in WORLD_SIZES for name in runner.names_for("torch-accord")]
+            for world_size in WORLD_SIZES for name in runner.names_for("torch-accord")
+            if wanted(world_size, "torch-accord")]
 
 
 @pytest.mark.parametrize(("world_size", "impl", "name"), _torch_api_cases())
