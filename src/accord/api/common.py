@@ -33,6 +33,11 @@ def resolve_group(group: Any, op: str) -> ProcessGroup | None:
 
 def group_rank(group: ProcessGroup, global_rank: int | None, local_rank: int | None, what: str) -> int:
     """The group rank named either by a global rank (``src``) or a group rank (``group_src``)."""
+    if local_rank is None and type(global_rank) is int:  # the common call: a member's rank
+        try:
+            return group.group_rank_of(global_rank)
+        except ArgumentError:
+            pass  # below: which of the rules it breaks
     if local_rank is not None:
         if global_rank is not None:
             raise ArgumentError(f"pass either {what} or group_{what}, not both")

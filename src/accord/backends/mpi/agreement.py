@@ -99,6 +99,13 @@ class Agreement:
             return self._hashes.tolist().count(h) == self.size
         return bool(self._pair[0] == -self._pair[1] == h)
 
+    def persistent(self) -> tuple[np.ndarray, np.ndarray, Any] | None:
+        """(record, the gathered hashes, the persistent request) for a caller that writes
+        ``start`` and ``agreed`` out (a short path), or None where they differ from that."""
+        if not self.gathers or self._persistent is None:
+            return None
+        return self.record, self._hashes, self._persistent
+
     def views(self, dtype: np.dtype, count: int) -> tuple[np.ndarray, list[np.ndarray]]:
         """(this rank's carried data, every rank's carried data) as ``count`` items of
         ``dtype``: views into the records, made once per call signature."""

@@ -72,11 +72,20 @@ class DirectPath:
         entry = [seq, "all_reduce", fp, _monotonic(), 0.0, STARTED, None]
         recorder.ring[seq % recorder.capacity] = recorder.current = entry
         if carried is not None:  # the data rides on the check: one MPI call, folded here
-            mine, rows = carried
+            mine, rows, pairwise, persistent = carried
             mine[...] = flat
-            self._check(entry, h)
-            if len(rows) == 2 and kernel.ufunc is not None and not kernel.needs_finalize:
-                kernel.ufunc(rows[0], rows[1], out=flat)  # fold's commonest case, written out
+            if persistent is not None:  # _check written out
+                record, hashes, request = persistent
+                record[0] = h
+                request.Start()
+                if not request.Test():
+                    self._wait(entry, request, _ARRIVAL)
+                if hashes.tolist().count(h) != len(rows):
+                    self._mismatch(entry, seq, fp)
+            else:
+                self._check(entry, h)
+            if pairwise is not None:
+                pairwise(rows[0], rows[1], out=flat)  # fold's commonest case, written out
             else:
                 fold(flat, rows, kernel)
             recorder.end(entry)
@@ -95,8 +104,12 @@ class DirectPath:
         buf = as_buffer(tensor, writable=True)
         kernel = make_kernel(as_reduce_op(op), buf.flat.dtype, buf.dtype_name)
         fp = self._group.fingerprint("all_reduce", ALGORITHMS["all_reduce"], buf)
-        return (fp, fingerprint_hash(fp), *runtime.reduction(buf.flat, kernel), kernel,
-                self._carried(buf.flat))
+        carried = self._carried(buf.flat)
+        if carried is not None:
+            mine, rows = carried
+            pairwise = kernel.ufunc if len(rows) == 2 and not kernel.needs_finalize else None
+            carried = (mine, rows, pairwise, self._agreement.persistent())
+        return (fp, fingerprint_hash(fp), *runtime.reduction(buf.flat, kernel), kernel, carried)
 
     def _carried(self, flat: np.ndarray) -> Any:
         """(this rank's record's data, every rank's) when a call like ``flat`` rides on the
