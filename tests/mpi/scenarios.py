@@ -190,6 +190,75 @@ def carried(rank: int, n: int) -> Any:
 
 
 @scenario
+def others_mixed(rank: int, n: int) -> Any:
+    """reduce, gather, scatter and the tensor forms of all_gather, reduce_scatter and
+    all_to_all, each rank on its own path: the short path (NumPy), the long path (torch
+    tensors) or async; small and large; an input that is a view of the output; AVG."""
+    import torch
+    out: dict[str, Any] = {}
+
+    def call(kind: str, fn: Callable[..., Any], *arrays: Any, **kw: Any) -> list[Any]:
+        """``fn`` on ``arrays`` (NumPy) as ``kind`` says; the arrays' values afterwards."""
+        if kind == "torch":
+            tensors = [None if a is None else [torch.from_numpy(x) for x in a] if isinstance(a, list)
+                       else torch.from_numpy(a) for a in arrays]
+            fn(*tensors, **kw)
+        elif kind == "async":
+            fn(*arrays, async_op=True, **kw).wait()
+        else:
+            fn(*arrays, **kw)
+        return [None if a is None else [x.tolist() for x in a] if isinstance(a, list) else a.tolist()
+                for a in arrays]
+
+    for count in (1, 3, 20_000):  # 80 KB blocks: gather and scatter by MPI's v-forms
+        for root in range(n):
+            kind = ("numpy", "torch", "async")[(rank + root + count) % 3]
+            key = f"{count}-{root}"
+            out[f"reduce-{key}"] = call(kind, dist.reduce, np.full(count, rank + 1, np.int64), dst=root)
+            out[f"reduce_avg-{key}"] = call(kind, dist.reduce, np.full(count, rank + 1.0), dst=root,
+                                            op=dist.ReduceOp.AVG)
+            listed = [np.zeros(count, np.int32) for _ in range(n)] if rank == root else None
+            out[f"gather-{key}"] = call(kind, dist.gather, np.full(count, rank, np.int32), listed, dst=root)
+            listed = [np.full(count, 10 * j + root, np.int32) for j in range(n)] if rank == root else None
+            out[f"scatter-{key}"] = call(kind, dist.scatter, np.zeros(count, np.int32), listed, src=root)
+        kind = ("numpy", "torch", "async")[(rank + count) % 3]
+        out[f"all_gather_into_tensor-{count}"] = call(
+            kind, dist.all_gather_into_tensor, np.zeros(n * count, np.float32), np.full(count, rank, np.float32))
+        out[f"reduce_scatter_tensor-{count}"] = call(
+            kind, dist.reduce_scatter_tensor, np.zeros(count, np.float64),
+            np.arange(n * count, dtype=np.float64) + rank, op=dist.ReduceOp.AVG)
+        out[f"all_to_all_single-{count}"] = call(
+            kind, dist.all_to_all_single, np.zeros((n, count), np.int64),
+            (np.arange(n * count, dtype=np.int64) + 1000 * rank).reshape(n, count))
+    whole = np.zeros(2 * n, np.int64)  # the input is this rank's piece of the output (torch allows it)
+    whole[2 * rank:2 * rank + 2] = rank + 5
+    dist.all_gather_into_tensor(whole, whole[2 * rank:2 * rank + 2])
+    out["in_place_all_gather"] = whole.tolist()
+    # large blocks where the root's arrays overlap each other or its own tensor: copied
+    block = 20_000
+    shared = np.full(block, 3, np.int32)
+    got = np.zeros(block, np.int32)
+    dist.scatter(got, [shared] * n if rank == 0 else None, src=0)
+    out["scatter_one_array_twice"] = int(got.sum())
+    mine = np.full(block, rank + 1, np.int32)
+    listed = [mine] + [np.zeros(block, np.int32) for _ in range(n - 1)] if rank == 0 else None
+    dist.gather(mine, listed, dst=0)
+    out["gather_into_own_tensor"] = [int(a.sum()) for a in listed] if listed else None
+    try:  # rank 0 gathers where the others scatter, all on the short path: an error everywhere
+        if rank == 0:
+            dist.gather(np.ones(2, np.float32), [np.zeros(2, np.float32) for _ in range(n)], dst=0)
+        else:
+            dist.scatter(np.zeros(2, np.float32), None, src=0)
+        out["mismatch"] = None
+    except dist.CollectiveMismatchError as exc:
+        out["mismatch"] = failure(exc)
+    after = np.full(2, rank, np.int64)
+    dist.reduce(after, dst=0)
+    out["after"] = after.tolist()
+    return out
+
+
+@scenario
 def async_many(rank: int, n: int) -> Any:
     """Several async calls in flight at once, then their Works; their buffers stay theirs."""
     arrays = [np.full(1000 * (i + 1), rank + i, np.int64) for i in range(6)]
@@ -305,7 +374,10 @@ def stuck(rank: int, n: int) -> Any:
         return {"skipped": True}
     started = time.monotonic()
     try:
-        dist.all_reduce(np.ones(2), async_op=False)
+        if os.environ.get("ACCORD_TEST_STUCK_OP") == "gather":  # direct_others' short path
+            dist.gather(np.ones(2), [np.zeros(2) for _ in range(n)] if rank == 0 else None, dst=0)
+        else:
+            dist.all_reduce(np.ones(2), async_op=False)
         return {"error": None}
     except dist.DistTimeoutError as exc:
         return {"error": failure(exc), "after_s": time.monotonic() - started,

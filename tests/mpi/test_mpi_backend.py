@@ -160,6 +160,36 @@ def test_small_calls_carried_by_the_check_on_every_path(n: int, env: dict[str, s
 
 
 @needs_mpi
+@pytest.mark.parametrize("n", [2, 3])
+def test_the_other_collectives_agree_on_every_path(n: int) -> None:
+    """reduce, gather, scatter, all_gather_into_tensor, reduce_scatter_tensor and
+    all_to_all_single have a short path on MPI groups (direct_others.py): ranks on it and
+    ranks on the long path or async meet in one call and get MPI's results."""
+    pytest.importorskip("torch")
+    for rank, got in complete("others_mixed", n).items():
+        for count in (1, 3, 20_000):
+            for root in range(n):
+                key = f"{count}-{root}"
+                mine = rank == root
+                assert got[f"reduce-{key}"] == [[sum(range(1, n + 1)) if mine else rank + 1] * count]
+                assert got[f"reduce_avg-{key}"] == [[sum(range(1, n + 1)) / n if mine else rank + 1.0] * count]
+                assert got[f"gather-{key}"] == [[rank] * count, [[r] * count for r in range(n)] if mine else None]
+                assert got[f"scatter-{key}"][0] == [10 * rank + root] * count
+            assert got[f"all_gather_into_tensor-{count}"][0] == [float(r) for r in range(n) for _ in range(count)]
+            assert got[f"reduce_scatter_tensor-{count}"][0] == [
+                sum(rank * count + k + r for r in range(n)) / n for k in range(count)]
+            assert got[f"all_to_all_single-{count}"][0] == [
+                [1000 * j + rank * count + k for k in range(count)] for j in range(n)]
+        assert got["in_place_all_gather"] == [r + 5 for r in range(n) for _ in range(2)]
+        assert got["scatter_one_array_twice"] == 3 * 20_000
+        assert got["gather_into_own_tensor"] == ([(r + 1) * 20_000 for r in range(n)] if rank == 0 else None)
+        message = got["mismatch"]["message"]
+        assert got["mismatch"]["type"] == "CollectiveMismatchError"
+        assert "rank 0: gather #" in message and f"rank {n - 1}: scatter #" in message
+        assert got["after"] == ([sum(range(n))] * 2 if rank == 0 else [rank] * 2)
+
+
+@needs_mpi
 @pytest.mark.parametrize("n", [2, 4])
 def test_async_calls_in_flight_together(n: int) -> None:
     total = sum(range(n))
@@ -215,13 +245,15 @@ def test_mismatch_is_an_error_on_every_rank_and_the_group_goes_on() -> None:
 
 
 @needs_mpi
-def test_a_stalled_rank_is_named_by_the_others() -> None:
-    results = complete("stuck", 3, ACCORD_TEST_TIMEOUT="3", ACCORD_PROGRESS_INTERVAL="0.2")
+@pytest.mark.parametrize("op", ["all_reduce", "gather"])
+def test_a_stalled_rank_is_named_by_the_others(op: str) -> None:
+    results = complete("stuck", 3, ACCORD_TEST_TIMEOUT="3", ACCORD_PROGRESS_INTERVAL="0.2",
+                       ACCORD_TEST_STUCK_OP=op)
     assert results[2] == {"skipped": True}
     for rank in (0, 1):
         error = results[rank]["error"]
         assert error["type"] == "DistTimeoutError"
-        assert error["message"].startswith(f"all_reduce #2 on rank {rank}")
+        assert error["message"].startswith(f"{op} #2 on rank {rank}")
         assert "Did not reach this call: rank 2" in error["message"]
         assert 2.5 < results[rank]["after_s"] < 10 and results[rank]["broken"] is True
 

@@ -45,6 +45,8 @@ def broadcast(tensor: Any, src: int | None = None, group: Any = None, async_op: 
     if debug.DETAIL_ON:
         return detail.run(pg, "broadcast", lambda: collective_ops.broadcast(pg, tensor, root, async_op),
                           root, tensor=tensor)
+    if not async_op and short_paths.broadcast(pg, tensor, root):  # (group_rank checked root)
+        return None
     return collective_ops.broadcast(pg, tensor, root, async_op)
 
 

@@ -216,6 +216,8 @@ def _plan_barrier(group: ProcessGroup) -> tuple[Any, ...] | None:
 
 # -- all_gather ---------------------------------------------------------------------------------
 def all_gather_into_tensor(group: ProcessGroup, output: Any, inp: Any) -> bool:
+    if group.direct is not None:
+        return bool(group.direct.all_gather_into_tensor(output, inp))
     if not (group.plannable and _plain(output, True) and _plain(inp, False)):
         return False
     plan = cached_plan(group, ("all_gather_into_tensor", output.dtype, output.size, inp.dtype, inp.size),
@@ -271,6 +273,8 @@ def _plan_all_gather(group: ProcessGroup, outputs: list[np.ndarray],
 
 # -- reduce_scatter ---------------------------------------------------------------------------
 def reduce_scatter_tensor(group: ProcessGroup, output: Any, inp: Any, op: Any) -> bool:
+    if group.direct is not None:
+        return bool(group.direct.reduce_scatter_tensor(output, inp, op))
     if not (group.plannable and _plain(output, True) and _plain(inp, False)):
         return False
     plan = cached_plan(group, ("reduce_scatter_tensor", op, output.dtype, output.size, inp.dtype, inp.size),
@@ -369,6 +373,8 @@ def _compile_all_to_all(group: ProcessGroup, algorithm: Algorithm, fp: Fingerpri
 def all_to_all_single(group: ProcessGroup, output: Any, inp: Any, output_split_sizes: Any,
                       input_split_sizes: Any) -> bool:
     """The even form only (no split sizes): piece j of dim 0 goes to rank j."""
+    if group.direct is not None:
+        return bool(group.direct.all_to_all_single(output, inp, output_split_sizes, input_split_sizes))
     if output_split_sizes or input_split_sizes:
         return False
     if not (group.plannable and _plain(output, True) and _plain(inp, False)):
@@ -398,6 +404,8 @@ def _plan_all_to_all_single(group: ProcessGroup, output: np.ndarray,
 
 # -- rooted: reduce, gather, scatter ------------------------------------------------------------
 def reduce(group: ProcessGroup, tensor: Any, dst: Any, op: Any) -> bool:
+    if group.direct is not None:
+        return bool(group.direct.reduce(tensor, dst, op))
     if not (group.plannable and type(dst) is int and _plain(tensor, dst == group.rank())):
         return False
     plan = cached_plan(group, ("reduce", op, dst, tensor.dtype, tensor.size), _plan_reduce, tensor, dst, op)
@@ -422,10 +430,14 @@ def _plan_reduce(group: ProcessGroup, tensor: np.ndarray, dst: int, op: Any) -> 
 
 
 def gather(group: ProcessGroup, tensor: Any, gather_list: Any, dst: Any) -> bool:
+    if group.direct is not None:
+        return bool(group.direct.gather(tensor, gather_list, dst))
     return _rooted(group, "gather", tensor, gather_list, dst, False, _plan_gather)
 
 
 def scatter(group: ProcessGroup, tensor: Any, scatter_list: Any, src: Any) -> bool:
+    if group.direct is not None:
+        return bool(group.direct.scatter(tensor, scatter_list, src))
     return _rooted(group, "scatter", tensor, scatter_list, src, True, _plan_scatter)
 
 

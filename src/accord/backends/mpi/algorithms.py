@@ -4,7 +4,8 @@ accord's algorithms (``collectives/``), run against an ``MpiCall``.
 Owns: which nonblocking MPI collective serves each accord collective (Iallreduce, Ibcast,
 Ireduce, Iallgather(v), Igather(v), Iscatter(v), Ireduce_scatter(_block), Ialltoall(v),
 Ibarrier), moving lists of separate arrays (straight into or out of them when they lie end
-to end in one buffer, as the ``_into_tensor``/``_single`` forms' do; through one scratch
+to end in one buffer, as the ``_into_tensor``/``_single`` forms' do, or, for large gather
+and scatter blocks, wherever they lie, by byte offsets from the lowest; through one scratch
 buffer otherwise) and what happens after MPI's part (AVG's division, PREMUL_SUM's factor).
 Data that is only moved goes as bytes; data that is reduced goes as its MPI type, or with a
 user-defined op that runs accord's kernel (``runtime.reduction``). Must not know about
@@ -175,7 +176,65 @@ def all_gather(call: MpiCall, inp: np.ndarray, outs: list[np.ndarray]) -> None:
     call.complete([request], spread, keep=inp)
 
 
+#: Blocks of gather and scatter from this many bytes go by MPI's v-forms (Igatherv,
+#: Iscatterv), which reach the root's separate arrays where they lie: no scratch copy. Every
+#: rank decides alike (the block size is in the fingerprint), whichever path it takes.
+PLACED_BYTES = 1 << 16
+_INT_MAX = (1 << 31) - 1
+
+
+def placed(arrays: Sequence[np.ndarray], avoid: np.ndarray) -> tuple[np.ndarray, list[int], list[int]] | None:
+    """(the array lowest in memory, each array's bytes, each one's byte offset from it) for
+    a v-form collective that reaches every one of ``arrays`` (1-D, C-contiguous) where it
+    lies; None when two of them overlap, one overlaps ``avoid`` (MPI forbids both) or an
+    offset does not fit MPI's int."""
+    addresses = [a.__array_interface__["data"][0] for a in arrays]
+    order = sorted(range(len(arrays)), key=addresses.__getitem__)
+    low = addresses[order[0]]
+    for before, after in zip(order, order[1:]):
+        if addresses[before] + arrays[before].nbytes > addresses[after]:
+            return None
+    top = addresses[order[-1]] + arrays[order[-1]].nbytes
+    if top - low > _INT_MAX or any(np.may_share_memory(avoid, a) for a in arrays):
+        return None
+    return arrays[order[0]], [a.nbytes for a in arrays], [a - low for a in addresses]
+
+
+def _placed_message(call: MpiCall, arrays: Sequence[np.ndarray], avoid: np.ndarray,
+                    receiving: bool) -> tuple[list[Any], Any, Any]:
+    """(the root's v-form message of ``arrays``, what to run once it completed, what to keep):
+    the arrays where they lie, else a scratch copy (filled now when sending, spread
+    afterwards when ``receiving``)."""
+    layout = placed(arrays, avoid)
+    spread = None
+    if layout is None:
+        joined = call.scratch(sum(a.size for a in arrays), arrays[0].dtype, 0)
+        counts, displs = _bytes_layout(arrays)
+        layout = (joined, counts, displs)
+        if receiving:
+            def spread() -> None:
+                offset = 0
+                for array in arrays:
+                    array[...] = joined[offset:offset + array.size]
+                    offset += array.size
+        else:
+            offset = 0
+            for array in arrays:
+                joined[offset:offset + array.size] = array
+                offset += array.size
+    base, counts, displs = layout
+    return [base.view(np.uint8), counts, displs, runtime.load().BYTE], spread, (base, arrays)
+
+
 def gather(call: MpiCall, inp: np.ndarray, outs: list[np.ndarray] | None, dst: int) -> None:
+    if inp.nbytes >= PLACED_BYTES:
+        if call.rank != dst:
+            call.complete([call.comm.Igatherv(runtime.as_bytes(inp), None, dst)], keep=inp)
+            return
+        assert outs is not None
+        message, spread, keep = _placed_message(call, outs, inp, receiving=True)
+        call.complete([call.comm.Igatherv(runtime.as_bytes(inp), message, dst)], spread, keep=(inp, keep))
+        return
     if call.rank != dst:
         call.complete([call.comm.Igather(runtime.as_bytes(inp), None, dst)], keep=inp)
         return
@@ -187,6 +246,14 @@ def gather(call: MpiCall, inp: np.ndarray, outs: list[np.ndarray] | None, dst: i
 
 
 def scatter(call: MpiCall, out: np.ndarray, ins: list[np.ndarray] | None, src: int) -> None:
+    if out.nbytes >= PLACED_BYTES:
+        if call.rank != src:
+            call.complete([call.comm.Iscatterv(None, runtime.as_bytes(out), src)])
+            return
+        assert ins is not None
+        message, _, keep = _placed_message(call, ins, out, receiving=False)
+        call.complete([call.comm.Iscatterv(message, runtime.as_bytes(out), src)], keep=keep)
+        return
     if call.rank != src:
         call.complete([call.comm.Iscatter(None, runtime.as_bytes(out), src)])
         return

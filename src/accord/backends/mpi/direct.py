@@ -1,4 +1,5 @@
-"""The short path of blocking all_reduce, broadcast and barrier on an MPI group.
+"""The short path of blocking collectives on an MPI group: all_reduce, broadcast and
+barrier here, the others in ``direct_others``.
 
 Owns: per call signature (op, dtype, count, root), the plan the long path would make once —
 fingerprint, MPI datatype and op, kernel, whether the call's data rides on the check — and
@@ -27,6 +28,7 @@ from ...transport.wire import Fingerprint
 from . import runtime
 from .agreement import fold, fingerprint_hash
 from .algorithms import ALGORITHMS
+from .direct_others import OtherCalls
 
 _NDARRAY = np.ndarray
 _modules_get = sys.modules.get
@@ -37,13 +39,15 @@ _IN_PLACE = runtime.load().IN_PLACE
 _ARRIVAL = "the ranks' arrival at this call (accord's check before MPI's collective)"
 
 
-class DirectPath:
-    """The short paths of one MpiProcessGroup."""
+class DirectPath(OtherCalls):
+    """The short paths of one MpiProcessGroup (the other collectives': ``OtherCalls``)."""
 
     def __init__(self, group: Any) -> None:
         self._group = group
         self._plans: dict[Any, Any] = {}
         self._agreement = group.agreement
+        self._in_place = _IN_PLACE
+        self._byte = runtime.load().BYTE
 
     def _usable(self) -> bool:
         group = self._group
@@ -134,8 +138,12 @@ class DirectPath:
             buf = as_buffer(tensor, writable=group.rank() != src)
             fp = group.fingerprint("broadcast", ALGORITHMS["broadcast"], buf, src)
             # MPI moves the elements as opaque items of their size (no byte view per call)
+            carried = self._carried(buf.flat)
+            if carried is not None:
+                mine, rows = carried
+                carried = (mine, rows[src], self._agreement.persistent(), len(rows))
             plan = self._plans[key] = (fp, fingerprint_hash(fp), runtime.element_type(buf.flat.itemsize)
-                                       if buf.flat.size else None, self._carried(buf.flat))
+                                       if buf.flat.size else None, carried)
         fp, h, datatype, carried = plan
         flat = tensor if tensor.ndim == 1 else tensor.reshape(-1)
         # _begin and _finish, written out: this path is a few µs
@@ -144,13 +152,21 @@ class DirectPath:
         entry = [seq, "broadcast", fp, _monotonic(), 0.0, STARTED, None]
         recorder.ring[seq % recorder.capacity] = recorder.current = entry
         if carried is not None:  # the root's data rides on the check
-            mine, rows = carried
+            mine, root_row, persistent, size = carried
             if group._rank == src:
                 mine[...] = flat
-                self._check(entry, h)
+            if persistent is not None:  # _check written out
+                record, hashes, request = persistent
+                record[0] = h
+                request.Start()
+                if not request.Test():
+                    self._wait(entry, request, _ARRIVAL)
+                if hashes.tolist().count(h) != size:
+                    self._mismatch(entry, seq, fp)
             else:
                 self._check(entry, h)
-                flat[...] = rows[src]
+            if group._rank != src:
+                flat[...] = root_row
             recorder.end(entry)
             return True
         message = [flat, datatype] if datatype is not None else runtime.as_bytes(flat)
@@ -187,6 +203,26 @@ class DirectPath:
         if group.checks:
             self._check(entry, h)
         return entry
+
+    def _run(self, op: str, fp: Fingerprint, h: int, start: Any, args: tuple[Any, ...]) -> None:
+        """One call not carried by the check: number and record it, check that every rank
+        called the same, then ``start(*args)`` (MPI's nonblocking collective) and wait."""
+        group = self._group
+        seq = group.last_seq = next(group._seqs)
+        recorder = group.recorder
+        entry = [seq, op, fp, _monotonic(), 0.0, STARTED, None]
+        recorder.ring[seq % recorder.capacity] = recorder.current = entry
+        if group.checks:
+            self._check(entry, h)
+        try:
+            request = start(*args)
+        except BaseException as exc:  # MPI refused the call: as the long path fails
+            recorder.end(entry, exc)
+            group._break(group.context(op, seq), exc)
+            raise
+        if not request.Test():
+            self._wait(entry, request, "the MPI collective")
+        recorder.end(entry)
 
     def _check(self, entry: list[Any], h: int) -> None:
         """Every rank called the same (sent the same hash), else the mismatch error."""

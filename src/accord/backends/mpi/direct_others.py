@@ -1,0 +1,241 @@
+"""The short path of the other blocking collectives on an MPI group: reduce, gather,
+scatter, all_gather_into_tensor, reduce_scatter_tensor and the even all_to_all_single.
+
+Owns: ``OtherCalls``, the half of ``DirectPath`` for these: per call signature, the plan
+the long path would make (the same argument checks, so the same errors; the same
+fingerprint, so a rank here and a rank on the long path meet in the same check), and per
+call only the check, MPI's nonblocking collective on the user's arrays and a test loop
+(``DirectPath._run``). Arrays it cannot hand to MPI as they are — not C-contiguous NumPy
+arrays, an input that overlaps the output (MPI forbids it; the long path copies), a root's
+list that is not a list of plain arrays — return False: the long path takes them and
+explains what is wrong. A root's list of separate arrays goes through the group's reused
+scratch buffer for small blocks, and by MPI's v-forms straight into or out of the arrays for
+large ones, as on the long path (``algorithms.PLACED_BYTES``). Must not know about the API.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from ...arrays import as_buffer
+from ...group.arguments import (all_gather_into_tensor_buffers, all_to_all_single_buffers,
+                                reduce_scatter_tensor_buffers, root_list)
+from ...reduce_ops import as_reduce_op, make_kernel
+from . import runtime
+from .agreement import fingerprint_hash
+from .algorithms import ALGORITHMS, PLACED_BYTES, placed
+
+_NDARRAY = np.ndarray
+_shares = np.may_share_memory
+
+#: The most call signatures a group keeps plans of (then the cache starts again).
+MAX_PLANS = 512
+
+
+def _plain(array: Any, writes: bool) -> bool:
+    if type(array) is not _NDARRAY:
+        return False
+    flags = array.flags
+    return bool(flags.c_contiguous and (flags.writeable or not writes))
+
+
+def _root_list(arrays: Any, size: int, writes: bool) -> tuple[Any, ...] | None:
+    """The signature (dtype, size of each) of a root's list of ``size`` plain arrays, else None."""
+    if (type(arrays) is not list and type(arrays) is not tuple) or len(arrays) != size:
+        return None
+    signature: list[Any] = []
+    for array in arrays:
+        if not _plain(array, writes):
+            return None
+        signature += (array.dtype, array.size)
+    return tuple(signature)
+
+
+class OtherCalls:
+    """The short paths of reduce, gather, scatter and the tensor forms of all_gather,
+    reduce_scatter and all_to_all (a mixin of ``DirectPath``, which provides ``_group``,
+    ``_plans``, ``_usable`` and ``_run``)."""
+
+    _group: Any
+    _plans: dict[Any, Any]
+    _usable: Callable[[], bool]
+    _run: Callable[..., None]
+    _byte: Any
+
+    def _cached(self, key: tuple[Any, ...], make: Callable[..., Any], *args: Any) -> Any:
+        """The plan of a call signature, made once by ``make(*args)`` (which raises the long
+        path's error for bad arguments, caching nothing); False: take the long path."""
+        plans = self._plans
+        try:
+            return plans[key]
+        except KeyError:
+            if len(plans) >= MAX_PLANS:  # a program of ever-new shapes: start again
+                plans.clear()
+            plan = plans[key] = make(*args)
+            return plan
+        except TypeError:  # an unhashable argument (op): the long path explains it
+            return False
+
+    def _fingerprint(self, op: str, buf: Any, root: int = -1, count: int | None = None) -> tuple[Any, int]:
+        """(fingerprint, its hash) as the long path (``launch``) makes them."""
+        fp = self._group.fingerprint(op, ALGORITHMS[op], buf, root)
+        if count is not None:
+            fp = fp._replace(count=count)
+        return fp, fingerprint_hash(fp)
+
+    # -- reduce -------------------------------------------------------------------------------
+    def reduce(self, tensor: Any, dst: Any, op: Any) -> bool:
+        group = self._group
+        if type(dst) is not int or not 0 <= dst < group.size():
+            return False
+        root = group._rank == dst
+        if not (_plain(tensor, root) and tensor.size and self._usable()):
+            return False
+        key = ("reduce", op, dst, tensor.dtype, tensor.size)
+        plan = self._cached(key, self._plan_reduce, tensor, dst, op)
+        if plan is False:
+            return False
+        fp, h, datatype, mpi_op, kernel = plan
+        flat = tensor if tensor.ndim == 1 else tensor.reshape(-1)
+        if root:
+            self._run("reduce", fp, h, group.comm.Ireduce, (self._in_place, [flat, datatype], mpi_op, dst))
+            if kernel.needs_finalize:
+                kernel.finalize(flat, group.size())
+        else:
+            self._run("reduce", fp, h, group.comm.Ireduce, ([flat, datatype], None, mpi_op, dst))
+        return True
+
+    def _plan_reduce(self, tensor: np.ndarray, dst: int, op: Any) -> tuple[Any, ...]:
+        buf = as_buffer(tensor, writable=dst == self._group._rank)
+        kernel = make_kernel(as_reduce_op(op), buf.flat.dtype, buf.dtype_name)
+        return (*self._fingerprint("reduce", buf, dst), *runtime.reduction(buf.flat, kernel), kernel)
+
+    # -- gather, scatter --------------------------------------------------------------------
+    def gather(self, tensor: Any, gather_list: Any, dst: Any) -> bool:
+        return self._rooted("gather", tensor, gather_list, dst, False)
+
+    def scatter(self, tensor: Any, scatter_list: Any, src: Any) -> bool:
+        return self._rooted("scatter", tensor, scatter_list, src, True)
+
+    def _rooted(self, op: str, tensor: Any, tensors: Any, root: Any, tensor_writes: bool) -> bool:
+        """gather (``tensors`` written on the root) and scatter (``tensor`` written
+        everywhere): on the root a list of plain arrays, elsewhere None or []."""
+        group = self._group
+        if type(root) is not int or not 0 <= root < group.size():
+            return False
+        if not (_plain(tensor, tensor_writes) and tensor.size and self._usable()):
+            return False
+        is_root = group._rank == root
+        if is_root:
+            signature = _root_list(tensors, group.size(), not tensor_writes)
+            if signature is None:
+                return False
+        elif tensors is None or (type(tensors) is list and not tensors):
+            signature = ()
+        else:
+            return False  # the long path explains what a non-root's list is doing there
+        key = (op, root, tensor.dtype, tensor.size, signature)
+        plan = self._cached(key, self._plan_rooted, op, tensor, tensors, root)
+        if plan is False:
+            return False
+        fp, h, datatype = plan
+        flat = tensor if tensor.ndim == 1 else tensor.reshape(-1)
+        comm = group.comm
+        if flat.nbytes >= PLACED_BYTES:  # MPI's v-form, straight into or out of the root's arrays
+            mine = runtime.as_bytes(flat)  # bytes on both sides, as the long path sends them
+            if not is_root:
+                self._run(op, fp, h, *((comm.Igatherv, (mine, None, root)) if op == "gather"
+                                       else (comm.Iscatterv, (None, mine, root))))
+                return True
+            layout = placed([a.reshape(-1) for a in tensors], flat)
+            if layout is None:
+                return False  # overlapping arrays: the long path copies them
+            base, counts, displs = layout
+            theirs = [base.view(np.uint8), counts, displs, self._byte]
+            self._run(op, fp, h, *((comm.Igatherv, (mine, theirs, root)) if op == "gather"
+                                   else (comm.Iscatterv, (theirs, mine, root))))
+            return True
+        if not is_root:
+            if op == "gather":
+                self._run(op, fp, h, comm.Igather, ([flat, datatype], None, root))
+            else:
+                self._run(op, fp, h, comm.Iscatter, (None, [flat, datatype], root))
+            return True
+        joined = group._scratch_array(flat.size * len(tensors), flat.dtype)
+        rows = joined.reshape(len(tensors), flat.size)
+        if op == "gather":
+            self._run(op, fp, h, comm.Igather, ([flat, datatype], [joined, datatype], root))
+            for row, array in zip(rows, tensors):
+                array.reshape(-1)[...] = row
+        else:
+            for row, array in zip(rows, tensors):
+                row[...] = array.reshape(-1)
+            self._run(op, fp, h, comm.Iscatter, ([joined, datatype], [flat, datatype], root))
+        return True
+
+    def _plan_rooted(self, op: str, tensor: np.ndarray, tensors: Any, root: int) -> tuple[Any, ...]:
+        group = self._group
+        mine = as_buffer(tensor, writable=op == "scatter")
+        role, what = ("dst", "gather_list") if op == "gather" else ("src", "scatter_list")
+        root_list(group._rank, group.size(), tensors, root, what, role, mine, writable=op == "gather")
+        return (*self._fingerprint(op, mine, root), runtime.element_type(mine.flat.itemsize))
+
+    # -- the tensor forms -------------------------------------------------------------------
+    def all_gather_into_tensor(self, output: Any, inp: Any) -> bool:
+        if not (_plain(output, True) and _plain(inp, False) and inp.size and self._usable()):
+            return False
+        key = ("all_gather_into_tensor", output.dtype, output.size, inp.dtype, inp.size)
+        plan = self._cached(key, self._plan_all_gather, output, inp)
+        if plan is False or _shares(inp, output):
+            return False  # MPI forbids it: the long path copies the input first
+        fp, h, datatype = plan
+        self._run("all_gather", fp, h, self._group.comm.Iallgather, ([inp, datatype], [output, datatype]))
+        return True
+
+    def _plan_all_gather(self, output: np.ndarray, inp: np.ndarray) -> tuple[Any, ...]:
+        i, o = all_gather_into_tensor_buffers(self._group.size(), output, inp)
+        return (*self._fingerprint("all_gather", i, count=o.count), runtime.element_type(i.flat.itemsize))
+
+    def reduce_scatter_tensor(self, output: Any, inp: Any, op: Any) -> bool:
+        if not (_plain(output, True) and _plain(inp, False) and output.size and self._usable()):
+            return False
+        key = ("reduce_scatter_tensor", op, output.dtype, output.size, inp.dtype, inp.size)
+        plan = self._cached(key, self._plan_reduce_scatter, output, inp, op)
+        if plan is False or _shares(inp, output):
+            return False
+        fp, h, datatype, mpi_op, kernel = plan
+        self._run("reduce_scatter", fp, h, self._group.comm.Ireduce_scatter_block,
+                  ([inp, datatype], [output, datatype], mpi_op))
+        if kernel.needs_finalize:
+            kernel.finalize(output.reshape(-1), self._group.size())
+        return True
+
+    def _plan_reduce_scatter(self, output: np.ndarray, inp: np.ndarray, op: Any) -> tuple[Any, ...]:
+        o, i = reduce_scatter_tensor_buffers(self._group.size(), output, inp)
+        kernel = make_kernel(as_reduce_op(op), o.flat.dtype, o.dtype_name)
+        return (*self._fingerprint("reduce_scatter", o, count=i.count), *runtime.reduction(o.flat, kernel),
+                kernel)
+
+    def all_to_all_single(self, output: Any, inp: Any, output_split_sizes: Any, input_split_sizes: Any) -> bool:
+        """The even form only (no split sizes): piece j of dim 0 goes to rank j."""
+        if output_split_sizes or input_split_sizes:
+            return False
+        if not (_plain(output, True) and _plain(inp, False) and inp.size and self._usable()):
+            return False
+        key = ("all_to_all_single", output.dtype, output.shape, inp.dtype, inp.shape)
+        plan = self._cached(key, self._plan_all_to_all, output, inp)
+        if plan is False or _shares(inp, output):
+            return False
+        fp, h, datatype = plan
+        self._run("all_to_all", fp, h, self._group.comm.Ialltoall, ([inp, datatype], [output, datatype]))
+        return True
+
+    def _plan_all_to_all(self, output: np.ndarray, inp: np.ndarray) -> Any:
+        group = self._group
+        size = group.size()
+        o, i, _, _, even = all_to_all_single_buffers(group._rank, size, output, inp, None, None)
+        if not even or o.count != i.count or i.count % size:
+            return False  # (cached: this signature always takes the long path)
+        return (*self._fingerprint("all_to_all", i, count=i.count), runtime.element_type(i.flat.itemsize))
