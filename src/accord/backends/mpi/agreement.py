@@ -4,10 +4,13 @@ calls that ride on it.
 Owns: ``Agreement`` — one group's check. On groups of at most ``GATHER_MAX_WORLD`` ranks the
 check is one MPI all_gather of a 64-byte record per rank: the call's 62-bit fingerprint hash,
 then up to ``CARRY_BYTES`` of the call's data. Every rank sees every hash, so every rank
-knows whether they agree. A small all_reduce or broadcast puts its data in the record and
-needs no second MPI call: all_reduce folds the gathered records in rank order (the same
-result on every rank), broadcast copies the root's; a barrier is the check itself (no rank
-leaves an all_gather before every rank entered it). Larger groups check with a 16-byte MAX
+knows whether they agree. A small call of any collective puts its data in the record
+(``record_bytes``: how much) and needs no second MPI call: all_reduce folds the gathered
+records in rank order (the same result on every rank), broadcast copies the root's, reduce
+folds on the root, gather copies every rank's on the root, scatter takes this rank's block
+of the root's, all_gather every rank's, reduce_scatter folds this rank's block of every
+rank's, all_to_all takes its block of each; a barrier is the check itself (no rank leaves
+an all_gather before every rank entered it). Larger groups check with a 16-byte MAX
 all_reduce of (h, -h) and carry nothing. Whether a call carries its data depends only on
 what its fingerprint fixes (collective, byte count) and the group's size, so every rank
 decides the same, whichever path (short, long, async) it takes. The check's MPI call is a
@@ -32,6 +35,20 @@ CARRY_BYTES = (WORDS - 1) * 8
 #: larger ones with a 16-byte all_reduce.
 GATHER_MAX_WORLD = 64
 _MASK = (1 << 62) - 1
+
+
+def record_bytes(op: str, count: int, itemsize: int, size: int) -> int | None:
+    """The bytes one rank's record carries when a call of ``op`` rides on the check, from
+    what its fingerprint fixes (``count`` elements of ``itemsize``, the group's ``size``),
+    so that every rank decides alike: its array (all_reduce, broadcast, reduce, gather's
+    block); every rank's blocks (all_gather: the whole output; reduce_scatter, all_to_all:
+    the whole input); the root's blocks for every rank (scatter). None: the count does not
+    fix the sizes (all_to_all's uneven and list forms, whose fingerprints count 0)."""
+    if op == "scatter":
+        return size * count * itemsize
+    if op == "all_to_all" and count == 0:
+        return None
+    return count * itemsize
 
 
 def fingerprint_hash(fp: Any) -> int:
@@ -105,6 +122,11 @@ class Agreement:
         if not self.gathers or self._persistent is None:
             return None
         return self.record, self._hashes, self._persistent
+
+    def table(self, dtype: np.dtype, count: int) -> np.ndarray:
+        """Every rank's carried data as one (size, ``count``) array of ``dtype`` (a view)."""
+        assert self.records is not None
+        return self.records.view(np.uint8)[:, 8:8 + dtype.itemsize * count].view(dtype)
 
     def views(self, dtype: np.dtype, count: int) -> tuple[np.ndarray, list[np.ndarray]]:
         """(this rank's carried data, every rank's carried data) as ``count`` items of

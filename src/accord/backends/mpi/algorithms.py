@@ -33,16 +33,38 @@ def _finalize(kernel: Kernel, out: np.ndarray, size: int) -> Any:
     return lambda: kernel.finalize(out, size)
 
 
-def all_reduce(call: MpiCall, flat: np.ndarray, kernel: Kernel) -> None:
-    if call.agree is not None:
-        if call.agreement.carries(flat.nbytes):  # the data rides on the check: folded here
-            mine, rows = call.agreement.views(flat.dtype, flat.size)
-            mine[...] = flat
-            call.agree()
-            agreement.fold(flat, rows, kernel)
-            call.complete([])
-            return
+def _carried(call: MpiCall, op: str, dtype: np.dtype) -> tuple[np.ndarray, list[np.ndarray]] | None:
+    """Whether this call's data rides on the check (every rank decides alike, from the
+    fingerprint): (this rank's record's data, every rank's) as elements of ``dtype``, for
+    the caller to fill, ``call.agree()`` and read. Else None, once the check (if any) ran:
+    the caller goes on with MPI's collective. Every function here starts with it or runs
+    ``call.agree`` itself."""
+    if call.agree is None:
+        return None
+    nbytes = agreement.record_bytes(op, call.fp.count, dtype.itemsize, call.size)
+    if nbytes is None or not call.agreement.carries(nbytes):
         call.agree()
+        return None
+    return call.agreement.views(dtype, nbytes // dtype.itemsize)
+
+
+def _pieces(arrays: Sequence[np.ndarray], into: np.ndarray) -> None:
+    """``arrays`` end to end into the front of ``into``."""
+    offset = 0
+    for array in arrays:
+        into[offset:offset + array.size] = array
+        offset += array.size
+
+
+def all_reduce(call: MpiCall, flat: np.ndarray, kernel: Kernel) -> None:
+    carried = _carried(call, "all_reduce", flat.dtype)
+    if carried is not None:  # the data rides on the check: folded here
+        mine, rows = carried
+        mine[...] = flat
+        call.agree()
+        agreement.fold(flat, rows, kernel)
+        call.complete([])
+        return
     datatype, op = runtime.reduction(flat, kernel)
     mpi = runtime.load()
     call.complete([call.comm.Iallreduce(mpi.IN_PLACE, [flat, datatype], op)],
@@ -50,22 +72,30 @@ def all_reduce(call: MpiCall, flat: np.ndarray, kernel: Kernel) -> None:
 
 
 def broadcast(call: MpiCall, flat: np.ndarray, src: int) -> None:
-    if call.agree is not None:
-        if call.agreement.carries(flat.nbytes):  # the root's data rides on the check
-            mine, rows = call.agreement.views(flat.dtype, flat.size)
-            if call.rank == src:
-                mine[...] = flat
-            call.agree()
-            if call.rank != src:
-                flat[...] = rows[src]
-            call.complete([])
-            return
+    carried = _carried(call, "broadcast", flat.dtype)
+    if carried is not None:  # the root's data rides on the check
+        mine, rows = carried
+        if call.rank == src:
+            mine[...] = flat
         call.agree()
+        if call.rank != src:
+            flat[...] = rows[src]
+        call.complete([])
+        return
     call.complete([call.comm.Ibcast(runtime.as_bytes(flat), src)])
 
 
 def reduce(call: MpiCall, flat: np.ndarray, kernel: Kernel, dst: int) -> None:
     """Into ``flat`` on ``dst``; the other ranks' arrays are left as they were."""
+    carried = _carried(call, "reduce", flat.dtype)
+    if carried is not None:  # every rank's data rides on the check: the root folds it
+        mine, rows = carried
+        mine[...] = flat
+        call.agree()
+        if call.rank == dst:
+            agreement.fold(flat, rows, kernel)
+        call.complete([])
+        return
     datatype, op = runtime.reduction(flat, kernel)
     if call.rank == dst:
         request = call.comm.Ireduce(runtime.load().IN_PLACE, [flat, datatype], op, dst)
@@ -165,6 +195,15 @@ def _safe_input(inp: np.ndarray, out: np.ndarray) -> np.ndarray:
 
 def all_gather(call: MpiCall, inp: np.ndarray, outs: list[np.ndarray]) -> None:
     """``outs[i]`` gets rank i's ``inp`` (sizes may differ from rank to rank)."""
+    carried = _carried(call, "all_gather", inp.dtype)
+    if carried is not None:  # every rank's block rides on the check
+        mine, rows = carried
+        mine[:inp.size] = inp
+        call.agree()
+        for out, row in zip(outs, rows):
+            out[...] = row[:out.size]
+        call.complete([])
+        return
     target, spread = _receiver(call, outs, 0)
     inp = _safe_input(inp, target)
     counts, displs = _bytes_layout(outs)
@@ -227,6 +266,16 @@ def _placed_message(call: MpiCall, arrays: Sequence[np.ndarray], avoid: np.ndarr
 
 
 def gather(call: MpiCall, inp: np.ndarray, outs: list[np.ndarray] | None, dst: int) -> None:
+    carried = _carried(call, "gather", inp.dtype)
+    if carried is not None:  # every rank's block rides on the check: the root copies them
+        mine, rows = carried
+        mine[...] = inp
+        call.agree()
+        if outs is not None:
+            for out, row in zip(outs, rows):
+                out[...] = row
+        call.complete([])
+        return
     if inp.nbytes >= PLACED_BYTES:
         if call.rank != dst:
             call.complete([call.comm.Igatherv(runtime.as_bytes(inp), None, dst)], keep=inp)
@@ -246,6 +295,15 @@ def gather(call: MpiCall, inp: np.ndarray, outs: list[np.ndarray] | None, dst: i
 
 
 def scatter(call: MpiCall, out: np.ndarray, ins: list[np.ndarray] | None, src: int) -> None:
+    carried = _carried(call, "scatter", out.dtype)
+    if carried is not None:  # the root's blocks for every rank ride on the check
+        mine, rows = carried
+        if ins is not None:
+            _pieces(ins, mine)
+        call.agree()
+        out[...] = rows[src][call.rank * out.size:(call.rank + 1) * out.size]
+        call.complete([])
+        return
     if out.nbytes >= PLACED_BYTES:
         if call.rank != src:
             call.complete([call.comm.Iscatterv(None, runtime.as_bytes(out), src)])
@@ -265,6 +323,15 @@ def scatter(call: MpiCall, out: np.ndarray, ins: list[np.ndarray] | None, src: i
 
 def reduce_scatter(call: MpiCall, out: np.ndarray, ins: list[np.ndarray], kernel: Kernel) -> None:
     """``out`` on rank j gets the reduction of every rank's ``ins[j]``."""
+    carried = _carried(call, "reduce_scatter", out.dtype)
+    if carried is not None:  # every rank's whole input rides on the check: block j folded here
+        mine, rows = carried
+        _pieces(ins, mine)
+        call.agree()
+        start = sum(a.size for a in ins[:call.rank])
+        agreement.fold(out, [row[start:start + out.size] for row in rows], kernel)
+        call.complete([])
+        return
     source = _joined(call, ins, 0, avoid=out)
     datatype, op = runtime.reduction(out, kernel)
     counts = [a.size for a in ins]
@@ -277,6 +344,16 @@ def reduce_scatter(call: MpiCall, out: np.ndarray, ins: list[np.ndarray], kernel
 
 def all_to_all(call: MpiCall, outs: list[np.ndarray], ins: list[np.ndarray]) -> None:
     """``outs[j]`` gets rank j's ``ins[me]``; sizes may differ for every pair."""
+    carried = _carried(call, "all_to_all", ins[0].dtype if ins else np.dtype(np.uint8))
+    if carried is not None:  # (even blocks) every rank's whole input rides on the check
+        mine, rows = carried
+        _pieces(ins, mine)
+        call.agree()
+        block = ins[0].size
+        for out, row in zip(outs, rows):
+            out[...] = row[call.rank * block:(call.rank + 1) * block]
+        call.complete([])
+        return
     target, spread = _receiver(call, outs, 1)
     source = _joined(call, ins, 0, avoid=target)
     send_counts, send_displs = _bytes_layout(ins)

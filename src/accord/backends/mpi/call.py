@@ -26,7 +26,8 @@ Finish = Callable[[], None]
 class MpiCall:
     """The Peers and the completion of one collective call on an MPI group."""
 
-    def __init__(self, group: Any, op: str, seq: int, deadline: Deadline, deferred: bool) -> None:
+    def __init__(self, group: Any, op: str, seq: int, deadline: Deadline, deferred: bool,
+                 fp: Any = None) -> None:
         self.rank, self.size, self.tunables = group.rank(), group.size(), group.tunables
         self.comm, self.msg_comm = group.comm, group.msg_comm
         self.deadline = deadline
@@ -41,6 +42,9 @@ class MpiCall:
         #: called the same itself (``agree()``), maybe with its data in the check's record.
         self.agree: Callable[[], None] | None = None
         self.agreement = group.agreement
+        #: The call's fingerprint: what decides, alike on every rank, whether its data rides
+        #: on the check (``agreement.record_bytes``).
+        self.fp = fp
 
     def __str__(self) -> str:
         return self._group.context(self._op, self._seq)

@@ -5,7 +5,8 @@ Owns: ``OtherCalls``, the half of ``DirectPath`` for these: per call signature, 
 the long path would make (the same argument checks, so the same errors; the same
 fingerprint, so a rank here and a rank on the long path meet in the same check), and per
 call only the check, MPI's nonblocking collective on the user's arrays and a test loop
-(``DirectPath._run``). Arrays it cannot hand to MPI as they are — not C-contiguous NumPy
+(``DirectPath._run``) — or, for a small call, only the check, with the data in it
+(``agreement.record_bytes``: the same choice as the long path's). Arrays it cannot hand to MPI as they are — not C-contiguous NumPy
 arrays, an input that overlaps the output (MPI forbids it; the long path copies), a root's
 list that is not a list of plain arrays — return False: the long path takes them and
 explains what is wrong. A root's list of separate arrays goes through the group's reused
@@ -24,7 +25,7 @@ from ...group.arguments import (all_gather_into_tensor_buffers, all_to_all_singl
                                 reduce_scatter_tensor_buffers, root_list)
 from ...reduce_ops import as_reduce_op, make_kernel
 from . import runtime
-from .agreement import fingerprint_hash
+from .agreement import fingerprint_hash, fold, record_bytes
 from .algorithms import ALGORITHMS, PLACED_BYTES, placed
 
 _NDARRAY = np.ndarray
@@ -62,7 +63,9 @@ class OtherCalls:
     _plans: dict[Any, Any]
     _usable: Callable[[], bool]
     _run: Callable[..., None]
+    _begin: Callable[..., list[Any]]
     _byte: Any
+    _agreement: Any
 
     def _cached(self, key: tuple[Any, ...], make: Callable[..., Any], *args: Any) -> Any:
         """The plan of a call signature, made once by ``make(*args)`` (which raises the long
@@ -85,6 +88,19 @@ class OtherCalls:
             fp = fp._replace(count=count)
         return fp, fingerprint_hash(fp)
 
+    def _carry(self, op: str, fp: Any, dtype: np.dtype) -> tuple[np.ndarray, list[np.ndarray]] | None:
+        """(this rank's record's data, every rank's) when a call of ``op`` with fingerprint
+        ``fp`` rides on the check, as the long path decides (``algorithms._carried``); else None."""
+        agreement = self._agreement
+        nbytes = record_bytes(op, fp.count, dtype.itemsize, self._group.size())
+        if not self._group.checks or nbytes is None or not agreement.carries(nbytes):
+            return None
+        return agreement.views(dtype, nbytes // dtype.itemsize)
+
+    def _pairwise(self, kernel: Any, rows: list[np.ndarray]) -> Any:
+        """The ufunc that folds two ranks' rows in one step (fold's commonest case), or None."""
+        return kernel.ufunc if len(rows) == 2 and not kernel.needs_finalize else None
+
     # -- reduce -------------------------------------------------------------------------------
     def reduce(self, tensor: Any, dst: Any, op: Any) -> bool:
         group = self._group
@@ -97,8 +113,19 @@ class OtherCalls:
         plan = self._cached(key, self._plan_reduce, tensor, dst, op)
         if plan is False:
             return False
-        fp, h, datatype, mpi_op, kernel = plan
+        fp, h, datatype, mpi_op, kernel, carried = plan
         flat = tensor if tensor.ndim == 1 else tensor.reshape(-1)
+        if carried is not None:  # every rank's data rides on the check: the root folds it
+            mine, rows, pairwise = carried
+            mine[...] = flat
+            entry = self._begin("reduce", fp, h)
+            if root:
+                if pairwise is not None:
+                    pairwise(rows[0], rows[1], out=flat)
+                else:
+                    fold(flat, rows, kernel)
+            group.recorder.end(entry)
+            return True
         if root:
             self._run("reduce", fp, h, group.comm.Ireduce, (self._in_place, [flat, datatype], mpi_op, dst))
             if kernel.needs_finalize:
@@ -110,7 +137,11 @@ class OtherCalls:
     def _plan_reduce(self, tensor: np.ndarray, dst: int, op: Any) -> tuple[Any, ...]:
         buf = as_buffer(tensor, writable=dst == self._group._rank)
         kernel = make_kernel(as_reduce_op(op), buf.flat.dtype, buf.dtype_name)
-        return (*self._fingerprint("reduce", buf, dst), *runtime.reduction(buf.flat, kernel), kernel)
+        fp, h = self._fingerprint("reduce", buf, dst)
+        carried = self._carry("reduce", fp, buf.flat.dtype)
+        if carried is not None:
+            carried = (*carried, self._pairwise(kernel, carried[1]))
+        return (fp, h, *runtime.reduction(buf.flat, kernel), kernel, carried)
 
     # -- gather, scatter --------------------------------------------------------------------
     def gather(self, tensor: Any, gather_list: Any, dst: Any) -> bool:
@@ -140,8 +171,24 @@ class OtherCalls:
         plan = self._cached(key, self._plan_rooted, op, tensor, tensors, root)
         if plan is False:
             return False
-        fp, h, datatype = plan
+        fp, h, datatype, carried = plan
         flat = tensor if tensor.ndim == 1 else tensor.reshape(-1)
+        if carried is not None:  # the blocks ride on the check
+            mine, theirs = carried
+            if op == "gather":  # every rank's block; the root copies them out
+                mine[...] = flat
+                entry = self._begin(op, fp, h)
+                if is_root:
+                    for array, row in zip(tensors, theirs):
+                        array.reshape(-1)[...] = row
+            else:  # the root's blocks for every rank (``mine``: one view per rank)
+                if is_root:
+                    for piece, array in zip(mine, tensors):
+                        piece[...] = array.reshape(-1)
+                entry = self._begin(op, fp, h)
+                flat[...] = theirs
+            group.recorder.end(entry)
+            return True
         comm = group.comm
         if flat.nbytes >= PLACED_BYTES:  # MPI's v-form, straight into or out of the root's arrays
             mine = runtime.as_bytes(flat)  # bytes on both sides, as the long path sends them
@@ -180,7 +227,14 @@ class OtherCalls:
         mine = as_buffer(tensor, writable=op == "scatter")
         role, what = ("dst", "gather_list") if op == "gather" else ("src", "scatter_list")
         root_list(group._rank, group.size(), tensors, root, what, role, mine, writable=op == "gather")
-        return (*self._fingerprint(op, mine, root), runtime.element_type(mine.flat.itemsize))
+        fp, h = self._fingerprint(op, mine, root)
+        carried: Any = self._carry(op, fp, mine.flat.dtype)
+        if carried is not None and op == "scatter":  # (each rank's block of the root's record)
+            count, me = mine.count, group._rank
+            ours, rows = carried
+            carried = ([ours[i * count:(i + 1) * count] for i in range(group.size())],
+                       rows[root][me * count:(me + 1) * count])
+        return fp, h, runtime.element_type(mine.flat.itemsize), carried
 
     # -- the tensor forms -------------------------------------------------------------------
     def all_gather_into_tensor(self, output: Any, inp: Any) -> bool:
@@ -188,24 +242,50 @@ class OtherCalls:
             return False
         key = ("all_gather_into_tensor", output.dtype, output.size, inp.dtype, inp.size)
         plan = self._cached(key, self._plan_all_gather, output, inp)
-        if plan is False or _shares(inp, output):
+        if plan is False:
+            return False
+        fp, h, datatype, carried = plan
+        if carried is not None:  # every rank's block rides on the check
+            mine, table = carried
+            mine[...] = inp if inp.ndim == 1 else inp.reshape(-1)
+            entry = self._begin("all_gather", fp, h)
+            output.reshape(table.shape)[...] = table
+            self._group.recorder.end(entry)
+            return True
+        if _shares(inp, output):
             return False  # MPI forbids it: the long path copies the input first
-        fp, h, datatype = plan
         self._run("all_gather", fp, h, self._group.comm.Iallgather, ([inp, datatype], [output, datatype]))
         return True
 
     def _plan_all_gather(self, output: np.ndarray, inp: np.ndarray) -> tuple[Any, ...]:
         i, o = all_gather_into_tensor_buffers(self._group.size(), output, inp)
-        return (*self._fingerprint("all_gather", i, count=o.count), runtime.element_type(i.flat.itemsize))
+        fp, h = self._fingerprint("all_gather", i, count=o.count)
+        carried = self._carry("all_gather", fp, i.flat.dtype)
+        if carried is not None:  # (this rank's block at the front of its record)
+            carried = (carried[0][:i.count], self._agreement.table(i.flat.dtype, i.count))
+        return fp, h, runtime.element_type(i.flat.itemsize), carried
 
     def reduce_scatter_tensor(self, output: Any, inp: Any, op: Any) -> bool:
         if not (_plain(output, True) and _plain(inp, False) and output.size and self._usable()):
             return False
         key = ("reduce_scatter_tensor", op, output.dtype, output.size, inp.dtype, inp.size)
         plan = self._cached(key, self._plan_reduce_scatter, output, inp, op)
-        if plan is False or _shares(inp, output):
+        if plan is False:
             return False
-        fp, h, datatype, mpi_op, kernel = plan
+        fp, h, datatype, mpi_op, kernel, carried = plan
+        if carried is not None:  # every rank's whole input rides on the check
+            mine, blocks, pairwise = carried
+            mine[...] = inp if inp.ndim == 1 else inp.reshape(-1)
+            entry = self._begin("reduce_scatter", fp, h)
+            flat = output if output.ndim == 1 else output.reshape(-1)
+            if pairwise is not None:
+                pairwise(blocks[0], blocks[1], out=flat)
+            else:
+                fold(flat, blocks, kernel)
+            self._group.recorder.end(entry)
+            return True
+        if _shares(inp, output):
+            return False
         self._run("reduce_scatter", fp, h, self._group.comm.Ireduce_scatter_block,
                   ([inp, datatype], [output, datatype], mpi_op))
         if kernel.needs_finalize:
@@ -215,8 +295,13 @@ class OtherCalls:
     def _plan_reduce_scatter(self, output: np.ndarray, inp: np.ndarray, op: Any) -> tuple[Any, ...]:
         o, i = reduce_scatter_tensor_buffers(self._group.size(), output, inp)
         kernel = make_kernel(as_reduce_op(op), o.flat.dtype, o.dtype_name)
-        return (*self._fingerprint("reduce_scatter", o, count=i.count), *runtime.reduction(o.flat, kernel),
-                kernel)
+        fp, h = self._fingerprint("reduce_scatter", o, count=i.count)
+        carried: Any = self._carry("reduce_scatter", fp, o.flat.dtype)
+        if carried is not None:  # (this rank's block of every rank's record)
+            start = self._group._rank * o.count
+            blocks = [row[start:start + o.count] for row in carried[1]]
+            carried = (carried[0], blocks, self._pairwise(kernel, blocks))
+        return (fp, h, *runtime.reduction(o.flat, kernel), kernel, carried)
 
     def all_to_all_single(self, output: Any, inp: Any, output_split_sizes: Any, input_split_sizes: Any) -> bool:
         """The even form only (no split sizes): piece j of dim 0 goes to rank j."""
@@ -226,9 +311,18 @@ class OtherCalls:
             return False
         key = ("all_to_all_single", output.dtype, output.shape, inp.dtype, inp.shape)
         plan = self._cached(key, self._plan_all_to_all, output, inp)
-        if plan is False or _shares(inp, output):
+        if plan is False:
             return False
-        fp, h, datatype = plan
+        fp, h, datatype, carried = plan
+        if carried is not None:  # every rank's whole input rides on the check
+            mine, column = carried
+            mine[...] = inp if inp.ndim == 1 else inp.reshape(-1)
+            entry = self._begin("all_to_all", fp, h)
+            output.reshape(column.shape)[...] = column
+            self._group.recorder.end(entry)
+            return True
+        if _shares(inp, output):
+            return False
         self._run("all_to_all", fp, h, self._group.comm.Ialltoall, ([inp, datatype], [output, datatype]))
         return True
 
@@ -238,4 +332,10 @@ class OtherCalls:
         o, i, _, _, even = all_to_all_single_buffers(group._rank, size, output, inp, None, None)
         if not even or o.count != i.count or i.count % size:
             return False  # (cached: this signature always takes the long path)
-        return (*self._fingerprint("all_to_all", i, count=i.count), runtime.element_type(i.flat.itemsize))
+        fp, h = self._fingerprint("all_to_all", i, count=i.count)
+        carried: Any = self._carry("all_to_all", fp, i.flat.dtype)
+        if carried is not None:  # (this rank's block of every rank's record)
+            block = i.count // size
+            start = group._rank * block
+            carried = (carried[0], self._agreement.table(i.flat.dtype, i.count)[:, start:start + block])
+        return fp, h, runtime.element_type(i.flat.itemsize), carried

@@ -2,8 +2,8 @@
 
 Owns: the group's two communicators (``comm`` for MPI's collectives and the user's sends
 and receives, ``msg_comm`` for accord's message-based calls), the check that every rank
-called the same collective before MPI is asked to run it (``agreement``; all_reduce,
-broadcast and barrier run it in their MPI function, where small data rides on it; a
+called the same collective before MPI is asked to run it (``agreement``; each collective
+runs it in its MPI function, where small data rides on it; a
 mismatch is a CollectiveMismatchError naming each rank's call, on every rank, and the
 group stays usable), running a call now or as a Work on MPI's nonblocking requests, the
 flight recorder's entries, subgroups (``Create_group``) and shutting down. Everything above
@@ -45,9 +45,6 @@ from .direct import DirectPath
 #: checked, no two different unchecked calls can meet.
 _OBJECT = COLLECTIVES["object"]
 _GATHER = {name: code for code, name in OBJECT_CALLS.items()}["gather_object"]
-#: The collectives whose MPI function runs the check itself (``MpiCall.agree``): their data
-#: may ride on it (see ``agreement``).
-_CARRIERS = frozenset(COLLECTIVES[name] for name in ("all_reduce", "broadcast", "barrier"))
 
 
 class MpiProcessGroup(ProcessGroup):
@@ -147,13 +144,12 @@ class MpiProcessGroup(ProcessGroup):
             self._raise_broken(context)
         event = profiling.begin_if_recording(op, inputs)
         entry = self.recorder.start(seq, op, fp)
-        call = MpiCall(self, op, seq, deadline, deferred=async_op)
+        call = MpiCall(self, op, seq, deadline, deferred=async_op, fp=fp)
         try:
-            checked = fp.algo == MPI_ALGORITHM_CODE or (fp.op == _OBJECT and fp.algo != _GATHER)
-            if self.checks and checked:
-                if fp.op in _CARRIERS:
+            if self.checks:
+                if fp.algo == MPI_ALGORITHM_CODE:  # MPI's collectives check in their function
                     call.agree = lambda: self._agree(call, fp, seq)
-                else:
+                elif fp.op == _OBJECT and fp.algo != _GATHER:
                     self._agree(call, fp, seq)
             body(call)
         except BaseException as exc:
