@@ -117,3 +117,88 @@ def test_tensors_off_the_cpu_are_a_clear_error():
         return True
 
     assert run_ranks(2, body) == [True, True]
+
+
+def _kinds(rank):
+    """How each rank passes its tensors: rank 0 NumPy arrays and rank 1 plain torch tensors
+    (both the short path: a tensor is seen as an array, ``arrays.plain_view``), rank 2
+    transposed-back torch views (not contiguous: the long path)."""
+    import numpy as np
+
+    def make(values):
+        t = torch.as_tensor(np.asarray(values)).clone()
+        if rank == 0:
+            return t.numpy().copy()
+        if rank == 1:
+            return t
+        return torch.stack([t, t], dim=-1)[..., 0]  # every other element of a wider tensor
+    return make
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["shm", "messages"])
+def test_plain_tensors_take_the_short_path_and_meet_the_other_paths(shared):
+    """Plain CPU tensors take the short path as NumPy arrays do (no Buffer, plan cached),
+    written in place, the storage still resizable (FSDP frees flat parameters by resizing
+    them), and meet ranks on NumPy and on the long path (strided tensors) in every
+    collective; bfloat16 and strided tensors keep the long path."""
+    import numpy as np
+    from accord.transport.loopback import LoopbackFabric
+    n = 3
+
+    def body(rank):
+        make = _kinds(rank)
+        got = []
+        for repeat in range(2):
+            x = np.arange(4, dtype=np.float32) + 10 * rank + repeat
+            y = make(x)
+            dist.all_reduce(y)
+            got.append(np.asarray(y).tolist())
+            b = make(x)
+            dist.broadcast(b, src=1)
+            got.append(np.asarray(b).tolist())
+            r = make(x)
+            dist.reduce(r, dst=1, op=dist.ReduceOp.MAX)
+            got.append(np.asarray(r).tolist())
+            outs = [make(np.zeros(4, np.float32)) for _ in range(n)]
+            dist.all_gather(outs, make(x))
+            got.append([np.asarray(o).tolist() for o in outs])
+            whole = make(np.zeros(4 * n, np.float32))
+            dist.all_gather_into_tensor(whole, make(x))
+            got.append(np.asarray(whole).tolist())
+            part = make(np.zeros(4, np.float32))
+            dist.reduce_scatter_tensor(part, make(np.arange(4 * n, dtype=np.float32) + rank))
+            got.append(np.asarray(part).tolist())
+            single = make(np.zeros(3 * n, np.int64))
+            dist.all_to_all_single(single, make(np.arange(3 * n, dtype=np.int64) + 100 * rank))
+            got.append(np.asarray(single).tolist())
+            listed = [make(np.zeros(4, np.float32)) for _ in range(n)] if rank == 1 else None
+            dist.gather(make(x), listed, dst=1)
+            got.append([np.asarray(o).tolist() for o in listed] if listed else None)
+            s = make(np.zeros(4, np.float32))
+            dist.scatter(s, [make(np.full(4, 7.0 * j, np.float32)) for j in range(n)] if rank == 1 else None, src=1)
+            got.append(np.asarray(s).tolist())
+        group = dist.group.WORLD
+        planned = len(group.plans)
+        t = torch.ones(8)
+        dist.all_reduce(t)
+        t.untyped_storage().resize_(0)  # what FSDP does to a flat parameter: still allowed
+        bf = torch.arange(4, dtype=torch.bfloat16) + rank
+        dist.all_reduce(bf)
+        return got, planned, bf.float().tolist()
+
+    fabric = LoopbackFabric(n, shared_memory=shared)
+    results = run_ranks(n, body, fabric=fabric)
+    for rank, (got, planned, bf) in enumerate(results):
+        assert (planned > 0) == (rank < 2)  # ranks 0 and 1 took the short path, rank 2 not
+        for repeat in range(2):
+            rows = [[float(i + 10 * r + repeat) for i in range(4)] for r in range(n)]
+            ar, b, r, ag, agt, rst, single, gathered, scattered = got[9 * repeat:9 * repeat + 9]
+            assert ar == [sum(col) for col in zip(*rows)]
+            assert b == rows[1]
+            assert r == ([max(col) for col in zip(*rows)] if rank == 1 else rows[rank])
+            assert ag == rows and agt == [v for row in rows for v in row]
+            assert rst == [float(sum(4 * rank + k + q for q in range(n))) for k in range(4)]
+            assert single == [100 * q + 3 * rank + k for q in range(n) for k in range(3)]
+            assert gathered == (rows if rank == 1 else None)
+            assert scattered == [7.0 * rank] * 4
+        assert bf == [float(n * i + sum(range(n))) for i in range(4)]

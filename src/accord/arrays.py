@@ -197,6 +197,54 @@ class _TensorMemory:
     __slots__ = ("__array_interface__", "tensor")
 
 
+#: torch dtypes whose memory NumPy reads as the same element type (all but bfloat16), by the
+#: dtype object itself, filled on first use (torch is never imported here).
+_PLAIN_TYPESTR: dict[Any, str] = {}
+
+
+def plain_view(obj: Any) -> Any:
+    """``obj`` as the short paths take it: a NumPy array as it is; a plain CPU torch tensor
+    (``torch.Tensor`` itself, dense, C-contiguous, not empty, not conjugate or negative, of an
+    element type NumPy has: not bfloat16) as a NumPy array of its shape over its memory
+    (nothing copied, the storage stays resizable, as with ``tensor_memory``); anything else as
+    it is, for the long path to take and to explain. Only for blocking calls (see ``_VIEWS``)."""
+    if type(obj) is np.ndarray:
+        return obj
+    torch = sys.modules.get("torch")
+    if torch is None or type(obj) is not torch.Tensor:
+        return obj
+    if not _PLAIN_TYPESTR:
+        _PLAIN_TYPESTR.update({getattr(torch, name[6:]): typestr for name, typestr in _TORCH_TYPESTR.items()
+                               if name != "torch.bfloat16" and hasattr(torch, name[6:])})
+    typestr = _PLAIN_TYPESTR.get(obj.dtype)
+    if (typestr is None or not obj.is_cpu or obj.layout is not torch.strided or not obj.is_contiguous()
+            or obj.is_conj() or obj.is_neg()):
+        return obj
+    address, shape = obj.data_ptr(), obj.shape
+    key = (address, typestr, shape)
+    view = _VIEWS.get(key)
+    if view is None:
+        if not address or obj.numel() == 0:
+            return obj
+        holder = _TensorMemory()  # (no reference to the tensor: see _VIEWS)
+        holder.__array_interface__ = {"data": (address, False), "shape": tuple(shape),
+                                      "typestr": typestr, "version": 3}
+        view = np.asarray(holder)
+        if len(_VIEWS) >= _MAX_VIEWS:
+            _VIEWS.clear()
+        _VIEWS[key] = view
+    return view
+
+
+#: Views made by ``plain_view``, by (address, element type, shape): making one costs more than
+#: a small call's own work. A view names only memory, never the tensor it was made for: it is
+#: handed out only for a live tensor with that very address, type and shape, whose memory it
+#: then is, and only to blocking calls, which are done with it before their caller can drop
+#: the tensor.
+_VIEWS: dict[tuple[int, str, Any], np.ndarray] = {}
+_MAX_VIEWS = 256
+
+
 def tensor_memory(tensor: Any, typestr: str | None = None) -> np.ndarray:
     """A flat NumPy array over a contiguous CPU tensor's memory.
 

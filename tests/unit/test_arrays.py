@@ -95,3 +95,30 @@ class TestTorch:
         t = self.torch.empty(3, device="meta")
         with pytest.raises(ValueError, match="CPU"):
             as_buffer(t, writable=True)
+
+
+def test_plain_view_sees_plain_cpu_tensors_as_arrays_and_leaves_the_rest():
+    """What the short paths take (``plain_view``): the tensor's own memory, its shape and
+    element type, the storage still resizable; a view made once is handed out again only for
+    a tensor with that address, type and shape; anything NumPy cannot stand for is returned
+    as it is, for the long path."""
+    torch = pytest.importorskip("torch")
+    from accord.arrays import plain_view
+
+    data = np.zeros(3)
+    assert plain_view(data) is data and plain_view([1, 2]) == [1, 2]
+    t = torch.arange(6, dtype=torch.int32).reshape(2, 3)
+    view = plain_view(t)
+    assert type(view) is np.ndarray and view.shape == (2, 3) and view.dtype == np.int32
+    view[1, 2] = 42
+    assert t[1, 2].item() == 42 and plain_view(t) is view
+    inner = torch.zeros(4)[1:]  # a contiguous view at an offset
+    assert plain_view(inner).shape == (3,)
+    plain_view(inner)[0] = 5.0
+    assert inner[0].item() == 5.0
+    t.untyped_storage().resize_(0)  # FSDP frees a flat parameter this way: still allowed
+    assert plain_view(torch.ones(2, dtype=torch.bool)).dtype == np.bool_
+    for other in [torch.zeros(2, dtype=torch.bfloat16), torch.zeros(4)[::2], torch.zeros(0),
+                  torch.zeros(2, dtype=torch.complex64).conj(), torch.nn.Parameter(torch.zeros(2)),
+                  torch.zeros(2, 2).t()]:
+        assert plain_view(other) is other

@@ -5,7 +5,8 @@ made once through the same checks and choices as the long path), ``choose`` (alg
 fingerprint, shared with ``collective_ops.launch`` so a rank on either path agrees with a
 rank on the other), and the short paths of the collectives: all_reduce, broadcast, barrier,
 all_gather, reduce_scatter, all_to_all (and their tensor forms), reduce, gather, scatter. A short
-path applies when every argument is a C-contiguous ``numpy.ndarray`` (outputs writeable),
+path applies when every argument is a C-contiguous ``numpy.ndarray`` (outputs writeable) or a
+plain CPU torch tensor (seen as one: ``arrays.plain_view``),
 the call is blocking and the group runs on accord's own engine (shared memory or messages,
 not backend mpi's); it returns False otherwise and the caller takes the long path, which
 explains what is wrong with an argument. What a plan skips on later calls: Buffer objects,
@@ -20,7 +21,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..arrays import Buffer, as_buffer
+from ..arrays import Buffer, as_buffer, plain_view
 from ..collectives import shm, shm_exchange, shm_rooted
 from ..collectives.registry import Algorithm
 from ..reduce_ops import Kernel, as_reduce_op, make_kernel
@@ -96,12 +97,22 @@ def _scan(arrays: Any, size: int, writes: bool) -> tuple[tuple[Any, ...], list[n
     return tuple(signature), flats
 
 
+def _views(arrays: Any) -> Any:
+    """A list argument with plain torch tensors seen as NumPy arrays (``plain_view``), when
+    its first element is not already an array; else as it is (None included)."""
+    if (type(arrays) is list or type(arrays) is tuple) and arrays and type(arrays[0]) is not _NDARRAY:
+        return [plain_view(a) for a in arrays]
+    return arrays
+
+
 def _flat(array: np.ndarray) -> np.ndarray:
     return array if array.ndim == 1 else array.reshape(-1)
 
 
 # -- all_reduce, broadcast, barrier ------------------------------------------------------------
 def all_reduce(group: ProcessGroup, tensor: Any, op: Any) -> bool:
+    if type(tensor) is not _NDARRAY:
+        tensor = plain_view(tensor)  # a plain CPU torch tensor: its memory as an array
     if group.direct is not None:  # another engine's own short path (backends.mpi)
         return bool(group.direct.all_reduce(tensor, op))
     if type(tensor) is _NDARRAY:  # (``direct`` None: the group is plannable)
@@ -161,6 +172,8 @@ def _run(group: ProcessGroup, op: str, plan: tuple[Any, ...], args: tuple[Any, .
 
 def broadcast(group: ProcessGroup, tensor: Any, src: int) -> bool:
     """(``src`` checked by the caller.)"""
+    if type(tensor) is not _NDARRAY:
+        tensor = plain_view(tensor)
     if group.direct is not None:
         return bool(group.direct.broadcast(tensor, src))
     if not (group.plannable and _plain(tensor, group.rank() != src)):
@@ -216,6 +229,7 @@ def _plan_barrier(group: ProcessGroup) -> tuple[Any, ...] | None:
 
 # -- all_gather ---------------------------------------------------------------------------------
 def all_gather_into_tensor(group: ProcessGroup, output: Any, inp: Any) -> bool:
+    output, inp = plain_view(output), plain_view(inp)
     if group.direct is not None:
         return bool(group.direct.all_gather_into_tensor(output, inp))
     if not (group.plannable and _plain(output, True) and _plain(inp, False)):
@@ -249,6 +263,7 @@ def _compile_all_gather(group: ProcessGroup, algorithm: Algorithm, fp: Fingerpri
 
 
 def all_gather(group: ProcessGroup, outputs: Any, inp: Any) -> bool:
+    outputs, inp = _views(outputs), plain_view(inp)
     if not (group.plannable and _plain(inp, False)):
         return False
     scanned = _scan(outputs, group.size(), True)
@@ -273,6 +288,7 @@ def _plan_all_gather(group: ProcessGroup, outputs: list[np.ndarray],
 
 # -- reduce_scatter ---------------------------------------------------------------------------
 def reduce_scatter_tensor(group: ProcessGroup, output: Any, inp: Any, op: Any) -> bool:
+    output, inp = plain_view(output), plain_view(inp)
     if group.direct is not None:
         return bool(group.direct.reduce_scatter_tensor(output, inp, op))
     if not (group.plannable and _plain(output, True) and _plain(inp, False)):
@@ -308,6 +324,7 @@ def _compile_reduce_scatter(group: ProcessGroup, algorithm: Algorithm, fp: Finge
 
 
 def reduce_scatter(group: ProcessGroup, output: Any, inputs: Any, op: Any) -> bool:
+    output, inputs = plain_view(output), _views(inputs)
     if not (group.plannable and _plain(output, True)):
         return False
     scanned = _scan(inputs, group.size(), False)
@@ -335,6 +352,7 @@ def _plan_reduce_scatter(group: ProcessGroup, output: np.ndarray, inputs: list[n
 
 # -- all_to_all -------------------------------------------------------------------------------
 def all_to_all(group: ProcessGroup, outputs: Any, inputs: Any) -> bool:
+    outputs, inputs = _views(outputs), _views(inputs)
     n = group.size()
     if not group.plannable:
         return False
@@ -373,6 +391,7 @@ def _compile_all_to_all(group: ProcessGroup, algorithm: Algorithm, fp: Fingerpri
 def all_to_all_single(group: ProcessGroup, output: Any, inp: Any, output_split_sizes: Any,
                       input_split_sizes: Any) -> bool:
     """The even form only (no split sizes): piece j of dim 0 goes to rank j."""
+    output, inp = plain_view(output), plain_view(inp)
     if group.direct is not None:
         return bool(group.direct.all_to_all_single(output, inp, output_split_sizes, input_split_sizes))
     if output_split_sizes or input_split_sizes:
@@ -404,6 +423,7 @@ def _plan_all_to_all_single(group: ProcessGroup, output: np.ndarray,
 
 # -- rooted: reduce, gather, scatter ------------------------------------------------------------
 def reduce(group: ProcessGroup, tensor: Any, dst: Any, op: Any) -> bool:
+    tensor = plain_view(tensor)
     if group.direct is not None:
         return bool(group.direct.reduce(tensor, dst, op))
     if not (group.plannable and type(dst) is int and _plain(tensor, dst == group.rank())):
@@ -430,12 +450,14 @@ def _plan_reduce(group: ProcessGroup, tensor: np.ndarray, dst: int, op: Any) -> 
 
 
 def gather(group: ProcessGroup, tensor: Any, gather_list: Any, dst: Any) -> bool:
+    tensor, gather_list = plain_view(tensor), _views(gather_list)
     if group.direct is not None:
         return bool(group.direct.gather(tensor, gather_list, dst))
     return _rooted(group, "gather", tensor, gather_list, dst, False, _plan_gather)
 
 
 def scatter(group: ProcessGroup, tensor: Any, scatter_list: Any, src: Any) -> bool:
+    tensor, scatter_list = plain_view(tensor), _views(scatter_list)
     if group.direct is not None:
         return bool(group.direct.scatter(tensor, scatter_list, src))
     return _rooted(group, "scatter", tensor, scatter_list, src, True, _plan_scatter)
