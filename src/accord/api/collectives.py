@@ -77,6 +77,8 @@ def reduce(tensor: Any, dst: int | None = None, op: Any = ReduceOp.SUM, group: A
     if debug.DETAIL_ON:
         return detail.run(pg, "reduce", lambda: collective_ops.reduce(pg, tensor, root, op, async_op),
                           root, tensor=tensor, op=op)
+    if not async_op and short_paths.reduce(pg, tensor, root, op):  # (group_rank checked root)
+        return None
     return collective_ops.reduce(pg, tensor, root, op, async_op)
 
 
@@ -129,6 +131,8 @@ def gather(tensor: Any, gather_list: Any = None, dst: int | None = None, group: 
         return detail.run(pg, "gather",
                           lambda: collective_ops.gather(pg, tensor, gather_list, root, async_op),
                           root, tensor=tensor)
+    if not async_op and short_paths.gather(pg, tensor, gather_list, root):  # (group_rank checked root)
+        return None
     return collective_ops.gather(pg, tensor, gather_list, root, async_op)
 
 
@@ -146,6 +150,8 @@ def scatter(tensor: Any, scatter_list: Any = None, src: int | None = None, group
         return detail.run(pg, "scatter",
                           lambda: collective_ops.scatter(pg, tensor, scatter_list, root, async_op),
                           root, tensor=tensor)
+    if not async_op and short_paths.scatter(pg, tensor, scatter_list, root):  # (group_rank checked root)
+        return None
     return collective_ops.scatter(pg, tensor, scatter_list, root, async_op)
 
 

@@ -229,7 +229,8 @@ def _plan_barrier(group: ProcessGroup) -> tuple[Any, ...] | None:
 
 # -- all_gather ---------------------------------------------------------------------------------
 def all_gather_into_tensor(group: ProcessGroup, output: Any, inp: Any) -> bool:
-    output, inp = plain_view(output), plain_view(inp)
+    if type(output) is not _NDARRAY or type(inp) is not _NDARRAY:
+        output, inp = plain_view(output), plain_view(inp)
     if group.direct is not None:
         return bool(group.direct.all_gather_into_tensor(output, inp))
     if not (group.plannable and _plain(output, True) and _plain(inp, False)):
@@ -288,7 +289,8 @@ def _plan_all_gather(group: ProcessGroup, outputs: list[np.ndarray],
 
 # -- reduce_scatter ---------------------------------------------------------------------------
 def reduce_scatter_tensor(group: ProcessGroup, output: Any, inp: Any, op: Any) -> bool:
-    output, inp = plain_view(output), plain_view(inp)
+    if type(output) is not _NDARRAY or type(inp) is not _NDARRAY:
+        output, inp = plain_view(output), plain_view(inp)
     if group.direct is not None:
         return bool(group.direct.reduce_scatter_tensor(output, inp, op))
     if not (group.plannable and _plain(output, True) and _plain(inp, False)):
@@ -391,7 +393,8 @@ def _compile_all_to_all(group: ProcessGroup, algorithm: Algorithm, fp: Fingerpri
 def all_to_all_single(group: ProcessGroup, output: Any, inp: Any, output_split_sizes: Any,
                       input_split_sizes: Any) -> bool:
     """The even form only (no split sizes): piece j of dim 0 goes to rank j."""
-    output, inp = plain_view(output), plain_view(inp)
+    if type(output) is not _NDARRAY or type(inp) is not _NDARRAY:
+        output, inp = plain_view(output), plain_view(inp)
     if group.direct is not None:
         return bool(group.direct.all_to_all_single(output, inp, output_split_sizes, input_split_sizes))
     if output_split_sizes or input_split_sizes:
@@ -423,7 +426,8 @@ def _plan_all_to_all_single(group: ProcessGroup, output: np.ndarray,
 
 # -- rooted: reduce, gather, scatter ------------------------------------------------------------
 def reduce(group: ProcessGroup, tensor: Any, dst: Any, op: Any) -> bool:
-    tensor = plain_view(tensor)
+    if type(tensor) is not _NDARRAY:
+        tensor = plain_view(tensor)
     if group.direct is not None:
         return bool(group.direct.reduce(tensor, dst, op))
     if not (group.plannable and type(dst) is int and _plain(tensor, dst == group.rank())):
@@ -450,14 +454,20 @@ def _plan_reduce(group: ProcessGroup, tensor: np.ndarray, dst: int, op: Any) -> 
 
 
 def gather(group: ProcessGroup, tensor: Any, gather_list: Any, dst: Any) -> bool:
-    tensor, gather_list = plain_view(tensor), _views(gather_list)
+    if type(tensor) is not _NDARRAY:
+        tensor = plain_view(tensor)
+    if gather_list is not None:
+        gather_list = _views(gather_list)
     if group.direct is not None:
         return bool(group.direct.gather(tensor, gather_list, dst))
     return _rooted(group, "gather", tensor, gather_list, dst, False, _plan_gather)
 
 
 def scatter(group: ProcessGroup, tensor: Any, scatter_list: Any, src: Any) -> bool:
-    tensor, scatter_list = plain_view(tensor), _views(scatter_list)
+    if type(tensor) is not _NDARRAY:
+        tensor = plain_view(tensor)
+    if scatter_list is not None:
+        scatter_list = _views(scatter_list)
     if group.direct is not None:
         return bool(group.direct.scatter(tensor, scatter_list, src))
     return _rooted(group, "scatter", tensor, scatter_list, src, True, _plan_scatter)
