@@ -279,6 +279,48 @@ def async_many(rank: int, n: int) -> Any:
 
 
 @scenario
+def async_then_messages(rank: int, n: int) -> Any:
+    """An async collective returns before the other ranks reach it, as torch's do: the
+    caller may first send what a peer receives before that peer's call (before, its check
+    waited in the caller: a deadlock until the timeout), or wait for a message a peer sends
+    only after its own call of it has finished (the group's starter starts the call); then
+    blocking calls, a new group and more async calls keep every rank's calls in order."""
+    out: dict[str, Any] = {}
+    x = np.full(3, rank + 1.0)
+    if rank == 0:
+        work = dist.all_reduce(x, async_op=True)
+        dist.send(np.full(1, 7.0), dst=1)
+        work.wait()
+    else:
+        got = np.zeros(1)
+        if rank == 1:
+            dist.recv(got, src=0)
+        dist.all_reduce(x)
+    out["sent_first"] = x.tolist()
+    big = np.full(20_000, float(rank))  # (not carried by the check: a second MPI call)
+    if rank == 0:
+        work = dist.all_reduce(big, async_op=True)
+        note = np.zeros(1)
+        dist.recv(note, src=1)  # rank 1 sends it after its all_reduce finished
+        work.wait()
+        out["note"] = note.tolist()
+    else:
+        dist.all_reduce(big)
+        if rank == 1:
+            dist.send(np.full(1, 9.0), dst=0)
+    out["received_after"] = [float(big.min()), float(big.max())]
+    works = [dist.all_reduce(np.full(2, float(rank + i)), async_op=True) for i in range(3)]
+    mid = np.full(2, 1.0)
+    dist.all_reduce(mid)  # starts after the three async calls, on every rank
+    sub = dist.new_group(list(range(n)))
+    last = dist.broadcast(np.full(2, float(rank)), src=n - 1, group=sub, async_op=True)
+    for w in works + [last]:
+        w.wait()
+    out["in_order"] = [mid.tolist(), [w.result()[0].tolist() for w in works], last.result()[0].tolist()]
+    return out
+
+
+@scenario
 def point_to_point(rank: int, n: int) -> Any:
     out: dict[str, Any] = {}
     right, left = (rank + 1) % n, (rank - 1) % n

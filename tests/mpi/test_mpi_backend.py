@@ -196,6 +196,22 @@ def test_the_other_collectives_agree_on_every_path(n: int, env: dict[str, str]) 
 
 
 @needs_mpi
+@pytest.mark.parametrize("n", [2, 3])
+def test_an_async_call_returns_before_the_other_ranks_reach_it(n: int) -> None:
+    """Before, an async call on backend mpi ran its check in the caller: a send after it that
+    the peer needed first deadlocked until the timeout (torch's async calls return at once)."""
+    total = sum(range(1, n + 1))
+    for rank, got in complete("async_then_messages", n, ACCORD_TEST_TIMEOUT="10").items():
+        assert got["sent_first"] == [float(total)] * 3
+        assert got["received_after"] == [float(sum(range(n)))] * 2
+        if rank == 0:
+            assert got["note"] == [9.0]
+        mid, sums, last = got["in_order"]
+        assert mid == [float(n)] * 2 and last == [float(n - 1)] * 2
+        assert sums == [[float(sum(r + i for r in range(n)))] * 2 for i in range(3)]
+
+
+@needs_mpi
 @pytest.mark.parametrize("n", [2, 4])
 def test_async_calls_in_flight_together(n: int) -> None:
     total = sum(range(n))

@@ -51,8 +51,8 @@ class DirectPath(OtherCalls):
 
     def _usable(self) -> bool:
         group = self._group
-        if group._broken is not None or group._destroyed_flag:
-            return False
+        if group._broken is not None or group._destroyed_flag or group._queued:
+            return False  # (an async call not started yet: the long path starts after it)
         prof = _modules_get(profiling.TORCH_PROFILER)
         return prof is None or not profiling.recording()
 
@@ -61,7 +61,7 @@ class DirectPath(OtherCalls):
             return False
         flags = tensor.flags
         group = self._group
-        if not (flags.c_contiguous and flags.writeable) or group._broken is not None \
+        if not (flags.c_contiguous and flags.writeable) or group._broken is not None or group._queued \
                 or group._destroyed_flag or (_modules_get(_PROFILER) is not None and profiling.recording()):
             return False
         key = (op, tensor.dtype, tensor.size)
@@ -129,7 +129,7 @@ class DirectPath(OtherCalls):
         flags = tensor.flags
         group = self._group
         if not (flags.c_contiguous and (flags.writeable or group.rank() == src)) \
-                or group._broken is not None or group._destroyed_flag \
+                or group._broken is not None or group._destroyed_flag or group._queued \
                 or (_modules_get(_PROFILER) is not None and profiling.recording()):
             return False
         key = ("broadcast", src, tensor.dtype, tensor.size)

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
+from collections import deque
 from datetime import timedelta
 from typing import Any, Callable, Sequence
 
@@ -24,7 +26,7 @@ import numpy as np
 from ... import config, profiling
 from ...arrays import Buffer
 from ...collectives.algorithm import Algorithm
-from ...errors import CollectiveMismatchError, DestroyedGroupError, PeerError
+from ...errors import CollectiveMismatchError, DestroyedGroupError, DistTimeoutError, PeerError
 from ...collectives.algorithm import COLLECTIVE_NAMES, COLLECTIVES
 from ...group.call import OBJECT_CALLS, describe_call
 from ...group.process_group import ProcessGroup
@@ -65,6 +67,11 @@ class MpiProcessGroup(ProcessGroup):
         self._finished = 0
         self._turn = threading.Condition()
         self._turn_waiters = 0
+        #: async calls whose MPI part has not started yet (their check waits for the other
+        #: ranks): started in order by whoever needs them first (``_start_until``)
+        self._queued: deque[_Started] = deque()
+        self._start_lock = threading.Lock()  # held while queued calls are started
+        self._starter: threading.Thread | None = None
         self.tunables = config.Tunables.from_env()
         self.backend = "mpi"
         self.group_name = name
@@ -109,13 +116,20 @@ class MpiProcessGroup(ProcessGroup):
         return ALGORITHMS[collective]
 
     def twin(self, group_id: int, name: str) -> MpiProcessGroup:
+        self._settle_queued("new_group")
         return MpiProcessGroup(self.comm.Dup(), self._ranks, group_id, self._timeout, name)
+
+    def _settle_queued(self, op: str) -> None:
+        """Before a collective MPI call outside the collectives (a new communicator)."""
+        if self._queued:
+            self._start_until(None, Deadline.after(self._timeout), self.context(op))
 
     def subgroup(self, group_id: int, ranks: Sequence[int], timeout: float, backend: str, name: str,
                  desc: str | None) -> MpiProcessGroup:
         """A group of ``ranks`` (global ranks, this one among them), made by the members
         only (MPI_Comm_create_group), as new_group's every member calls it in the same order."""
         mpi = runtime.load()
+        self._settle_queued("new_group")
         world = self.comm.Get_group()
         members = world.Incl([self.group_rank_of(r) for r in ranks])
         try:
@@ -142,31 +156,92 @@ class MpiProcessGroup(ProcessGroup):
             raise self._destroyed(op)
         if self._broken is not None:
             self._raise_broken(context)
+        if not async_op and self._queued:  # earlier async calls have not started: after them
+            self._start_until(None, deadline, context)
         event = profiling.begin_if_recording(op, inputs)
         entry = self.recorder.start(seq, op, fp)
         call = MpiCall(self, op, seq, deadline, deferred=async_op, fp=fp)
-        try:
-            if self.checks:
-                if fp.algo == MPI_ALGORITHM_CODE:  # MPI's collectives check in their function
-                    call.agree = lambda: self._agree(call, fp, seq)
-                elif fp.op == _OBJECT and fp.algo != _GATHER:
-                    self._agree(call, fp, seq)
-            body(call)
-        except BaseException as exc:
-            self._fail(entry, context, exc, event)
-            raise
+
+        def start() -> None:
+            """The check (which waits for every rank), then MPI's part started."""
+            try:
+                if self._broken is not None:  # (an async call: an earlier one broke the group)
+                    self._raise_broken(context)
+                if self.checks:
+                    if fp.algo == MPI_ALGORITHM_CODE:  # MPI's collectives check in their function
+                        call.agree = lambda: self._agree(call, fp, seq)
+                    elif fp.op == _OBJECT and fp.algo != _GATHER:
+                        self._agree(call, fp, seq)
+                body(call)
+            except BaseException as exc:
+                self._fail(entry, context, exc, event)
+                raise
+
         if not async_op:
+            start()
             self._succeed(entry, outputs, event)
             return None
-        return self._work(call, entry, context, outputs, result, event)
+        # An async call returns at once: its check waits for the other ranks on the group's
+        # worker (or in whoever waits for it first), never in the caller, so that the caller
+        # may go on to calls the other ranks need first (a send they receive before they
+        # reach this call). Calls start in order: a later call waits for this one to start.
+        started = _Started(start)
+        self._queued.append(started)
+        if self._starter is None:
+            self._starter = threading.Thread(target=self._start_late, name=f"accord-mpi-{self.group_name}-start",
+                                             daemon=True)
+            self._starter.start()
+        return self._work(call, started, entry, context, outputs, result, event)
 
-    def _work(self, call: MpiCall, entry: list[Any], context: str, outputs: Sequence[Buffer],
-              result: list[Any], event: Any) -> Work:
+    def _start_until(self, target: _Started | None, deadline: Deadline, context: str) -> None:
+        """Start the queued async calls in order, up to ``target`` (all: None), here or by
+        whoever is starting them now: every rank starts its MPI calls in its calls' order."""
+        if not self._start_lock.acquire(timeout=max(deadline.remaining(), 0.001)):
+            raise DistTimeoutError(f"{context}: the async calls before it on this group did not "
+                                   f"start in time (their ranks did not all reach them)")
+        try:
+            queued = self._queued
+            while queued and (target is None or not target.done):
+                started = queued[0]
+                try:
+                    started.start()
+                except BaseException as exc:  # noqa: BLE001 — handed to its Work
+                    started.error = exc
+                started.done = True
+                queued.popleft()
+        finally:
+            self._start_lock.release()
+
+    def _start_late(self) -> None:
+        """The group's starter: an async call nobody waited for starts ``_START_AFTER``
+        seconds after it was made (its ranks may need this one's part before they wait)."""
+        while not self._destroyed_flag:
+            time.sleep(_START_AFTER)
+            try:
+                queued = self._queued
+                if queued and time.monotonic() - queued[0].made >= _START_AFTER:
+                    self._start_until(queued[-1], Deadline.after(self._timeout), "an async call")
+            except (DistTimeoutError, IndexError):
+                pass  # (a caller is starting them; or the queue emptied meanwhile)
+
+    def _work(self, call: MpiCall, started: Future, entry: list[Any], context: str,
+              outputs: Sequence[Buffer], result: list[Any], event: Any) -> Work:
         settled = threading.Lock()
 
         def settle(wait: bool) -> None:
             with settled:
                 if future._done.is_set():
+                    return
+                if not started.done:
+                    if not wait:
+                        return  # its check is still waiting for the other ranks
+                    try:
+                        self._start_until(started, call.deadline, context)
+                    except BaseException as exc:  # noqa: BLE001 — handed to the Work
+                        future.set_exception(exc)
+                        return
+                if started.error is not None:  # start() recorded the failure
+                    future.set_exception(started.error)
                     return
                 try:
                     if wait:
@@ -261,8 +336,15 @@ class MpiProcessGroup(ProcessGroup):
         self.companions.clear()
         if self._destroyed_flag:
             return
+        if self._queued:  # queued async calls start (or fail) first
+            try:
+                self._start_until(None, Deadline.after(min(self._timeout, 5.0)), self.context("shutdown"))
+            except DistTimeoutError:
+                pass
         self._destroyed_flag = True
         self.plans = {}
+        if self._queued:
+            return  # an async call still waits in its check: keep what MPI may use
         if self._abandoned:
             return  # MPI may still write into those buffers: keep the communicators as they are
         self.agreement.close()
@@ -271,3 +353,20 @@ class MpiProcessGroup(ProcessGroup):
                 comm.Free()
             except Exception:  # noqa: BLE001 — MPI already finalized (interpreter exit)
                 pass
+
+
+#: Seconds after which the group's starter starts an async call nobody has waited for.
+_START_AFTER = 0.02
+
+
+class _Started:
+    """An async call waiting to start its MPI part (``start``), and whether it did (``done``,
+    and how it failed: ``error``)."""
+
+    __slots__ = ("start", "made", "done", "error")
+
+    def __init__(self, start: Callable[[], None]) -> None:
+        self.start = start
+        self.made = time.monotonic()
+        self.done = False
+        self.error: BaseException | None = None
