@@ -16,10 +16,19 @@ pytestmark = [pytest.mark.torch, pytest.mark.multiprocess, pytest.mark.timeout(3
 _EXAMPLE = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "ddp_train.py")
 
 
-def _losses(backend: str) -> dict[tuple[int, int], str]:
-    done = subprocess.run([sys.executable, "-m", "accord.run", "--nproc-per-node", "2", _EXAMPLE,
+def _run(backend: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "accord.run", "--nproc-per-node", "2", _EXAMPLE,
                            "--backend", backend, "--steps", "3"],
                           capture_output=True, text=True, timeout=240)
+
+
+def _losses(backend: str) -> dict[tuple[int, int], str]:
+    done = _run(backend)
+    if (backend == "gloo" and done.returncode != 0 and "terminate called without an active exception"
+            in done.stderr):
+        # torch's gloo (the reference, not accord) now and then aborts in its teardown after
+        # the last step (seen once in CI, 2026-11-25): run the reference again
+        done = _run(backend)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     found = re.findall(r"rank (\d)/2 step (\d) loss ([\d.]+) \((\w+)\)", done.stdout + done.stderr)
     assert {b for *_, b in found} == {backend}, found
