@@ -454,22 +454,10 @@ def _plan_reduce(group: ProcessGroup, tensor: np.ndarray, dst: int, op: Any) -> 
 
 
 def gather(group: ProcessGroup, tensor: Any, gather_list: Any, dst: Any) -> bool:
-    if type(tensor) is not _NDARRAY:
-        tensor = plain_view(tensor)
-    if gather_list is not None:
-        gather_list = _views(gather_list)
-    if group.direct is not None:
-        return bool(group.direct.gather(tensor, gather_list, dst))
     return _rooted(group, "gather", tensor, gather_list, dst, False, _plan_gather)
 
 
 def scatter(group: ProcessGroup, tensor: Any, scatter_list: Any, src: Any) -> bool:
-    if type(tensor) is not _NDARRAY:
-        tensor = plain_view(tensor)
-    if scatter_list is not None:
-        scatter_list = _views(scatter_list)
-    if group.direct is not None:
-        return bool(group.direct.scatter(tensor, scatter_list, src))
     return _rooted(group, "scatter", tensor, scatter_list, src, True, _plan_scatter)
 
 
@@ -477,6 +465,12 @@ def _rooted(group: ProcessGroup, op: str, tensor: Any, tensors: Any, root: Any, 
             make: Callable[..., tuple[Any, ...] | None]) -> bool:
     """gather (``tensors`` written on the root) and scatter (``tensor`` written everywhere):
     on the root a plain list, elsewhere None or []."""
+    if type(tensor) is not _NDARRAY:
+        tensor = plain_view(tensor)
+    if tensors is not None:
+        tensors = _views(tensors)
+    if group.direct is not None:
+        return bool(getattr(group.direct, op)(tensor, tensors, root))
     if not (group.plannable and type(root) is int and _plain(tensor, tensor_writes)):
         return False
     if group.rank() == root:

@@ -207,22 +207,17 @@ class DirectPath(OtherCalls):
     def _run(self, op: str, fp: Fingerprint, h: int, start: Any, args: tuple[Any, ...]) -> None:
         """One call not carried by the check: number and record it, check that every rank
         called the same, then ``start(*args)`` (MPI's nonblocking collective) and wait."""
+        entry = self._begin(op, fp, h)
         group = self._group
-        seq = group.last_seq = next(group._seqs)
-        recorder = group.recorder
-        entry = [seq, op, fp, _monotonic(), 0.0, STARTED, None]
-        recorder.ring[seq % recorder.capacity] = recorder.current = entry
-        if group.checks:
-            self._check(entry, h)
         try:
             request = start(*args)
         except BaseException as exc:  # MPI refused the call: as the long path fails
-            recorder.end(entry, exc)
-            group._break(group.context(op, seq), exc)
+            group.recorder.end(entry, exc)
+            group._break(group.context(op, entry[0]), exc)
             raise
         if not request.Test():
             self._wait(entry, request, "the MPI collective")
-        recorder.end(entry)
+        group.recorder.end(entry)
 
     def _check(self, entry: list[Any], h: int) -> None:
         """Every rank called the same (sent the same hash), else the mismatch error."""

@@ -191,19 +191,7 @@ class OtherCalls:
             return True
         comm = group.comm
         if flat.nbytes >= PLACED_BYTES:  # MPI's v-form, straight into or out of the root's arrays
-            mine = runtime.as_bytes(flat)  # bytes on both sides, as the long path sends them
-            if not is_root:
-                self._run(op, fp, h, *((comm.Igatherv, (mine, None, root)) if op == "gather"
-                                       else (comm.Iscatterv, (None, mine, root))))
-                return True
-            layout = placed([a.reshape(-1) for a in tensors], flat)
-            if layout is None:
-                return False  # overlapping arrays: the long path copies them
-            base, counts, displs = layout
-            theirs = [base.view(np.uint8), counts, displs, self._byte]
-            self._run(op, fp, h, *((comm.Igatherv, (mine, theirs, root)) if op == "gather"
-                                   else (comm.Iscatterv, (theirs, mine, root))))
-            return True
+            return self._placed(op, fp, h, flat, tensors if is_root else None, root)
         if not is_root:
             if op == "gather":
                 self._run(op, fp, h, comm.Igather, ([flat, datatype], None, root))
@@ -220,6 +208,21 @@ class OtherCalls:
             for row, array in zip(rows, tensors):
                 row[...] = array.reshape(-1)
             self._run(op, fp, h, comm.Iscatter, ([joined, datatype], [flat, datatype], root))
+        return True
+
+    def _placed(self, op: str, fp: Any, h: int, flat: np.ndarray, tensors: Any, root: int) -> bool:
+        """A large gather or scatter by MPI's v-form (``tensors``: the root's list, else None)."""
+        comm = self._group.comm
+        mine = runtime.as_bytes(flat)  # bytes on both sides, as the long path sends them
+        theirs = None
+        if tensors is not None:
+            layout = placed([a.reshape(-1) for a in tensors], flat)
+            if layout is None:
+                return False  # overlapping arrays: the long path copies them
+            base, counts, displs = layout
+            theirs = [base.view(np.uint8), counts, displs, self._byte]
+        self._run(op, fp, h, *((comm.Igatherv, (mine, theirs, root)) if op == "gather"
+                               else (comm.Iscatterv, (theirs, mine, root))))
         return True
 
     def _plan_rooted(self, op: str, tensor: np.ndarray, tensors: Any, root: int) -> tuple[Any, ...]:
