@@ -317,6 +317,9 @@ def async_then_messages(rank: int, n: int) -> Any:
     for w in works + [last]:
         w.wait()
     out["in_order"] = [mid.tolist(), [w.result()[0].tolist() for w in works], last.result()[0].tolist()]
+    import threading
+    time.sleep(1.3)  # the groups' starter threads end after a second without async calls
+    out["starters"] = [t.name for t in threading.enumerate() if t.name.endswith("-start")]
     return out
 
 

@@ -209,6 +209,7 @@ def test_an_async_call_returns_before_the_other_ranks_reach_it(n: int) -> None:
         mid, sums, last = got["in_order"]
         assert mid == [float(n)] * 2 and last == [float(n - 1)] * 2
         assert sums == [[float(sum(r + i for r in range(n)))] * 2 for i in range(3)]
+        assert got["starters"] == []
 
 
 @needs_mpi

@@ -186,11 +186,12 @@ class MpiProcessGroup(ProcessGroup):
         # may go on to calls the other ranks need first (a send they receive before they
         # reach this call). Calls start in order: a later call waits for this one to start.
         started = _Started(start)
-        self._queued.append(started)
-        if self._starter is None:
-            self._starter = threading.Thread(target=self._start_late, name=f"accord-mpi-{self.group_name}-start",
-                                             daemon=True)
-            self._starter.start()
+        with self._turn:  # (the starter may be deciding to stop: see _start_late)
+            self._queued.append(started)
+            if self._starter is None:
+                self._starter = threading.Thread(target=self._start_late, daemon=True,
+                                                 name=f"accord-mpi-{self.group_name}-start")
+                self._starter.start()
         return self._work(call, started, entry, context, outputs, result, event)
 
     def _start_until(self, target: _Started | None, deadline: Deadline, context: str) -> None:
@@ -215,6 +216,7 @@ class MpiProcessGroup(ProcessGroup):
     def _start_late(self) -> None:
         """The group's starter: an async call nobody waited for starts ``_START_AFTER``
         seconds after it was made (its ranks may need this one's part before they wait)."""
+        idle_since = time.monotonic()
         while not self._destroyed_flag:
             time.sleep(_START_AFTER)
             try:
@@ -223,6 +225,13 @@ class MpiProcessGroup(ProcessGroup):
                     self._start_until(queued[-1], Deadline.after(self._timeout), "an async call")
             except (DistTimeoutError, IndexError):
                 pass  # (a caller is starting them; or the queue emptied meanwhile)
+            if self._queued:
+                idle_since = time.monotonic()
+            elif time.monotonic() - idle_since > _STARTER_IDLE:
+                with self._turn:  # no async call for a while: stop (the next one starts a starter)
+                    if not self._queued:
+                        self._starter = None
+                        return
 
     def _work(self, call: MpiCall, started: Future, entry: list[Any], context: str,
               outputs: Sequence[Buffer], result: list[Any], event: Any) -> Work:
@@ -357,6 +366,8 @@ class MpiProcessGroup(ProcessGroup):
 
 #: Seconds after which the group's starter starts an async call nobody has waited for.
 _START_AFTER = 0.02
+#: Seconds without async calls after which the group's starter thread ends.
+_STARTER_IDLE = 1.0
 
 
 class _Started:
