@@ -181,10 +181,10 @@ class MpiProcessGroup(ProcessGroup):
             start()
             self._succeed(entry, outputs, event)
             return None
-        # An async call returns at once: its check waits for the other ranks on the group's
-        # worker (or in whoever waits for it first), never in the caller, so that the caller
-        # may go on to calls the other ranks need first (a send they receive before they
-        # reach this call). Calls start in order: a later call waits for this one to start.
+        # An async call returns at once: its check waits for the other ranks in whoever needs
+        # it started first (its Work's wait, the group's next call) or on the group's starter
+        # thread, never in the caller, so that the caller may go on to calls the other ranks
+        # need first (a send they receive before they reach this call). Calls start in order.
         started = _Started(start)
         with self._turn:  # (the starter may be deciding to stop: see _start_late)
             self._queued.append(started)
@@ -233,7 +233,7 @@ class MpiProcessGroup(ProcessGroup):
                         self._starter = None
                         return
 
-    def _work(self, call: MpiCall, started: Future, entry: list[Any], context: str,
+    def _work(self, call: MpiCall, started: _Started, entry: list[Any], context: str,
               outputs: Sequence[Buffer], result: list[Any], event: Any) -> Work:
         settled = threading.Lock()
 
