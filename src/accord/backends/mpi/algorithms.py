@@ -56,6 +56,14 @@ def _pieces(arrays: Sequence[np.ndarray], into: np.ndarray) -> None:
         offset += array.size
 
 
+def _spread(joined: np.ndarray, arrays: Sequence[np.ndarray]) -> None:
+    """The front of ``joined`` back into ``arrays``, end to end (``_pieces`` undone)."""
+    offset = 0
+    for array in arrays:
+        array[...] = joined[offset:offset + array.size]
+        offset += array.size
+
+
 def all_reduce(call: MpiCall, flat: np.ndarray, kernel: Kernel) -> None:
     carried = _carried(call, "all_reduce", flat.dtype)
     if carried is not None:  # the data rides on the check: folded here
@@ -158,10 +166,7 @@ def _joined(call: MpiCall, arrays: Sequence[np.ndarray], which: int, avoid: Any 
         return run
     total = sum(a.size for a in arrays)
     joined = call.scratch(total, arrays[0].dtype if arrays else np.uint8, which)
-    offset = 0
-    for array in arrays:
-        joined[offset:offset + array.size] = array
-        offset += array.size
+    _pieces(arrays, joined)
     return joined
 
 
@@ -171,14 +176,7 @@ def _receiver(call: MpiCall, arrays: Sequence[np.ndarray], which: int) -> tuple[
     if run is not None:
         return run, None
     joined = call.scratch(sum(a.size for a in arrays), arrays[0].dtype, which)
-
-    def spread() -> None:
-        offset = 0
-        for array in arrays:
-            array[...] = joined[offset:offset + array.size]
-            offset += array.size
-
-    return joined, spread
+    return joined, lambda: _spread(joined, arrays)
 
 
 def _bytes_layout(arrays: Sequence[np.ndarray]) -> tuple[list[int], list[int]]:
@@ -245,22 +243,15 @@ def _placed_message(call: MpiCall, arrays: Sequence[np.ndarray], avoid: np.ndarr
     the arrays where they lie, else a scratch copy (filled now when sending, spread
     afterwards when ``receiving``)."""
     layout = placed(arrays, avoid)
-    spread = None
+    spread: Any = None
     if layout is None:
         joined = call.scratch(sum(a.size for a in arrays), arrays[0].dtype, 0)
         counts, displs = _bytes_layout(arrays)
         layout = (joined, counts, displs)
         if receiving:
-            def spread() -> None:
-                offset = 0
-                for array in arrays:
-                    array[...] = joined[offset:offset + array.size]
-                    offset += array.size
+            spread = lambda: _spread(joined, arrays)  # noqa: E731
         else:
-            offset = 0
-            for array in arrays:
-                joined[offset:offset + array.size] = array
-                offset += array.size
+            _pieces(arrays, joined)
     base, counts, displs = layout
     return [base.view(np.uint8), counts, displs, runtime.load().BYTE], spread, (base, arrays)
 
