@@ -460,11 +460,14 @@ def stores_alongside(rank: int, n: int) -> Any:
     store.wait([f"k{r}" for r in range(n)], timedelta(seconds=20))
     values = sorted(store.get(f"k{r}").decode() for r in range(n))
     dist.all_reduce(np.ones(2))
+    for _ in range(3):  # the short path's carried broadcast: its calls and bytes counted
+        dist.broadcast(np.ones(3, dtype=np.float32), 0)
     dump = dist.dump_flight_recorder(os.path.join(os.environ["ACCORD_TEST_DUMPS"], f"rank{rank}.json"))
     with open(dump) as f:
-        recorded = [c["op"] for g in json.load(f)["groups"] for c in g["entries"]]
-    stats = dist.comm_stats()
-    return {"values": values, "recorded": recorded, "stats_ops": sorted(stats["default_pg"])}
+        recorded = [(c["op"], c["state"]) for g in json.load(f)["groups"] for c in g["entries"]]
+    stats = dist.comm_stats()["default_pg"]
+    return {"values": values, "recorded": recorded, "stats_ops": sorted(stats),
+            "counted": {op: (s["calls"], s["bytes"]) for op, s in stats.items()}}
 
 
 @scenario

@@ -302,7 +302,9 @@ def test_user_stores_and_diagnostics_alongside(tmp_path) -> None:
                        ACCORD_TEST_DUMPS=str(tmp_path))
     for got in results.values():
         assert got["values"] == ["0", "1"]
-        assert "all_reduce" in got["recorded"] and "all_reduce" in got["stats_ops"]
+        assert ["all_reduce", "completed"] in got["recorded"] and "all_reduce" in got["stats_ops"]
+        assert got["recorded"][-3:] == [["broadcast", "completed"]] * 3
+        assert got["counted"]["all_reduce"] == [1, 16] and got["counted"]["broadcast"] == [3, 36]
 
 
 def test_without_an_mpi_launcher_a_world_of_several_ranks_says_how_to_start(monkeypatch) -> None:

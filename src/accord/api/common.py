@@ -11,14 +11,19 @@ from typing import Any
 
 from ..errors import ArgumentError, ArgumentTypeError
 from ..group.process_group import ProcessGroup
+from .. import world as _world
 from ..world import NON_GROUP_MEMBER, current_world
+
+_scoped_get = _world._scoped_world.get
 
 
 def resolve_group(group: Any, op: str) -> ProcessGroup | None:
     """The group a call runs on, or None when this rank is not a member (torch then warns
     and the call returns None)."""
-    world = current_world()
-    assert world is not None
+    world = _scoped_get() or _world._process_world  # current_world(), written out: every call
+    if world is None:
+        world = current_world()  # raises: not initialized
+        assert world is not None
     if group is None or group is world.default_group:
         return world.default_group
     if isinstance(group, int) and not isinstance(group, bool) and group == NON_GROUP_MEMBER:
@@ -34,10 +39,9 @@ def resolve_group(group: Any, op: str) -> ProcessGroup | None:
 def group_rank(group: ProcessGroup, global_rank: int | None, local_rank: int | None, what: str) -> int:
     """The group rank named either by a global rank (``src``) or a group rank (``group_src``)."""
     if local_rank is None and type(global_rank) is int:  # the common call: a member's rank
-        try:
-            return group.group_rank_of(global_rank)
-        except ArgumentError:
-            pass  # below: which of the rules it breaks
+        rank = group._group_rank_of.get(global_rank)  # (group_rank_of, written out)
+        if rank is not None:
+            return rank  # type: ignore[no-any-return]
     if local_rank is not None:
         if global_rank is not None:
             raise ArgumentError(f"pass either {what} or group_{what}, not both")

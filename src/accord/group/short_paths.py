@@ -114,7 +114,7 @@ def all_reduce(group: ProcessGroup, tensor: Any, op: Any) -> bool:
     if type(tensor) is not _NDARRAY:
         tensor = plain_view(tensor)  # a plain CPU torch tensor: its memory as an array
     if group.direct is not None:  # another engine's own short path (backends.mpi)
-        return bool(group.direct.all_reduce(tensor, op))
+        return group.direct.all_reduce(tensor, op)  # type: ignore[no-any-return]
     if type(tensor) is _NDARRAY:  # (``direct`` None: the group is plannable)
         flags = tensor.flags  # written out: it is most of a small call's cost
         if flags.c_contiguous and flags.writeable:
@@ -175,7 +175,7 @@ def broadcast(group: ProcessGroup, tensor: Any, src: int) -> bool:
     if type(tensor) is not _NDARRAY:
         tensor = plain_view(tensor)
     if group.direct is not None:
-        return bool(group.direct.broadcast(tensor, src))
+        return group.direct.broadcast(tensor, src)  # type: ignore[no-any-return]
     if not (group.plannable and _plain(tensor, group.rank() != src)):
         return False
     plan = cached_plan(group, ("broadcast", src, tensor.dtype, tensor.size), _plan_broadcast, tensor, src)
@@ -208,7 +208,7 @@ def _plan_broadcast(group: ProcessGroup, tensor: np.ndarray, src: int) -> tuple[
 
 def barrier(group: ProcessGroup) -> bool:
     if group.direct is not None:
-        return bool(group.direct.barrier())
+        return group.direct.barrier()  # type: ignore[no-any-return]
     if not group.plannable:
         return False
     plan = cached_plan(group, ("barrier",), _plan_barrier)
@@ -232,7 +232,7 @@ def all_gather_into_tensor(group: ProcessGroup, output: Any, inp: Any) -> bool:
     if type(output) is not _NDARRAY or type(inp) is not _NDARRAY:
         output, inp = plain_view(output), plain_view(inp)
     if group.direct is not None:
-        return bool(group.direct.all_gather_into_tensor(output, inp))
+        return group.direct.all_gather_into_tensor(output, inp)  # type: ignore[no-any-return]
     if not (group.plannable and _plain(output, True) and _plain(inp, False)):
         return False
     plan = cached_plan(group, ("all_gather_into_tensor", output.dtype, output.size, inp.dtype, inp.size),
@@ -292,7 +292,7 @@ def reduce_scatter_tensor(group: ProcessGroup, output: Any, inp: Any, op: Any) -
     if type(output) is not _NDARRAY or type(inp) is not _NDARRAY:
         output, inp = plain_view(output), plain_view(inp)
     if group.direct is not None:
-        return bool(group.direct.reduce_scatter_tensor(output, inp, op))
+        return group.direct.reduce_scatter_tensor(output, inp, op)  # type: ignore[no-any-return]
     if not (group.plannable and _plain(output, True) and _plain(inp, False)):
         return False
     plan = cached_plan(group, ("reduce_scatter_tensor", op, output.dtype, output.size, inp.dtype, inp.size),
@@ -396,7 +396,8 @@ def all_to_all_single(group: ProcessGroup, output: Any, inp: Any, output_split_s
     if type(output) is not _NDARRAY or type(inp) is not _NDARRAY:
         output, inp = plain_view(output), plain_view(inp)
     if group.direct is not None:
-        return bool(group.direct.all_to_all_single(output, inp, output_split_sizes, input_split_sizes))
+        return group.direct.all_to_all_single(  # type: ignore[no-any-return]
+            output, inp, output_split_sizes, input_split_sizes)
     if output_split_sizes or input_split_sizes:
         return False
     if not (group.plannable and _plain(output, True) and _plain(inp, False)):
@@ -429,7 +430,7 @@ def reduce(group: ProcessGroup, tensor: Any, dst: Any, op: Any) -> bool:
     if type(tensor) is not _NDARRAY:
         tensor = plain_view(tensor)
     if group.direct is not None:
-        return bool(group.direct.reduce(tensor, dst, op))
+        return group.direct.reduce(tensor, dst, op)  # type: ignore[no-any-return]
     if not (group.plannable and type(dst) is int and _plain(tensor, dst == group.rank())):
         return False
     plan = cached_plan(group, ("reduce", op, dst, tensor.dtype, tensor.size), _plan_reduce, tensor, dst, op)
@@ -470,7 +471,7 @@ def _rooted(group: ProcessGroup, op: str, tensor: Any, tensors: Any, root: Any, 
     if tensors is not None:
         tensors = _views(tensors)
     if group.direct is not None:
-        return bool(getattr(group.direct, op)(tensor, tensors, root))
+        return getattr(group.direct, op)(tensor, tensors, root)  # type: ignore[no-any-return]
     if not (group.plannable and type(root) is int and _plain(tensor, tensor_writes)):
         return False
     if group.rank() == root:

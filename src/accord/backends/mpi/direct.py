@@ -21,7 +21,7 @@ import numpy as np
 
 from ... import profiling
 from ...arrays import as_buffer
-from ...group.recorder import STARTED
+from ...group.recorder import COMPLETED, STARTED
 from ...reduce_ops import as_reduce_op, make_kernel
 from ...timeouts import Deadline
 from ...transport.wire import Fingerprint
@@ -76,13 +76,14 @@ class DirectPath(OtherCalls):
         entry = [seq, "all_reduce", fp, _monotonic(), 0.0, STARTED, None]
         recorder.ring[seq % recorder.capacity] = recorder.current = entry
         if carried is not None:  # the data rides on the check: one MPI call, folded here
-            mine, rows, pairwise, persistent = carried
+            mine, rows, pairwise, persistent, stats, nbytes = carried
             mine[...] = flat
             if persistent is not None:  # _check written out
                 record, hashes, request = persistent
                 record[0] = h
                 request.Start()
-                if not request.Test():
+                test = request.Test
+                if not (test() or test() or test()):  # (the call to _wait costs, here)
                     self._wait(entry, request, _ARRIVAL)
                 if hashes.tolist().count(h) != len(rows):
                     self._mismatch(entry, seq, fp)
@@ -92,7 +93,16 @@ class DirectPath(OtherCalls):
                 pairwise(rows[0], rows[1], out=flat)  # fold's commonest case, written out
             else:
                 fold(flat, rows, kernel)
-            recorder.end(entry)
+            # recorder.end, written out
+            now = entry[4] = _monotonic()
+            took = now - entry[3]
+            stats[0] += 1
+            stats[1] += nbytes
+            stats[2] += took
+            if took > stats[3]:
+                stats[3] = took
+            recorder.current = None
+            entry[5] = COMPLETED
             return True
         if group.checks:
             self._check(entry, h)
@@ -112,7 +122,8 @@ class DirectPath(OtherCalls):
         if carried is not None:
             mine, rows = carried
             pairwise = kernel.ufunc if len(rows) == 2 and not kernel.needs_finalize else None
-            carried = (mine, rows, pairwise, self._agreement.persistent())
+            carried = (mine, rows, pairwise, self._agreement.persistent(),
+                       self._group.recorder.stats_of("all_reduce"), buf.flat.nbytes)
         return (fp, fingerprint_hash(fp), *runtime.reduction(buf.flat, kernel), kernel, carried)
 
     def _carried(self, flat: np.ndarray) -> Any:
@@ -128,22 +139,13 @@ class DirectPath(OtherCalls):
             return False
         flags = tensor.flags
         group = self._group
-        if not (flags.c_contiguous and (flags.writeable or group.rank() == src)) \
+        if not (flags.c_contiguous and (flags.writeable or group._rank == src)) \
                 or group._broken is not None or group._destroyed_flag or group._queued \
                 or (_modules_get(_PROFILER) is not None and profiling.recording()):
             return False
-        key = ("broadcast", src, tensor.dtype, tensor.size)
-        plan = self._plans.get(key)
+        plan = self._plans.get(("broadcast", src, tensor.dtype, tensor.size))
         if plan is None:
-            buf = as_buffer(tensor, writable=group.rank() != src)
-            fp = group.fingerprint("broadcast", ALGORITHMS["broadcast"], buf, src)
-            # MPI moves the elements as opaque items of their size (no byte view per call)
-            carried = self._carried(buf.flat)
-            if carried is not None:
-                mine, rows = carried
-                carried = (mine, rows[src], self._agreement.persistent(), len(rows))
-            plan = self._plans[key] = (fp, fingerprint_hash(fp), runtime.element_type(buf.flat.itemsize)
-                                       if buf.flat.size else None, carried)
+            plan = self._plan_broadcast(tensor, src)
         fp, h, datatype, carried = plan
         flat = tensor if tensor.ndim == 1 else tensor.reshape(-1)
         # _begin and _finish, written out: this path is a few µs
@@ -152,14 +154,15 @@ class DirectPath(OtherCalls):
         entry = [seq, "broadcast", fp, _monotonic(), 0.0, STARTED, None]
         recorder.ring[seq % recorder.capacity] = recorder.current = entry
         if carried is not None:  # the root's data rides on the check
-            mine, root_row, persistent, size = carried
+            mine, root_row, persistent, size, stats, nbytes = carried
             if group._rank == src:
                 mine[...] = flat
             if persistent is not None:  # _check written out
                 record, hashes, request = persistent
                 record[0] = h
                 request.Start()
-                if not request.Test():
+                test = request.Test
+                if not (test() or test() or test()):  # (the call to _wait costs, here)
                     self._wait(entry, request, _ARRIVAL)
                 if hashes.tolist().count(h) != size:
                     self._mismatch(entry, seq, fp)
@@ -167,7 +170,16 @@ class DirectPath(OtherCalls):
                 self._check(entry, h)
             if group._rank != src:
                 flat[...] = root_row
-            recorder.end(entry)
+            # recorder.end, written out
+            now = entry[4] = _monotonic()
+            took = now - entry[3]
+            stats[0] += 1
+            stats[1] += nbytes
+            stats[2] += took
+            if took > stats[3]:
+                stats[3] = took
+            recorder.current = None
+            entry[5] = COMPLETED
             return True
         message = [flat, datatype] if datatype is not None else runtime.as_bytes(flat)
         if group.checks:
@@ -177,6 +189,21 @@ class DirectPath(OtherCalls):
             self._wait(entry, request, "the MPI collective")
         recorder.end(entry)
         return True
+
+    def _plan_broadcast(self, tensor: np.ndarray, src: int) -> tuple[Any, ...]:
+        group = self._group
+        buf = as_buffer(tensor, writable=group.rank() != src)
+        fp = group.fingerprint("broadcast", ALGORITHMS["broadcast"], buf, src)
+        # MPI moves the elements as opaque items of their size (no byte view per call)
+        carried = self._carried(buf.flat)
+        if carried is not None:
+            mine, rows = carried
+            carried = (mine, rows[src], self._agreement.persistent(), len(rows),
+                       group.recorder.stats_of("broadcast"), buf.flat.nbytes)
+        plan = self._plans[("broadcast", src, tensor.dtype, tensor.size)] = (
+            fp, fingerprint_hash(fp), runtime.element_type(buf.flat.itemsize) if buf.flat.size else None,
+            carried)
+        return plan
 
     def barrier(self) -> bool:
         if not self._usable():
