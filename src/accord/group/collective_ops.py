@@ -19,7 +19,7 @@ from ..arrays import Buffer, as_buffer
 from ..collectives import registry
 from ..errors import ArgumentError, ArgumentTypeError, DistError, with_context
 from ..reduce_ops import Kernel, as_reduce_op, make_kernel
-from . import short_paths
+from . import short_exchanges, short_paths
 from .arguments import (all_gather_buffers, all_gather_into_tensor_buffers, all_to_all_buffers,
                         all_to_all_single_buffers, equal_chunks, reduce_scatter_buffers,
                         reduce_scatter_tensor_buffers, root_list)
@@ -132,7 +132,7 @@ def reduce(group: ProcessGroup, tensor: Any, dst: int, op: Any, async_op: bool) 
 
 def all_gather(group: ProcessGroup, tensor_list: Any, tensor: Any, async_op: bool) -> Work | None:
     """tensor_list[i] gets rank i's ``tensor``; sizes may differ from rank to rank."""
-    if not async_op and short_paths.all_gather(group, tensor_list, tensor):
+    if not async_op and short_exchanges.all_gather(group, tensor_list, tensor):
         return None
     inp, outs = all_gather_buffers(group.rank(), group.size(), tensor_list, tensor)
     total = sum(o.count for o in outs)
@@ -144,7 +144,7 @@ def all_gather_into_tensor(group: ProcessGroup, output_tensor: Any, input_tensor
                            async_op: bool) -> Work | None:
     """``output_tensor`` (size × input elements, flat or stacked) gets every rank's input in
     rank order."""
-    if not async_op and short_paths.all_gather_into_tensor(group, output_tensor, input_tensor):
+    if not async_op and short_exchanges.all_gather_into_tensor(group, output_tensor, input_tensor):
         return None
     inp, out = all_gather_into_tensor_buffers(group.size(), output_tensor, input_tensor)
     outs = equal_chunks(out.flat, group.size())
@@ -180,7 +180,7 @@ def scatter(group: ProcessGroup, tensor: Any, scatter_list: Any, src: int,
 def reduce_scatter(group: ProcessGroup, output: Any, input_list: Any, op: Any,
                    async_op: bool) -> Work | None:
     """``output`` on rank j gets the reduction over ranks of their ``input_list[j]``."""
-    if not async_op and short_paths.reduce_scatter(group, output, input_list, op):
+    if not async_op and short_exchanges.reduce_scatter(group, output, input_list, op):
         return None
     out, ins = reduce_scatter_buffers(group.rank(), group.size(), output, input_list)
     total = sum(b.count for b in ins)
@@ -192,7 +192,7 @@ def reduce_scatter(group: ProcessGroup, output: Any, input_list: Any, op: Any,
 def reduce_scatter_tensor(group: ProcessGroup, output: Any, input: Any, op: Any,  # noqa: A002
                           async_op: bool) -> Work | None:
     """``input`` (size × output elements, flat or stacked) is reduced; rank j gets chunk j."""
-    if not async_op and short_paths.reduce_scatter_tensor(group, output, input, op):
+    if not async_op and short_exchanges.reduce_scatter_tensor(group, output, input, op):
         return None
     out, inp = reduce_scatter_tensor_buffers(group.size(), output, input)
     n = group.size()
@@ -204,7 +204,7 @@ def reduce_scatter_tensor(group: ProcessGroup, output: Any, input: Any, op: Any,
 def all_to_all(group: ProcessGroup, output_tensor_list: Any, input_tensor_list: Any,
                async_op: bool) -> Work | None:
     """``output_tensor_list[j]`` gets rank j's ``input_tensor_list[me]``; sizes may differ."""
-    if not async_op and short_paths.all_to_all(group, output_tensor_list, input_tensor_list):
+    if not async_op and short_exchanges.all_to_all(group, output_tensor_list, input_tensor_list):
         return None
     outs, ins = all_to_all_buffers(group.rank(), group.size(), output_tensor_list, input_tensor_list)
     return launch(group, "all_to_all", 0, ins[0], ([o.flat for o in outs], [b.flat for b in ins]),
@@ -215,7 +215,7 @@ def all_to_all_single(group: ProcessGroup, output: Any, input: Any,  # noqa: A00
                       output_split_sizes: Any, input_split_sizes: Any, async_op: bool) -> Work | None:
     """``input`` cut along dim 0 (evenly, or by ``input_split_sizes``) goes piece j to rank j;
     ``output`` is filled the same way from every rank."""
-    if not async_op and short_paths.all_to_all_single(group, output, input, output_split_sizes,
+    if not async_op and short_exchanges.all_to_all_single(group, output, input, output_split_sizes,
                                                       input_split_sizes):
         return None
     out, inp, outs, ins, even = all_to_all_single_buffers(group.rank(), group.size(), output, input,

@@ -3,8 +3,9 @@
 Owns: the plan cache (``cached_plan``: per call signature, the fingerprint and algorithm,
 made once through the same checks and choices as the long path), ``choose`` (algorithm and
 fingerprint, shared with ``collective_ops.launch`` so a rank on either path agrees with a
-rank on the other), and the short paths of the collectives: all_reduce, broadcast, barrier,
-all_gather, reduce_scatter, all_to_all (and their tensor forms), reduce, gather, scatter. A short
+rank on the other), the helpers every short path uses (``plain_array``, ``scan_list``,
+``run_plan``…), and the short paths of all_reduce, broadcast, barrier, reduce, gather and
+scatter (all_gather, reduce_scatter and all_to_all are ``short_exchanges``'). A short
 path applies when every argument is a C-contiguous ``numpy.ndarray`` (outputs writeable) or a
 plain CPU torch tensor (seen as one: ``arrays.plain_view``),
 the call is blocking and the group runs on accord's own engine (shared memory or messages,
@@ -22,13 +23,11 @@ from typing import Any, Callable
 import numpy as np
 
 from ..arrays import Buffer, as_buffer, plain_view
-from ..collectives import shm, shm_exchange, shm_rooted
+from ..collectives import shm, shm_rooted
 from ..collectives.registry import Algorithm
 from ..reduce_ops import Kernel, as_reduce_op, make_kernel
 from ..transport.wire import Fingerprint
-from .arguments import (all_gather_buffers, all_gather_into_tensor_buffers, all_to_all_buffers,
-                        all_to_all_single_buffers, equal_chunks, reduce_scatter_buffers,
-                        reduce_scatter_tensor_buffers, root_list)
+from .arguments import root_list
 from . import one_round, round_bodies
 from .hierarchy import HIERARCHICAL
 from .process_group import ProcessGroup
@@ -68,18 +67,18 @@ def cached_plan(group: ProcessGroup, key: tuple[Any, ...], make: Callable[..., t
         return None
 
 
-def _shared_plan(algorithm: Algorithm, fp: Fingerprint, *extra: Any) -> tuple[Any, ...] | None:
+def shared_plan(algorithm: Algorithm, fp: Fingerprint, *extra: Any) -> tuple[Any, ...] | None:
     return None if algorithm.kind == HIERARCHICAL else (fp, algorithm, *extra)
 
 
-def _plain(array: Any, writes: bool) -> bool:
+def plain_array(array: Any, writes: bool) -> bool:
     if type(array) is not _NDARRAY:
         return False
     flags = array.flags
     return flags.c_contiguous and (flags.writeable or not writes)
 
 
-def _scan(arrays: Any, size: int, writes: bool) -> tuple[tuple[Any, ...], list[np.ndarray]] | None:
+def scan_list(arrays: Any, size: int, writes: bool) -> tuple[tuple[Any, ...], list[np.ndarray]] | None:
     """One pass over a list argument: None unless it is a list (or tuple) of ``size`` plain
     arrays; else its signature (dtype, size of each) and the arrays as 1-D views."""
     if (type(arrays) is not list and type(arrays) is not tuple) or len(arrays) != size:
@@ -97,7 +96,7 @@ def _scan(arrays: Any, size: int, writes: bool) -> tuple[tuple[Any, ...], list[n
     return tuple(signature), flats
 
 
-def _views(arrays: Any) -> Any:
+def list_views(arrays: Any) -> Any:
     """A list argument with plain torch tensors seen as NumPy arrays (``plain_view``), when
     its first element is not already an array; else as it is (None included)."""
     if (type(arrays) is list or type(arrays) is tuple) and arrays and type(arrays[0]) is not _NDARRAY:
@@ -105,7 +104,7 @@ def _views(arrays: Any) -> Any:
     return arrays
 
 
-def _flat(array: np.ndarray) -> np.ndarray:
+def flat_view(array: np.ndarray) -> np.ndarray:
     return array if array.ndim == 1 else array.reshape(-1)
 
 
@@ -153,15 +152,15 @@ def _plan_all_reduce(group: ProcessGroup, tensor: np.ndarray, op: Any) -> tuple[
     body = bodies.get(algorithm.run)
     if body is not None and kernel.ufunc is not None:
         compiled = one_round.compile_call(group, "all_reduce", fp, buf.nbytes, body(
-            group.rank(), group.size(), buf.count, buf.flat.dtype, kernel.ufunc, _finalize(kernel)))
-    return _shared_plan(algorithm, fp, kernel, compiled)
+            group.rank(), group.size(), buf.count, buf.flat.dtype, kernel.ufunc, finalizer(kernel)))
+    return shared_plan(algorithm, fp, kernel, compiled)
 
 
-def _finalize(kernel: Kernel) -> Callable[[np.ndarray, int], None] | None:
+def finalizer(kernel: Kernel) -> Callable[[np.ndarray, int], None] | None:
     return kernel.finalize if kernel.needs_finalize else None
 
 
-def _run(group: ProcessGroup, op: str, plan: tuple[Any, ...], args: tuple[Any, ...],
+def run_plan(group: ProcessGroup, op: str, plan: tuple[Any, ...], args: tuple[Any, ...],
          compiled_args: tuple[Any, ...], inputs: tuple[Any, ...]) -> None:
     """Run a planned call: its compiled form if it has one and it can run now, else
     run_planned with ``args`` (the schedule's)."""
@@ -176,13 +175,13 @@ def broadcast(group: ProcessGroup, tensor: Any, src: int) -> bool:
         tensor = plain_view(tensor)
     if group.direct is not None:
         return group.direct.broadcast(tensor, src)  # type: ignore[no-any-return]
-    if not (group.plannable and _plain(tensor, group.rank() != src)):
+    if not (group.plannable and plain_array(tensor, group.rank() != src)):
         return False
     plan = cached_plan(group, ("broadcast", src, tensor.dtype, tensor.size), _plan_broadcast, tensor, src)
     if plan is None:
         return False
-    flat = _flat(tensor)
-    _run(group, "broadcast", plan, (flat, src), (flat,), (tensor,))
+    flat = flat_view(tensor)
+    run_plan(group, "broadcast", plan, (flat, src), (flat,), (tensor,))
     return True
 
 
@@ -191,7 +190,7 @@ def broadcast_flat(group: ProcessGroup, flat: np.ndarray, src: int) -> bool:
     if group.plannable and 0 <= src < group.size():
         plan = group.plans.get(("broadcast", src, flat.dtype, flat.size))
         if plan is not None:
-            _run(group, "broadcast", plan, (flat, src), (flat,), (flat,))
+            run_plan(group, "broadcast", plan, (flat, src), (flat,), (flat,))
             return True
     return False
 
@@ -203,7 +202,7 @@ def _plan_broadcast(group: ProcessGroup, tensor: np.ndarray, src: int) -> tuple[
     if algorithm.run is shm.broadcast:
         compiled = one_round.compile_call(group, "broadcast", fp, buf.nbytes, round_bodies.broadcast(
             group.rank(), group.size(), src, buf.count, buf.flat.dtype))
-    return _shared_plan(algorithm, fp, compiled)
+    return shared_plan(algorithm, fp, compiled)
 
 
 def barrier(group: ProcessGroup) -> bool:
@@ -214,7 +213,7 @@ def barrier(group: ProcessGroup) -> bool:
     plan = cached_plan(group, ("barrier",), _plan_barrier)
     if plan is None:
         return False
-    _run(group, "barrier", plan, (), (), ())
+    run_plan(group, "barrier", plan, (), (), ())
     return True
 
 
@@ -224,205 +223,7 @@ def _plan_barrier(group: ProcessGroup) -> tuple[Any, ...] | None:
     if algorithm.run is shm.barrier:  # no data: the round's views are one byte
         compiled = one_round.compile_call(group, "barrier", fp, 1,
                                           round_bodies.barrier(group.rank(), group.size()))
-    return _shared_plan(algorithm, fp, compiled)
-
-
-# -- all_gather ---------------------------------------------------------------------------------
-def all_gather_into_tensor(group: ProcessGroup, output: Any, inp: Any) -> bool:
-    if type(output) is not _NDARRAY or type(inp) is not _NDARRAY:
-        output, inp = plain_view(output), plain_view(inp)
-    if group.direct is not None:
-        return group.direct.all_gather_into_tensor(output, inp)  # type: ignore[no-any-return]
-    if not (group.plannable and _plain(output, True) and _plain(inp, False)):
-        return False
-    plan = cached_plan(group, ("all_gather_into_tensor", output.dtype, output.size, inp.dtype, inp.size),
-                       _plan_all_gather_into_tensor, output, inp)
-    if plan is None:
-        return False
-    flat_in, flat_out = _flat(inp), _flat(output)
-    compiled = plan[-1]
-    if compiled is None or not compiled(flat_in, flat_out):
-        group.run_planned("all_gather", plan[0], plan[1], (flat_in, equal_chunks(flat_out, group.size())),
-                          (inp,))
-    return True
-
-
-def _plan_all_gather_into_tensor(group: ProcessGroup, output: np.ndarray,
-                                 inp: np.ndarray) -> tuple[Any, ...] | None:
-    i, o = all_gather_into_tensor_buffers(group.size(), output, inp)
-    algorithm, fp = choose(group, "all_gather", o.nbytes, i, count=o.count)
-    return _shared_plan(algorithm, fp, _compile_all_gather(group, algorithm, fp, i))
-
-
-def _compile_all_gather(group: ProcessGroup, algorithm: Algorithm, fp: Fingerprint,
-                        inp: Buffer) -> Callable[..., bool] | None:
-    """Every rank gives ``inp.count`` elements (the plan's signature says so)."""
-    if algorithm.run is not shm_exchange.all_gather:
-        return None
-    return one_round.compile_call(group, "all_gather", fp, inp.nbytes, round_bodies.all_gather(
-        group.rank(), group.size(), inp.count, inp.flat.dtype))
-
-
-def all_gather(group: ProcessGroup, outputs: Any, inp: Any) -> bool:
-    outputs, inp = _views(outputs), plain_view(inp)
-    if not (group.plannable and _plain(inp, False)):
-        return False
-    scanned = _scan(outputs, group.size(), True)
-    if scanned is None:
-        return False
-    plan = cached_plan(group, ("all_gather", inp.dtype, inp.size, scanned[0]), _plan_all_gather, outputs, inp)
-    if plan is None:
-        return False
-    flat_in, flats = _flat(inp), scanned[1]
-    _run(group, "all_gather", plan, (flat_in, flats), (flat_in, flats), (inp,))
-    return True
-
-
-def _plan_all_gather(group: ProcessGroup, outputs: list[np.ndarray],
-                     inp: np.ndarray) -> tuple[Any, ...] | None:
-    i, outs = all_gather_buffers(group.rank(), group.size(), outputs, inp)
-    total = sum(o.count for o in outs)
-    algorithm, fp = choose(group, "all_gather", total * i.itemsize, i, count=total)
-    even = all(o.count == i.count for o in outs)
-    return _shared_plan(algorithm, fp, _compile_all_gather(group, algorithm, fp, i) if even else None)
-
-
-# -- reduce_scatter ---------------------------------------------------------------------------
-def reduce_scatter_tensor(group: ProcessGroup, output: Any, inp: Any, op: Any) -> bool:
-    if type(output) is not _NDARRAY or type(inp) is not _NDARRAY:
-        output, inp = plain_view(output), plain_view(inp)
-    if group.direct is not None:
-        return group.direct.reduce_scatter_tensor(output, inp, op)  # type: ignore[no-any-return]
-    if not (group.plannable and _plain(output, True) and _plain(inp, False)):
-        return False
-    plan = cached_plan(group, ("reduce_scatter_tensor", op, output.dtype, output.size, inp.dtype, inp.size),
-                       _plan_reduce_scatter_tensor, output, inp, op)
-    if plan is None:
-        return False
-    flat_out, flat_in = _flat(output), _flat(inp)
-    compiled = plan[-1]
-    if compiled is None or not compiled(flat_out, flat_in):
-        group.run_planned("reduce_scatter", plan[0], plan[1],
-                          (flat_out, equal_chunks(flat_in, group.size()), plan[2]), (inp,))
-    return True
-
-
-def _plan_reduce_scatter_tensor(group: ProcessGroup, output: np.ndarray, inp: np.ndarray,
-                                op: Any) -> tuple[Any, ...] | None:
-    o, i = reduce_scatter_tensor_buffers(group.size(), output, inp)
-    kernel = make_kernel(as_reduce_op(op), o.flat.dtype, o.dtype_name)
-    algorithm, fp = choose(group, "reduce_scatter", i.nbytes, o, count=i.count)
-    return _shared_plan(algorithm, fp, kernel, _compile_reduce_scatter(group, algorithm, fp, o, kernel))
-
-
-def _compile_reduce_scatter(group: ProcessGroup, algorithm: Algorithm, fp: Fingerprint, out: Buffer,
-                            kernel: Kernel) -> Callable[..., bool] | None:
-    """Every rank's block for every rank is ``out.count`` elements (the plan's signature)."""
-    if algorithm.run is not shm_exchange.reduce_scatter or kernel.ufunc is None or out.count == 0:
-        return None
-    n = group.size()
-    return one_round.compile_call(group, "reduce_scatter", fp, n * out.nbytes, round_bodies.reduce_scatter(
-        group.rank(), n, out.count, out.flat.dtype, kernel.ufunc, _finalize(kernel)))
-
-
-def reduce_scatter(group: ProcessGroup, output: Any, inputs: Any, op: Any) -> bool:
-    output, inputs = plain_view(output), _views(inputs)
-    if not (group.plannable and _plain(output, True)):
-        return False
-    scanned = _scan(inputs, group.size(), False)
-    if scanned is None:
-        return False
-    key = ("reduce_scatter", op, output.dtype, output.size, scanned[0])
-    plan = cached_plan(group, key, _plan_reduce_scatter, output, inputs, op)
-    if plan is None:
-        return False
-    flat_out, flats = _flat(output), scanned[1]
-    _run(group, "reduce_scatter", plan, (flat_out, flats, plan[2]), (flat_out, flats), (inputs,))
-    return True
-
-
-def _plan_reduce_scatter(group: ProcessGroup, output: np.ndarray, inputs: list[np.ndarray],
-                         op: Any) -> tuple[Any, ...] | None:
-    o, ins = reduce_scatter_buffers(group.rank(), group.size(), output, inputs)
-    total = sum(b.count for b in ins)
-    kernel = make_kernel(as_reduce_op(op), o.flat.dtype, o.dtype_name)
-    algorithm, fp = choose(group, "reduce_scatter", total * o.itemsize, o, count=total)
-    even = all(b.count == o.count for b in ins)
-    return _shared_plan(algorithm, fp, kernel,
-                        _compile_reduce_scatter(group, algorithm, fp, o, kernel) if even else None)
-
-
-# -- all_to_all -------------------------------------------------------------------------------
-def all_to_all(group: ProcessGroup, outputs: Any, inputs: Any) -> bool:
-    outputs, inputs = _views(outputs), _views(inputs)
-    n = group.size()
-    if not group.plannable:
-        return False
-    scanned_out, scanned_in = _scan(outputs, n, True), _scan(inputs, n, False)
-    if scanned_out is None or scanned_in is None:
-        return False
-    plan = cached_plan(group, ("all_to_all", scanned_out[0], scanned_in[0]), _plan_all_to_all, outputs, inputs)
-    if plan is None:
-        return False
-    outs, ins = scanned_out[1], scanned_in[1]
-    _run(group, "all_to_all", plan, (outs, ins), (outs, ins), (inputs,))
-    return True
-
-
-def _plan_all_to_all(group: ProcessGroup, outputs: list[np.ndarray],
-                     inputs: list[np.ndarray]) -> tuple[Any, ...] | None:
-    _, ins = all_to_all_buffers(group.rank(), group.size(), outputs, inputs)
-    algorithm, fp = choose(group, "all_to_all", 0, ins[0], count=0)
-    count = inputs[0].size
-    even = all(o.size == count for o in outputs) and all(i.size == count for i in inputs)
-    return _shared_plan(algorithm, fp,
-                        _compile_all_to_all(group, algorithm, fp, count, ins[0].flat.dtype) if even else None)
-
-
-def _compile_all_to_all(group: ProcessGroup, algorithm: Algorithm, fp: Fingerprint, count: int,
-                        dtype: np.dtype) -> Callable[..., bool] | None:
-    """Every rank sends and receives ``count`` elements to and from every rank."""
-    n = group.size()
-    if algorithm.run is not shm_exchange.all_to_all or group._call_slots is None \
-            or not round_bodies.all_to_all_fits(n, count, dtype.itemsize, group._call_slots.slot_bytes):
-        return None
-    return one_round.compile_call(group, "all_to_all", fp, 8 * n + n * count * dtype.itemsize,
-                                  round_bodies.all_to_all(group.rank(), n, count, dtype))
-
-
-def all_to_all_single(group: ProcessGroup, output: Any, inp: Any, output_split_sizes: Any,
-                      input_split_sizes: Any) -> bool:
-    """The even form only (no split sizes): piece j of dim 0 goes to rank j."""
-    if type(output) is not _NDARRAY or type(inp) is not _NDARRAY:
-        output, inp = plain_view(output), plain_view(inp)
-    if group.direct is not None:
-        return group.direct.all_to_all_single(  # type: ignore[no-any-return]
-            output, inp, output_split_sizes, input_split_sizes)
-    if output_split_sizes or input_split_sizes:
-        return False
-    if not (group.plannable and _plain(output, True) and _plain(inp, False)):
-        return False
-    plan = cached_plan(group, ("all_to_all_single", output.dtype, output.shape, inp.dtype, inp.shape),
-                       _plan_all_to_all_single, output, inp)
-    if plan is None:
-        return False
-    flat_out, flat_in = _flat(output), _flat(inp)
-    compiled = plan[-1]
-    if compiled is None or not compiled(flat_out, flat_in):
-        n = group.size()
-        group.run_planned("all_to_all", plan[0], plan[1],
-                          (equal_chunks(flat_out, n), equal_chunks(flat_in, n)), (inp,))
-    return True
-
-
-def _plan_all_to_all_single(group: ProcessGroup, output: np.ndarray,
-                            inp: np.ndarray) -> tuple[Any, ...] | None:
-    o, i, _, _, _ = all_to_all_single_buffers(group.rank(), group.size(), output, inp, None, None)
-    algorithm, fp = choose(group, "all_to_all", i.nbytes, i, count=i.count)
-    n = group.size()
-    even = o.count == i.count and i.count % n == 0
-    return _shared_plan(algorithm, fp, _compile_all_to_all(group, algorithm, fp, i.count // n, i.flat.dtype)
-                        if even and n else None)
+    return shared_plan(algorithm, fp, compiled)
 
 
 # -- rooted: reduce, gather, scatter ------------------------------------------------------------
@@ -431,13 +232,13 @@ def reduce(group: ProcessGroup, tensor: Any, dst: Any, op: Any) -> bool:
         tensor = plain_view(tensor)
     if group.direct is not None:
         return group.direct.reduce(tensor, dst, op)  # type: ignore[no-any-return]
-    if not (group.plannable and type(dst) is int and _plain(tensor, dst == group.rank())):
+    if not (group.plannable and type(dst) is int and plain_array(tensor, dst == group.rank())):
         return False
     plan = cached_plan(group, ("reduce", op, dst, tensor.dtype, tensor.size), _plan_reduce, tensor, dst, op)
     if plan is None:
         return False
-    flat = _flat(tensor)
-    _run(group, "reduce", plan, (flat, plan[2], dst), (flat,), (tensor,))
+    flat = flat_view(tensor)
+    run_plan(group, "reduce", plan, (flat, plan[2], dst), (flat,), (tensor,))
     return True
 
 
@@ -450,8 +251,8 @@ def _plan_reduce(group: ProcessGroup, tensor: np.ndarray, dst: int, op: Any) -> 
     compiled = None
     if algorithm.run is shm_rooted.reduce and kernel.ufunc is not None:
         compiled = one_round.compile_call(group, "reduce", fp, buf.nbytes, round_bodies.reduce(
-            group.rank(), group.size(), dst, buf.count, buf.flat.dtype, kernel.ufunc, _finalize(kernel)))
-    return _shared_plan(algorithm, fp, kernel, compiled)
+            group.rank(), group.size(), dst, buf.count, buf.flat.dtype, kernel.ufunc, finalizer(kernel)))
+    return shared_plan(algorithm, fp, kernel, compiled)
 
 
 def gather(group: ProcessGroup, tensor: Any, gather_list: Any, dst: Any) -> bool:
@@ -469,13 +270,13 @@ def _rooted(group: ProcessGroup, op: str, tensor: Any, tensors: Any, root: Any, 
     if type(tensor) is not _NDARRAY:
         tensor = plain_view(tensor)
     if tensors is not None:
-        tensors = _views(tensors)
+        tensors = list_views(tensors)
     if group.direct is not None:
         return getattr(group.direct, op)(tensor, tensors, root)  # type: ignore[no-any-return]
-    if not (group.plannable and type(root) is int and _plain(tensor, tensor_writes)):
+    if not (group.plannable and type(root) is int and plain_array(tensor, tensor_writes)):
         return False
     if group.rank() == root:
-        scanned = _scan(tensors, group.size(), not tensor_writes)
+        scanned = scan_list(tensors, group.size(), not tensor_writes)
         if scanned is None:
             return False
         signature, flats = scanned
@@ -505,7 +306,7 @@ def _plan_gather(group: ProcessGroup, tensor: np.ndarray, gather_list: Any,
     if algorithm.run is shm_rooted.gather:
         compiled = one_round.compile_call(group, "gather", fp, inp.nbytes, round_bodies.gather(
             group.rank(), group.size(), dst, inp.count, inp.flat.dtype))
-    return _shared_plan(algorithm, fp, compiled)
+    return shared_plan(algorithm, fp, compiled)
 
 
 def _plan_scatter(group: ProcessGroup, tensor: np.ndarray, scatter_list: Any,
@@ -523,4 +324,4 @@ def _plan_scatter(group: ProcessGroup, tensor: np.ndarray, scatter_list: Any,
         if 0 < out.count <= region:
             compiled = one_round.compile_call(group, "scatter", fp, n * region * dtype.itemsize,
                                               round_bodies.scatter(group.rank(), n, src, out.count, dtype, region))
-    return _shared_plan(algorithm, fp, compiled)
+    return shared_plan(algorithm, fp, compiled)

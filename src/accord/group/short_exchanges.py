@@ -1,0 +1,230 @@
+"""The short path of the blocking exchanges on plain NumPy arrays: all_gather,
+reduce_scatter and all_to_all, in their list and tensor forms.
+
+Owns: per form, the front check (plain arrays, or plain CPU torch tensors seen as arrays),
+the plan (the long path's argument checks, algorithm choice and fingerprint, made once per
+call signature through ``short_paths.cached_plan``) and, for an even call on one
+shared-memory slot, its compiled single round. The plumbing they share (the plan cache,
+``choose``, the list scan) is ``short_paths``'; as there, a call on backend mpi goes to the
+group's ``direct`` path and anything not plannable returns False for the long path. Must not
+know about the default world or torch.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from ..arrays import Buffer, plain_view
+from ..collectives import shm_exchange
+from ..collectives.registry import Algorithm
+from ..reduce_ops import Kernel, as_reduce_op, make_kernel
+from ..transport.wire import Fingerprint
+from . import one_round, round_bodies
+from .arguments import (all_gather_buffers, all_gather_into_tensor_buffers, all_to_all_buffers,
+                        all_to_all_single_buffers, equal_chunks, reduce_scatter_buffers,
+                        reduce_scatter_tensor_buffers)
+from .process_group import ProcessGroup
+from .short_paths import (cached_plan, choose, finalizer, flat_view, list_views, plain_array, run_plan,
+                          scan_list, shared_plan)
+
+_NDARRAY = np.ndarray
+
+
+# -- all_gather ---------------------------------------------------------------------------------
+def all_gather_into_tensor(group: ProcessGroup, output: Any, inp: Any) -> bool:
+    if type(output) is not _NDARRAY or type(inp) is not _NDARRAY:
+        output, inp = plain_view(output), plain_view(inp)
+    if group.direct is not None:
+        return group.direct.all_gather_into_tensor(output, inp)  # type: ignore[no-any-return]
+    if not (group.plannable and plain_array(output, True) and plain_array(inp, False)):
+        return False
+    plan = cached_plan(group, ("all_gather_into_tensor", output.dtype, output.size, inp.dtype, inp.size),
+                       _plan_all_gather_into_tensor, output, inp)
+    if plan is None:
+        return False
+    flat_in, flat_out = flat_view(inp), flat_view(output)
+    compiled = plan[-1]
+    if compiled is None or not compiled(flat_in, flat_out):
+        group.run_planned("all_gather", plan[0], plan[1], (flat_in, equal_chunks(flat_out, group.size())),
+                          (inp,))
+    return True
+
+
+def _plan_all_gather_into_tensor(group: ProcessGroup, output: np.ndarray,
+                                 inp: np.ndarray) -> tuple[Any, ...] | None:
+    i, o = all_gather_into_tensor_buffers(group.size(), output, inp)
+    algorithm, fp = choose(group, "all_gather", o.nbytes, i, count=o.count)
+    return shared_plan(algorithm, fp, _compile_all_gather(group, algorithm, fp, i))
+
+
+def _compile_all_gather(group: ProcessGroup, algorithm: Algorithm, fp: Fingerprint,
+                        inp: Buffer) -> Callable[..., bool] | None:
+    """Every rank gives ``inp.count`` elements (the plan's signature says so)."""
+    if algorithm.run is not shm_exchange.all_gather:
+        return None
+    return one_round.compile_call(group, "all_gather", fp, inp.nbytes, round_bodies.all_gather(
+        group.rank(), group.size(), inp.count, inp.flat.dtype))
+
+
+def all_gather(group: ProcessGroup, outputs: Any, inp: Any) -> bool:
+    outputs, inp = list_views(outputs), plain_view(inp)
+    if not (group.plannable and plain_array(inp, False)):
+        return False
+    scanned = scan_list(outputs, group.size(), True)
+    if scanned is None:
+        return False
+    plan = cached_plan(group, ("all_gather", inp.dtype, inp.size, scanned[0]), _plan_all_gather, outputs, inp)
+    if plan is None:
+        return False
+    flat_in, flats = flat_view(inp), scanned[1]
+    run_plan(group, "all_gather", plan, (flat_in, flats), (flat_in, flats), (inp,))
+    return True
+
+
+def _plan_all_gather(group: ProcessGroup, outputs: list[np.ndarray],
+                     inp: np.ndarray) -> tuple[Any, ...] | None:
+    i, outs = all_gather_buffers(group.rank(), group.size(), outputs, inp)
+    total = sum(o.count for o in outs)
+    algorithm, fp = choose(group, "all_gather", total * i.itemsize, i, count=total)
+    even = all(o.count == i.count for o in outs)
+    return shared_plan(algorithm, fp, _compile_all_gather(group, algorithm, fp, i) if even else None)
+
+
+# -- reduce_scatter ---------------------------------------------------------------------------
+def reduce_scatter_tensor(group: ProcessGroup, output: Any, inp: Any, op: Any) -> bool:
+    if type(output) is not _NDARRAY or type(inp) is not _NDARRAY:
+        output, inp = plain_view(output), plain_view(inp)
+    if group.direct is not None:
+        return group.direct.reduce_scatter_tensor(output, inp, op)  # type: ignore[no-any-return]
+    if not (group.plannable and plain_array(output, True) and plain_array(inp, False)):
+        return False
+    plan = cached_plan(group, ("reduce_scatter_tensor", op, output.dtype, output.size, inp.dtype, inp.size),
+                       _plan_reduce_scatter_tensor, output, inp, op)
+    if plan is None:
+        return False
+    flat_out, flat_in = flat_view(output), flat_view(inp)
+    compiled = plan[-1]
+    if compiled is None or not compiled(flat_out, flat_in):
+        group.run_planned("reduce_scatter", plan[0], plan[1],
+                          (flat_out, equal_chunks(flat_in, group.size()), plan[2]), (inp,))
+    return True
+
+
+def _plan_reduce_scatter_tensor(group: ProcessGroup, output: np.ndarray, inp: np.ndarray,
+                                op: Any) -> tuple[Any, ...] | None:
+    o, i = reduce_scatter_tensor_buffers(group.size(), output, inp)
+    kernel = make_kernel(as_reduce_op(op), o.flat.dtype, o.dtype_name)
+    algorithm, fp = choose(group, "reduce_scatter", i.nbytes, o, count=i.count)
+    return shared_plan(algorithm, fp, kernel, _compile_reduce_scatter(group, algorithm, fp, o, kernel))
+
+
+def _compile_reduce_scatter(group: ProcessGroup, algorithm: Algorithm, fp: Fingerprint, out: Buffer,
+                            kernel: Kernel) -> Callable[..., bool] | None:
+    """Every rank's block for every rank is ``out.count`` elements (the plan's signature)."""
+    if algorithm.run is not shm_exchange.reduce_scatter or kernel.ufunc is None or out.count == 0:
+        return None
+    n = group.size()
+    return one_round.compile_call(group, "reduce_scatter", fp, n * out.nbytes, round_bodies.reduce_scatter(
+        group.rank(), n, out.count, out.flat.dtype, kernel.ufunc, finalizer(kernel)))
+
+
+def reduce_scatter(group: ProcessGroup, output: Any, inputs: Any, op: Any) -> bool:
+    output, inputs = plain_view(output), list_views(inputs)
+    if not (group.plannable and plain_array(output, True)):
+        return False
+    scanned = scan_list(inputs, group.size(), False)
+    if scanned is None:
+        return False
+    key = ("reduce_scatter", op, output.dtype, output.size, scanned[0])
+    plan = cached_plan(group, key, _plan_reduce_scatter, output, inputs, op)
+    if plan is None:
+        return False
+    flat_out, flats = flat_view(output), scanned[1]
+    run_plan(group, "reduce_scatter", plan, (flat_out, flats, plan[2]), (flat_out, flats), (inputs,))
+    return True
+
+
+def _plan_reduce_scatter(group: ProcessGroup, output: np.ndarray, inputs: list[np.ndarray],
+                         op: Any) -> tuple[Any, ...] | None:
+    o, ins = reduce_scatter_buffers(group.rank(), group.size(), output, inputs)
+    total = sum(b.count for b in ins)
+    kernel = make_kernel(as_reduce_op(op), o.flat.dtype, o.dtype_name)
+    algorithm, fp = choose(group, "reduce_scatter", total * o.itemsize, o, count=total)
+    even = all(b.count == o.count for b in ins)
+    return shared_plan(algorithm, fp, kernel,
+                        _compile_reduce_scatter(group, algorithm, fp, o, kernel) if even else None)
+
+
+# -- all_to_all -------------------------------------------------------------------------------
+def all_to_all(group: ProcessGroup, outputs: Any, inputs: Any) -> bool:
+    outputs, inputs = list_views(outputs), list_views(inputs)
+    n = group.size()
+    if not group.plannable:
+        return False
+    scanned_out, scanned_in = scan_list(outputs, n, True), scan_list(inputs, n, False)
+    if scanned_out is None or scanned_in is None:
+        return False
+    plan = cached_plan(group, ("all_to_all", scanned_out[0], scanned_in[0]), _plan_all_to_all, outputs, inputs)
+    if plan is None:
+        return False
+    outs, ins = scanned_out[1], scanned_in[1]
+    run_plan(group, "all_to_all", plan, (outs, ins), (outs, ins), (inputs,))
+    return True
+
+
+def _plan_all_to_all(group: ProcessGroup, outputs: list[np.ndarray],
+                     inputs: list[np.ndarray]) -> tuple[Any, ...] | None:
+    _, ins = all_to_all_buffers(group.rank(), group.size(), outputs, inputs)
+    algorithm, fp = choose(group, "all_to_all", 0, ins[0], count=0)
+    count = inputs[0].size
+    even = all(o.size == count for o in outputs) and all(i.size == count for i in inputs)
+    return shared_plan(algorithm, fp,
+                        _compile_all_to_all(group, algorithm, fp, count, ins[0].flat.dtype) if even else None)
+
+
+def _compile_all_to_all(group: ProcessGroup, algorithm: Algorithm, fp: Fingerprint, count: int,
+                        dtype: np.dtype) -> Callable[..., bool] | None:
+    """Every rank sends and receives ``count`` elements to and from every rank."""
+    n = group.size()
+    if algorithm.run is not shm_exchange.all_to_all or group._call_slots is None \
+            or not round_bodies.all_to_all_fits(n, count, dtype.itemsize, group._call_slots.slot_bytes):
+        return None
+    return one_round.compile_call(group, "all_to_all", fp, 8 * n + n * count * dtype.itemsize,
+                                  round_bodies.all_to_all(group.rank(), n, count, dtype))
+
+
+def all_to_all_single(group: ProcessGroup, output: Any, inp: Any, output_split_sizes: Any,
+                      input_split_sizes: Any) -> bool:
+    """The even form only (no split sizes): piece j of dim 0 goes to rank j."""
+    if type(output) is not _NDARRAY or type(inp) is not _NDARRAY:
+        output, inp = plain_view(output), plain_view(inp)
+    if group.direct is not None:
+        return group.direct.all_to_all_single(  # type: ignore[no-any-return]
+            output, inp, output_split_sizes, input_split_sizes)
+    if output_split_sizes or input_split_sizes:
+        return False
+    if not (group.plannable and plain_array(output, True) and plain_array(inp, False)):
+        return False
+    plan = cached_plan(group, ("all_to_all_single", output.dtype, output.shape, inp.dtype, inp.shape),
+                       _plan_all_to_all_single, output, inp)
+    if plan is None:
+        return False
+    flat_out, flat_in = flat_view(output), flat_view(inp)
+    compiled = plan[-1]
+    if compiled is None or not compiled(flat_out, flat_in):
+        n = group.size()
+        group.run_planned("all_to_all", plan[0], plan[1],
+                          (equal_chunks(flat_out, n), equal_chunks(flat_in, n)), (inp,))
+    return True
+
+
+def _plan_all_to_all_single(group: ProcessGroup, output: np.ndarray,
+                            inp: np.ndarray) -> tuple[Any, ...] | None:
+    o, i, _, _, _ = all_to_all_single_buffers(group.rank(), group.size(), output, inp, None, None)
+    algorithm, fp = choose(group, "all_to_all", i.nbytes, i, count=i.count)
+    n = group.size()
+    even = o.count == i.count and i.count % n == 0
+    return shared_plan(algorithm, fp, _compile_all_to_all(group, algorithm, fp, i.count // n, i.flat.dtype)
+                        if even and n else None)
