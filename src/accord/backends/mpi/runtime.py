@@ -3,7 +3,8 @@ accord's buffers and ReduceOps, and waiting on MPI requests within a deadline.
 
 Owns: the clear error when mpi4py is missing, how a NumPy array and an accord ``Kernel`` map
 onto an MPI datatype and op (an op MPI lacks, or a dtype it cannot reduce — float16,
-bfloat16, bool — becomes a user-defined MPI op that runs accord's own kernel), and
+bfloat16, bool, and Open MPI's sums of 8- and 16-bit integers, which saturate — becomes a
+user-defined MPI op that runs accord's own kernel), and
 ``wait_until``, the polling loop every MPI wait goes through: MPI makes progress only inside
 its calls, so it keeps testing, yields the core when ranks outnumber cores, and gives up at
 the deadline instead of blocking forever. Must not know about groups or the API.
@@ -84,6 +85,19 @@ def element_type(itemsize: int) -> Any:
     return found
 
 
+_SMALL_INTEGERS = ("i1", "i2", "u1", "u2")
+_saturating: list[bool] = []  # [whether this MPI's SUM saturates 8- and 16-bit integers]
+
+
+def sums_saturate() -> bool:
+    """Whether this MPI's SUM of 8- and 16-bit integers may saturate instead of wrapping
+    around (as NumPy and torch do): Open MPI's AVX reduction (``op/avx``, on CPUs with
+    AVX2/AVX-512, 16 or more elements) clips them, open-mpi/ompi#8045."""
+    if not _saturating:
+        _saturating.append(load().Get_library_version().lstrip().startswith("Open MPI"))
+    return _saturating[0]
+
+
 def reduction(flat: np.ndarray, kernel: Kernel) -> tuple[Any, Any]:
     """(MPI datatype, MPI op) that reduce ``flat`` as ``kernel`` does (before its finalize)."""
     mpi = load()
@@ -92,6 +106,8 @@ def reduction(flat: np.ndarray, kernel: Kernel) -> tuple[Any, Any]:
     native = code in _TYPE_NAMES and not kernel.bfloat16
     if code in ("c8", "c16") and kind not in _COMPLEX_OPS:
         native = False
+    if code in _SMALL_INTEGERS and _MPI_OP_NAMES[kind] == "SUM" and sums_saturate():
+        native = False  # accord's kernel wraps around
     if code.startswith(("f", "c")) and kind in (RedOpType.BAND, RedOpType.BOR, RedOpType.BXOR):
         native = False
     if native:
