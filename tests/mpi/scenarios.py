@@ -186,6 +186,10 @@ def carried(rank: int, n: int) -> Any:
     dist.all_reduce(y)
     out["after"] = y.tolist()
     out["checks"] = dist.group.WORLD.checks
+    from accord.backends.mpi import runtime
+    from accord.reduce_ops import as_reduce_op, make_kernel
+    kernel = make_kernel(as_reduce_op(dist.ReduceOp.SUM), np.dtype(np.int8), "int8")
+    out["int8_sum_on_mpi_sum"] = runtime.reduction(np.zeros(32, np.int8), kernel)[1] == runtime.load().SUM
     return out
 
 
@@ -452,6 +456,34 @@ def killed(rank: int, n: int) -> Any:
 
 
 @scenario
+def refused_then_groups(rank: int, n: int) -> Any:
+    """The root refuses gather_object (its list is short) while the others send anyway: at
+    destroy the root keeps that group's communicators (a message may still come: MPI would
+    hand it to the next communicator on the same context), a healthy group's are freed, and
+    the groups made after give the right data."""
+    from mpi4py import MPI
+    group = dist.new_group(timeout=timedelta(seconds=2))
+    refused = None
+    try:
+        dist.gather_object("x", [None] * (n - 1) if rank == 0 else None, dst=0, group=group)
+    except dist.ArgumentError as exc:
+        refused = type(exc).__name__
+    dist.destroy_process_group(group)
+    healthy = dist.new_group()
+    dist.all_reduce(np.ones(1), group=healthy)
+    dist.destroy_process_group(healthy)
+    sums = []
+    for members in ([0], list(range(n))):
+        g = dist.new_group(members)
+        if rank in members:
+            x = np.full(4, rank + 1.0)
+            dist.all_reduce(x, group=g)
+            sums.append(x.tolist())
+    return {"refused": refused, "kept": group.comm != MPI.COMM_NULL,
+            "healthy_freed": healthy.comm == MPI.COMM_NULL, "sums": sums}
+
+
+@scenario
 def stores_alongside(rank: int, n: int) -> Any:
     """The user's own stores work beside backend mpi; the flight recorder records its calls."""
     path = os.environ["ACCORD_TEST_FILESTORE"]
@@ -494,6 +526,9 @@ def main() -> None:
     if os.environ.get("ACCORD_TEST_NO_PERSISTENT"):  # an MPI library before MPI 4
         from accord.backends.mpi import agreement
         agreement.Agreement._persistent_request = lambda self, comm: None
+    if os.environ.get("ACCORD_TEST_SUMS_SATURATE"):  # as on Open MPI: small sums by accord's kernel
+        from accord.backends.mpi import runtime
+        runtime._saturating[:] = [True]
     dist.init_process_group(os.environ.get("ACCORD_TEST_BACKEND", "mpi"), timeout=timedelta(seconds=float(os.environ.get("ACCORD_TEST_TIMEOUT", "20"))))
     rank, n = dist.get_rank(), dist.get_world_size()
     try:

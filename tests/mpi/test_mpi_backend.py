@@ -121,13 +121,15 @@ def test_list_forms_uneven_sizes_and_every_root(n: int) -> None:
 
 @needs_mpi
 @pytest.mark.parametrize("n, env", [(3, {}), (2, {"ACCORD_TEST_NO_PERSISTENT": "1"}),
-                                    (3, {"ACCORD_TEST_GATHER_MAX_WORLD": "2"}),
+                                    (3, {"ACCORD_TEST_GATHER_MAX_WORLD": "2", "ACCORD_TEST_SUMS_SATURATE": "1"}),
                                     (2, {"ACCORD_MPI_CHECKS": "0"})],
                          ids=["gather-3", "before-mpi4", "pair-check", "unchecked"])
 def test_small_calls_carried_by_the_check_on_every_path(n: int, env: dict[str, str]) -> None:
     """The check carries small all_reduce/broadcast data (agreement.py): whatever path each
     rank takes, sizes on both sides of the limit give MPI's results; so do the larger
-    groups' check (an all_reduce, which carries nothing) and MPI libraries before MPI 4."""
+    groups' check (an all_reduce, which carries nothing) and MPI libraries before MPI 4. With
+    pair-check, small integers' sums take accord's kernel, as on Open MPI (whose SUM saturates
+    int8/int16): they still wrap around."""
     pytest.importorskip("torch")
     import numpy as np
     results = complete("carried", n, **env)
@@ -150,6 +152,8 @@ def test_small_calls_carried_by_the_check_on_every_path(n: int, env: dict[str, s
             product = [product[0] * (r + 1), product[1] * (2 * r + 1)]
         assert got["BXOR"] == xor and got["PRODUCT"] == product
         assert got["premul_sum"] == [3.0 * sum(range(1, n + 1))] * 2
+        if "ACCORD_TEST_SUMS_SATURATE" in env:
+            assert got["int8_sum_on_mpi_sum"] is False
         assert got["bf16"] == [float(n * i + sum(range(n))) for i in range(3)]
         assert got["checks"] is (env.get("ACCORD_MPI_CHECKS") != "0")
         if got["checks"]:
@@ -161,7 +165,7 @@ def test_small_calls_carried_by_the_check_on_every_path(n: int, env: dict[str, s
 
 @needs_mpi
 @pytest.mark.parametrize("n, env", [(2, {}), (3, {}), (2, {"ACCORD_TEST_NO_PERSISTENT": "1"}),
-                                    (3, {"ACCORD_TEST_GATHER_MAX_WORLD": "2"}),
+                                    (3, {"ACCORD_TEST_GATHER_MAX_WORLD": "2", "ACCORD_TEST_SUMS_SATURATE": "1"}),
                                     (2, {"ACCORD_MPI_CHECKS": "0"})],
                          ids=["2", "3", "before-mpi4", "pair-check", "unchecked"])
 def test_the_other_collectives_agree_on_every_path(n: int, env: dict[str, str]) -> None:
@@ -294,6 +298,18 @@ def test_an_uncaught_exception_ends_the_job_with_a_message() -> None:
 def test_a_killed_rank_ends_the_job() -> None:
     results, done = run("killed", 3, timeout=60, ACCORD_TEST_TIMEOUT="60")
     assert done.returncode != 0 and not results
+
+
+@needs_mpi
+def test_a_group_with_a_refused_call_keeps_its_communicators() -> None:
+    """(On Open MPI, a freed communicator's context is reused and a late message to it was
+    delivered to the next group: an abort, or the wrong data.)"""
+    results = complete("refused_then_groups", 2)
+    assert results[0]["refused"] == "ShortListError" and results[0]["kept"] is True
+    assert results[1]["refused"] is None and results[1]["kept"] is False  # (it only sent)
+    for rank, got in results.items():
+        assert got["healthy_freed"] is True
+        assert got["sums"] == ([[1.0] * 4] if rank == 0 else []) + [[3.0] * 4]
 
 
 @needs_mpi
