@@ -59,3 +59,12 @@ def test_bench_prints_the_ceiling_beside_all_reduce(tmp_path, capsys: pytest.Cap
         assert row["impl"] == "accord" and row["nbytes"] == 64 << 10
         assert row["busbw_gbs"] > 0 and row["median_us"] > 0, row
         assert op in table
+
+
+def test_the_transport_defaults_to_accord_transport(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ACCORD_TRANSPORT=tcp reaches the bench's ranks unless --transport says otherwise."""
+    monkeypatch.setenv("ACCORD_TRANSPORT", "tcp")
+    assert cli.build_parser().parse_args([]).transport == "tcp"
+    assert cli.build_parser().parse_args(["--transport", "auto"]).transport == "auto"
+    monkeypatch.delenv("ACCORD_TRANSPORT")
+    assert cli.build_parser().parse_args([]).transport == "auto"

@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 
+from .. import config
 from . import mpi_side, plot, report, runner
 from .workloads import COLLECTIVES
 
@@ -45,8 +46,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=["accord", "mpi"], default="accord",
                    help="accord's backend: its own transports, or mpi (MPI's collectives under "
                         "mpiexec, needs the mpi extra)")
-    p.add_argument("--transport", choices=["auto", "tcp"], default="auto",
-                   help="accord's transport: auto (shared memory on one host) or tcp")
+    p.add_argument("--transport", choices=["auto", "tcp"], default=config.transport(),
+                   help="accord's transport: auto (shared memory on one host) or tcp "
+                        "(default: ACCORD_TRANSPORT, else auto)")
     p.add_argument("--plot", help="draw busbw vs size to this PNG (needs matplotlib)")
     p.add_argument("--json", help="write the rows to this JSON file")
     p.add_argument("--quiet", action="store_true", help="no progress display")
