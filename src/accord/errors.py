@@ -44,28 +44,12 @@ from __future__ import annotations
 import traceback
 
 
-_refusals = 0
-
-
-def refusals() -> int:
-    """How many ArgumentErrors this process has made (refused calls). A rank may refuse a
-    call that the other ranks go on with (a wrong list on the root only): their messages to
-    it may still arrive, so backend mpi keeps the communicators of a group during whose life
-    this number moved, rather than free them for MPI to reuse."""
-    return _refusals
-
-
 class ArgumentError(ValueError, RuntimeError):
     """An argument of a call is wrong: the caller's fault, found before any byte moved.
 
     A ValueError (accord's rule for a wrong value) and a RuntimeError (what torch's C++
     checks raise for most of the same mistakes), so that either ``except`` catches it.
     """
-
-    def __init__(self, *args: object) -> None:
-        global _refusals
-        _refusals += 1
-        super().__init__(*args)
 
 
 class ArgumentTypeError(ArgumentError, TypeError):

@@ -457,19 +457,23 @@ def killed(rank: int, n: int) -> Any:
 
 @scenario
 def refused_then_groups(rank: int, n: int) -> Any:
-    """The root refuses gather_object (its list is short) while the others send anyway: at
-    destroy the root keeps that group's communicators (a message may still come: MPI would
-    hand it to the next communicator on the same context), a healthy group's are freed, and
+    """The root leaves gather_object by an error while the others send anyway (its list is
+    short; then its own object does not pickle): at destroy the root keeps those groups'
+    communicators (a message may still come: MPI would hand it to the next communicator on
+    the same context). A group that saw no error is freed, even one made before the errors;
     the groups made after give the right data."""
     from mpi4py import MPI
-    group = dist.new_group(timeout=timedelta(seconds=2))
-    refused = None
-    try:
-        dist.gather_object("x", [None] * (n - 1) if rank == 0 else None, dst=0, group=group)
-    except dist.ArgumentError as exc:
-        refused = type(exc).__name__
-    dist.destroy_process_group(group)
     healthy = dist.new_group()
+    refusing = dist.new_group(timeout=timedelta(seconds=2))
+    unpicklable = dist.new_group(timeout=timedelta(seconds=2))
+    raised = []
+    for group, obj, short in ((unpicklable, (lambda: 0) if rank == 0 else "y", False), (refusing, "x", True)):
+        try:
+            dist.gather_object(obj, ([None] * (n - 1 if short else n)) if rank == 0 else None, dst=0,
+                               group=group)
+        except Exception as exc:  # noqa: BLE001 — which error it was is the result
+            raised.append(type(exc).__name__)
+        dist.destroy_process_group(group)  # (the first before the second call raises)
     dist.all_reduce(np.ones(1), group=healthy)
     dist.destroy_process_group(healthy)
     sums = []
@@ -479,7 +483,7 @@ def refused_then_groups(rank: int, n: int) -> Any:
             x = np.full(4, rank + 1.0)
             dist.all_reduce(x, group=g)
             sums.append(x.tolist())
-    return {"refused": refused, "kept": group.comm != MPI.COMM_NULL,
+    return {"raised": raised, "kept": [g.comm != MPI.COMM_NULL for g in (refusing, unpicklable)],
             "healthy_freed": healthy.comm == MPI.COMM_NULL, "sums": sums}
 
 
@@ -498,8 +502,11 @@ def stores_alongside(rank: int, n: int) -> Any:
     with open(dump) as f:
         recorded = [(c["op"], c["state"]) for g in json.load(f)["groups"] for c in g["entries"]]
     stats = dist.comm_stats()["default_pg"]
+    world = dist.group.WORLD  # what the progress board and a peer's stuck report read
     return {"values": values, "recorded": recorded, "stats_ops": sorted(stats),
-            "counted": {op: (s["calls"], s["bytes"]) for op, s in stats.items()}}
+            "counted": {op: (s["calls"], s["bytes"]) for op, s in stats.items()},
+            "last_done": (world.recorder.progress()["last_done"] or {}).get("seq"),
+            "last_seq": world.last_seq}
 
 
 @scenario

@@ -2,6 +2,8 @@
 
 Owns: torch's signatures, defaults and return conventions (None when blocking, a Work when
 ``async_op=True``, None on non-member ranks). Ranks in signatures are global, as torch's.
+A call this rank leaves by an exception is counted on its group (``calls_raised``; the
+``try`` costs nothing when nothing is raised), here and in ``objects`` and ``p2p``.
 """
 
 from __future__ import annotations
@@ -23,14 +25,18 @@ def all_reduce(tensor: Any, op: Any = ReduceOp.SUM, group: Any = None, async_op:
     pg = resolve_group(group, "all_reduce")
     if pg is None:
         return None
-    if pg.device_groups and (dg := device_group(pg, tensor)) is not None:
-        return dg.all_reduce(tensor, op, async_op)  # type: ignore[no-any-return]
-    if debug.DETAIL_ON:
-        return detail.run(pg, "all_reduce", lambda: collective_ops.all_reduce(pg, tensor, op, async_op),
-                          tensor=tensor, op=op)
-    if not async_op and short_paths.all_reduce(pg, tensor, op):  # the commonest call: no hop
-        return None
-    return collective_ops.all_reduce(pg, tensor, op, async_op)
+    try:
+        if pg.device_groups and (dg := device_group(pg, tensor)) is not None:
+            return dg.all_reduce(tensor, op, async_op)  # type: ignore[no-any-return]
+        if debug.DETAIL_ON:
+            return detail.run(pg, "all_reduce", lambda: collective_ops.all_reduce(pg, tensor, op, async_op),
+                              tensor=tensor, op=op)
+        if not async_op and short_paths.all_reduce(pg, tensor, op):  # the commonest call: no hop
+            return None
+        return collective_ops.all_reduce(pg, tensor, op, async_op)
+    except BaseException:  # (see ProcessGroup.calls_raised)
+        pg.calls_raised += 1
+        raise
 
 
 def broadcast(tensor: Any, src: int | None = None, group: Any = None, async_op: bool = False,
@@ -39,15 +45,19 @@ def broadcast(tensor: Any, src: int | None = None, group: Any = None, async_op: 
     pg = resolve_group(group, "broadcast")
     if pg is None:
         return None
-    root = group_rank(pg, src, group_src, "src")
-    if pg.device_groups and (dg := device_group(pg, tensor)) is not None:
-        return dg.broadcast(tensor, root, async_op)  # type: ignore[no-any-return]
-    if debug.DETAIL_ON:
-        return detail.run(pg, "broadcast", lambda: collective_ops.broadcast(pg, tensor, root, async_op),
-                          root, tensor=tensor)
-    if not async_op and short_paths.broadcast(pg, tensor, root):  # (group_rank checked root)
-        return None
-    return collective_ops.broadcast(pg, tensor, root, async_op)
+    try:
+        root = group_rank(pg, src, group_src, "src")
+        if pg.device_groups and (dg := device_group(pg, tensor)) is not None:
+            return dg.broadcast(tensor, root, async_op)  # type: ignore[no-any-return]
+        if debug.DETAIL_ON:
+            return detail.run(pg, "broadcast", lambda: collective_ops.broadcast(pg, tensor, root, async_op),
+                              root, tensor=tensor)
+        if not async_op and short_paths.broadcast(pg, tensor, root):  # (group_rank checked root)
+            return None
+        return collective_ops.broadcast(pg, tensor, root, async_op)
+    except BaseException:  # (see ProcessGroup.calls_raised)
+        pg.calls_raised += 1
+        raise
 
 
 def barrier(group: Any = None, async_op: bool = False, device_ids: Any = None,
@@ -56,10 +66,14 @@ def barrier(group: Any = None, async_op: bool = False, device_ids: Any = None,
     pg = resolve_group(group, "barrier")
     if pg is None:
         return None
-    seconds = None if timeout is None else to_seconds(timeout)
-    if debug.DETAIL_ON:
-        return detail.run(pg, "barrier", lambda: collective_ops.barrier(pg, async_op, seconds))
-    return collective_ops.barrier(pg, async_op, seconds)
+    try:
+        seconds = None if timeout is None else to_seconds(timeout)
+        if debug.DETAIL_ON:
+            return detail.run(pg, "barrier", lambda: collective_ops.barrier(pg, async_op, seconds))
+        return collective_ops.barrier(pg, async_op, seconds)
+    except BaseException:  # (see ProcessGroup.calls_raised)
+        pg.calls_raised += 1
+        raise
 
 
 def reduce(tensor: Any, dst: int | None = None, op: Any = ReduceOp.SUM, group: Any = None,
@@ -71,15 +85,19 @@ def reduce(tensor: Any, dst: int | None = None, op: Any = ReduceOp.SUM, group: A
     pg = resolve_group(group, "reduce")
     if pg is None:
         return None
-    root = group_rank(pg, dst, group_dst, "dst")
-    if pg.device_groups and (dg := device_group(pg, tensor)) is not None:
-        return dg.reduce(tensor, root, op, async_op)  # type: ignore[no-any-return]
-    if debug.DETAIL_ON:
-        return detail.run(pg, "reduce", lambda: collective_ops.reduce(pg, tensor, root, op, async_op),
-                          root, tensor=tensor, op=op)
-    if not async_op and short_paths.reduce(pg, tensor, root, op):  # (group_rank checked root)
-        return None
-    return collective_ops.reduce(pg, tensor, root, op, async_op)
+    try:
+        root = group_rank(pg, dst, group_dst, "dst")
+        if pg.device_groups and (dg := device_group(pg, tensor)) is not None:
+            return dg.reduce(tensor, root, op, async_op)  # type: ignore[no-any-return]
+        if debug.DETAIL_ON:
+            return detail.run(pg, "reduce", lambda: collective_ops.reduce(pg, tensor, root, op, async_op),
+                              root, tensor=tensor, op=op)
+        if not async_op and short_paths.reduce(pg, tensor, root, op):  # (group_rank checked root)
+            return None
+        return collective_ops.reduce(pg, tensor, root, op, async_op)
+    except BaseException:  # (see ProcessGroup.calls_raised)
+        pg.calls_raised += 1
+        raise
 
 
 def all_gather(tensor_list: Any, tensor: Any, group: Any = None, async_op: bool = False) -> Work | None:
@@ -88,13 +106,17 @@ def all_gather(tensor_list: Any, tensor: Any, group: Any = None, async_op: bool 
     pg = resolve_group(group, "all_gather")
     if pg is None:
         return None
-    if pg.device_groups and (dg := device_group(pg, tensor)) is not None:
-        return dg.all_gather(tensor_list, tensor, async_op)  # type: ignore[no-any-return]
-    if debug.DETAIL_ON:
-        return detail.run(pg, "all_gather",
-                          lambda: collective_ops.all_gather(pg, tensor_list, tensor, async_op),
-                          tensor_list=tensor_list, tensor=tensor)
-    return collective_ops.all_gather(pg, tensor_list, tensor, async_op)
+    try:
+        if pg.device_groups and (dg := device_group(pg, tensor)) is not None:
+            return dg.all_gather(tensor_list, tensor, async_op)  # type: ignore[no-any-return]
+        if debug.DETAIL_ON:
+            return detail.run(pg, "all_gather",
+                              lambda: collective_ops.all_gather(pg, tensor_list, tensor, async_op),
+                              tensor_list=tensor_list, tensor=tensor)
+        return collective_ops.all_gather(pg, tensor_list, tensor, async_op)
+    except BaseException:  # (see ProcessGroup.calls_raised)
+        pg.calls_raised += 1
+        raise
 
 
 def all_gather_into_tensor(output_tensor: Any, input_tensor: Any, group: Any = None,
@@ -104,14 +126,18 @@ def all_gather_into_tensor(output_tensor: Any, input_tensor: Any, group: Any = N
     pg = resolve_group(group, "all_gather_into_tensor")
     if pg is None:
         return None
-    if pg.device_groups and (dg := device_group(pg, input_tensor)) is not None:
-        return dg.all_gather_into_tensor(output_tensor, input_tensor, async_op)  # type: ignore[no-any-return]
-    if debug.DETAIL_ON:
-        return detail.run(pg, "all_gather_into_tensor",
-                          lambda: collective_ops.all_gather_into_tensor(pg, output_tensor, input_tensor,
-                                                                        async_op),
-                          output_tensor=output_tensor, input_tensor=input_tensor)
-    return collective_ops.all_gather_into_tensor(pg, output_tensor, input_tensor, async_op)
+    try:
+        if pg.device_groups and (dg := device_group(pg, input_tensor)) is not None:
+            return dg.all_gather_into_tensor(output_tensor, input_tensor, async_op)  # type: ignore[no-any-return]
+        if debug.DETAIL_ON:
+            return detail.run(pg, "all_gather_into_tensor",
+                              lambda: collective_ops.all_gather_into_tensor(pg, output_tensor, input_tensor,
+                                                                            async_op),
+                              output_tensor=output_tensor, input_tensor=input_tensor)
+        return collective_ops.all_gather_into_tensor(pg, output_tensor, input_tensor, async_op)
+    except BaseException:  # (see ProcessGroup.calls_raised)
+        pg.calls_raised += 1
+        raise
 
 
 all_gather_single = all_gather_into_tensor  # torch 2.13's newer name of the same function
@@ -124,16 +150,20 @@ def gather(tensor: Any, gather_list: Any = None, dst: int | None = None, group: 
     pg = resolve_group(group, "gather")
     if pg is None:
         return None
-    root = group_rank(pg, 0 if dst is None and group_dst is None else dst, group_dst, "dst")
-    if pg.device_groups and (dg := device_group(pg, tensor)) is not None:
-        return dg.gather(tensor, gather_list or [], root, async_op)  # type: ignore[no-any-return]
-    if debug.DETAIL_ON:
-        return detail.run(pg, "gather",
-                          lambda: collective_ops.gather(pg, tensor, gather_list, root, async_op),
-                          root, tensor=tensor)
-    if not async_op and short_paths.gather(pg, tensor, gather_list, root):  # (group_rank checked root)
-        return None
-    return collective_ops.gather(pg, tensor, gather_list, root, async_op)
+    try:
+        root = group_rank(pg, 0 if dst is None and group_dst is None else dst, group_dst, "dst")
+        if pg.device_groups and (dg := device_group(pg, tensor)) is not None:
+            return dg.gather(tensor, gather_list or [], root, async_op)  # type: ignore[no-any-return]
+        if debug.DETAIL_ON:
+            return detail.run(pg, "gather",
+                              lambda: collective_ops.gather(pg, tensor, gather_list, root, async_op),
+                              root, tensor=tensor)
+        if not async_op and short_paths.gather(pg, tensor, gather_list, root):  # (group_rank checked root)
+            return None
+        return collective_ops.gather(pg, tensor, gather_list, root, async_op)
+    except BaseException:  # (see ProcessGroup.calls_raised)
+        pg.calls_raised += 1
+        raise
 
 
 def scatter(tensor: Any, scatter_list: Any = None, src: int | None = None, group: Any = None,
@@ -143,16 +173,20 @@ def scatter(tensor: Any, scatter_list: Any = None, src: int | None = None, group
     pg = resolve_group(group, "scatter")
     if pg is None:
         return None
-    root = group_rank(pg, 0 if src is None and group_src is None else src, group_src, "src")
-    if pg.device_groups and (dg := device_group(pg, tensor)) is not None:
-        return dg.scatter(tensor, scatter_list or [], root, async_op)  # type: ignore[no-any-return]
-    if debug.DETAIL_ON:
-        return detail.run(pg, "scatter",
-                          lambda: collective_ops.scatter(pg, tensor, scatter_list, root, async_op),
-                          root, tensor=tensor)
-    if not async_op and short_paths.scatter(pg, tensor, scatter_list, root):  # (group_rank checked root)
-        return None
-    return collective_ops.scatter(pg, tensor, scatter_list, root, async_op)
+    try:
+        root = group_rank(pg, 0 if src is None and group_src is None else src, group_src, "src")
+        if pg.device_groups and (dg := device_group(pg, tensor)) is not None:
+            return dg.scatter(tensor, scatter_list or [], root, async_op)  # type: ignore[no-any-return]
+        if debug.DETAIL_ON:
+            return detail.run(pg, "scatter",
+                              lambda: collective_ops.scatter(pg, tensor, scatter_list, root, async_op),
+                              root, tensor=tensor)
+        if not async_op and short_paths.scatter(pg, tensor, scatter_list, root):  # (group_rank checked root)
+            return None
+        return collective_ops.scatter(pg, tensor, scatter_list, root, async_op)
+    except BaseException:  # (see ProcessGroup.calls_raised)
+        pg.calls_raised += 1
+        raise
 
 
 def reduce_scatter(output: Any, input_list: Any, op: Any = ReduceOp.SUM, group: Any = None,
@@ -162,13 +196,17 @@ def reduce_scatter(output: Any, input_list: Any, op: Any = ReduceOp.SUM, group: 
     pg = resolve_group(group, "reduce_scatter")
     if pg is None:
         return None
-    if pg.device_groups and (dg := device_group(pg, output)) is not None:
-        return dg.reduce_scatter(output, input_list, op, async_op)  # type: ignore[no-any-return]
-    if debug.DETAIL_ON:
-        return detail.run(pg, "reduce_scatter",
-                          lambda: collective_ops.reduce_scatter(pg, output, input_list, op, async_op),
-                          output=output, input_list=input_list, op=op)
-    return collective_ops.reduce_scatter(pg, output, input_list, op, async_op)
+    try:
+        if pg.device_groups and (dg := device_group(pg, output)) is not None:
+            return dg.reduce_scatter(output, input_list, op, async_op)  # type: ignore[no-any-return]
+        if debug.DETAIL_ON:
+            return detail.run(pg, "reduce_scatter",
+                              lambda: collective_ops.reduce_scatter(pg, output, input_list, op, async_op),
+                              output=output, input_list=input_list, op=op)
+        return collective_ops.reduce_scatter(pg, output, input_list, op, async_op)
+    except BaseException:  # (see ProcessGroup.calls_raised)
+        pg.calls_raised += 1
+        raise
 
 
 def reduce_scatter_tensor(output: Any, input: Any, op: Any = ReduceOp.SUM, group: Any = None,  # noqa: A002
@@ -178,13 +216,17 @@ def reduce_scatter_tensor(output: Any, input: Any, op: Any = ReduceOp.SUM, group
     pg = resolve_group(group, "reduce_scatter_tensor")
     if pg is None:
         return None
-    if pg.device_groups and (dg := device_group(pg, output)) is not None:
-        return dg.reduce_scatter_tensor(output, input, op, async_op)  # type: ignore[no-any-return]
-    if debug.DETAIL_ON:
-        return detail.run(pg, "reduce_scatter_tensor",
-                          lambda: collective_ops.reduce_scatter_tensor(pg, output, input, op, async_op),
-                          output=output, input=input, op=op)
-    return collective_ops.reduce_scatter_tensor(pg, output, input, op, async_op)
+    try:
+        if pg.device_groups and (dg := device_group(pg, output)) is not None:
+            return dg.reduce_scatter_tensor(output, input, op, async_op)  # type: ignore[no-any-return]
+        if debug.DETAIL_ON:
+            return detail.run(pg, "reduce_scatter_tensor",
+                              lambda: collective_ops.reduce_scatter_tensor(pg, output, input, op, async_op),
+                              output=output, input=input, op=op)
+        return collective_ops.reduce_scatter_tensor(pg, output, input, op, async_op)
+    except BaseException:  # (see ProcessGroup.calls_raised)
+        pg.calls_raised += 1
+        raise
 
 
 reduce_scatter_single = reduce_scatter_tensor  # torch 2.13's newer name of the same function
@@ -197,14 +239,18 @@ def all_to_all(output_tensor_list: Any, input_tensor_list: Any, group: Any = Non
     pg = resolve_group(group, "all_to_all")
     if pg is None:
         return None
-    if pg.device_groups and (dg := device_group(pg, input_tensor_list)) is not None:
-        return dg.all_to_all(output_tensor_list, input_tensor_list, async_op)  # type: ignore[no-any-return]
-    if debug.DETAIL_ON:
-        return detail.run(pg, "all_to_all",
-                          lambda: collective_ops.all_to_all(pg, output_tensor_list, input_tensor_list,
-                                                            async_op),
-                          output_tensor_list=output_tensor_list, input_tensor_list=input_tensor_list)
-    return collective_ops.all_to_all(pg, output_tensor_list, input_tensor_list, async_op)
+    try:
+        if pg.device_groups and (dg := device_group(pg, input_tensor_list)) is not None:
+            return dg.all_to_all(output_tensor_list, input_tensor_list, async_op)  # type: ignore[no-any-return]
+        if debug.DETAIL_ON:
+            return detail.run(pg, "all_to_all",
+                              lambda: collective_ops.all_to_all(pg, output_tensor_list, input_tensor_list,
+                                                                async_op),
+                              output_tensor_list=output_tensor_list, input_tensor_list=input_tensor_list)
+        return collective_ops.all_to_all(pg, output_tensor_list, input_tensor_list, async_op)
+    except BaseException:  # (see ProcessGroup.calls_raised)
+        pg.calls_raised += 1
+        raise
 
 
 def all_to_all_single(output: Any, input: Any, output_split_sizes: Any = None,  # noqa: A002
@@ -215,16 +261,21 @@ def all_to_all_single(output: Any, input: Any, output_split_sizes: Any = None,  
     pg = resolve_group(group, "all_to_all_single")
     if pg is None:
         return None
-    if pg.device_groups and (dg := device_group(pg, input)) is not None:
-        return dg.all_to_all_single(output, input, output_split_sizes, input_split_sizes, async_op)  # type: ignore[no-any-return]
-    if debug.DETAIL_ON:
-        return detail.run(pg, "all_to_all_single",
-                          lambda: collective_ops.all_to_all_single(pg, output, input, output_split_sizes,
-                                                                   input_split_sizes, async_op),
-                          output=output, input=input, output_split_sizes=_splits(output_split_sizes),
-                          input_split_sizes=_splits(input_split_sizes))
-    return collective_ops.all_to_all_single(pg, output, input, output_split_sizes,
-                                            input_split_sizes, async_op)
+    try:
+        if pg.device_groups and (dg := device_group(pg, input)) is not None:
+            return dg.all_to_all_single(  # type: ignore[no-any-return]
+                output, input, output_split_sizes, input_split_sizes, async_op)
+        if debug.DETAIL_ON:
+            return detail.run(pg, "all_to_all_single",
+                              lambda: collective_ops.all_to_all_single(pg, output, input, output_split_sizes,
+                                                                       input_split_sizes, async_op),
+                              output=output, input=input, output_split_sizes=_splits(output_split_sizes),
+                              input_split_sizes=_splits(input_split_sizes))
+        return collective_ops.all_to_all_single(pg, output, input, output_split_sizes,
+                                                input_split_sizes, async_op)
+    except BaseException:  # (see ProcessGroup.calls_raised)
+        pg.calls_raised += 1
+        raise
 
 
 def monitored_barrier(group: Any = None, timeout: timedelta | float | None = None,
@@ -235,9 +286,13 @@ def monitored_barrier(group: Any = None, timeout: timedelta | float | None = Non
     pg = resolve_group(group, "monitored_barrier")
     if pg is None:
         return None
-    seconds = None if timeout is None else to_seconds(timeout)
-    monitored.monitored_barrier(pg, seconds, wait_all_ranks)
-    return None
+    try:
+        seconds = None if timeout is None else to_seconds(timeout)
+        monitored.monitored_barrier(pg, seconds, wait_all_ranks)
+        return None
+    except BaseException:  # (see ProcessGroup.calls_raised)
+        pg.calls_raised += 1
+        raise
 
 
 def _splits(sizes: Any) -> Any:

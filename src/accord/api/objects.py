@@ -30,10 +30,14 @@ def broadcast_object_list(object_list: list[Any], src: int | None = None, group:
     pg = resolve_group(group, "broadcast_object_list")
     if pg is None:
         return
-    root = group_rank(pg, 0 if src is None and group_src is None else src, group_src, "src")
-    if debug.DETAIL_ON:
-        detail.check(pg, "broadcast_object_list", root, {"object_list": _length(object_list)})
-    objects.broadcast_object_list(pg, object_list, root)
+    try:
+        root = group_rank(pg, 0 if src is None and group_src is None else src, group_src, "src")
+        if debug.DETAIL_ON:
+            detail.check(pg, "broadcast_object_list", root, {"object_list": _length(object_list)})
+        objects.broadcast_object_list(pg, object_list, root)
+    except BaseException:  # (see ProcessGroup.calls_raised)
+        pg.calls_raised += 1
+        raise
 
 
 def all_gather_object(object_list: list[Any], obj: Any, group: Any = None) -> None:
@@ -42,9 +46,13 @@ def all_gather_object(object_list: list[Any], obj: Any, group: Any = None) -> No
     pg = resolve_group(group, "all_gather_object")
     if pg is None:
         return
-    if debug.DETAIL_ON:
-        detail.check(pg, "all_gather_object", None, {})
-    objects.all_gather_object(pg, object_list, obj)
+    try:
+        if debug.DETAIL_ON:
+            detail.check(pg, "all_gather_object", None, {})
+        objects.all_gather_object(pg, object_list, obj)
+    except BaseException:  # (see ProcessGroup.calls_raised)
+        pg.calls_raised += 1
+        raise
 
 
 def gather_object(obj: Any, object_gather_list: list[Any] | None = None, dst: int | None = None,
@@ -54,10 +62,14 @@ def gather_object(obj: Any, object_gather_list: list[Any] | None = None, dst: in
     pg = resolve_group(group, "gather_object")
     if pg is None:
         return
-    root = group_rank(pg, 0 if dst is None and group_dst is None else dst, group_dst, "dst")
-    if debug.DETAIL_ON:
-        detail.check(pg, "gather_object", root, {})
-    objects.gather_object(pg, obj, object_gather_list, root)
+    try:
+        root = group_rank(pg, 0 if dst is None and group_dst is None else dst, group_dst, "dst")
+        if debug.DETAIL_ON:
+            detail.check(pg, "gather_object", root, {})
+        objects.gather_object(pg, obj, object_gather_list, root)
+    except BaseException:  # (see ProcessGroup.calls_raised)
+        pg.calls_raised += 1
+        raise
 
 
 def scatter_object_list(scatter_object_output_list: list[Any],
@@ -69,10 +81,14 @@ def scatter_object_list(scatter_object_output_list: list[Any],
     pg = resolve_group(group, "scatter_object_list")
     if pg is None:
         return
-    root = group_rank(pg, 0 if src is None and group_src is None else src, group_src, "src")
-    if debug.DETAIL_ON:
-        detail.check(pg, "scatter_object_list", root, {})
-    objects.scatter_object_list(pg, scatter_object_output_list, scatter_object_input_list, root)
+    try:
+        root = group_rank(pg, 0 if src is None and group_src is None else src, group_src, "src")
+        if debug.DETAIL_ON:
+            detail.check(pg, "scatter_object_list", root, {})
+        objects.scatter_object_list(pg, scatter_object_output_list, scatter_object_input_list, root)
+    except BaseException:  # (see ProcessGroup.calls_raised)
+        pg.calls_raised += 1
+        raise
 
 
 def set_object_policy(allowed: Iterable[str] | ObjectPolicy | None, group: Any = None) -> None:

@@ -28,11 +28,15 @@ def isend(tensor: Any, dst: int | None = None, group: Any = None, tag: int = 0,
     pg = resolve_group(group, "isend")
     if pg is None:
         return None
-    peer = group_rank(pg, dst, group_dst, "dst")
-    if pg.device_groups and (dg := device_group(pg, tensor)) is not None:
-        check_not_self(pg, peer, "dst")
-        return dg.isend(tensor, peer, tag)  # type: ignore[no-any-return]
-    return p2p.isend(pg, tensor, peer, tag)
+    try:
+        peer = group_rank(pg, dst, group_dst, "dst")
+        if pg.device_groups and (dg := device_group(pg, tensor)) is not None:
+            check_not_self(pg, peer, "dst")
+            return dg.isend(tensor, peer, tag)  # type: ignore[no-any-return]
+        return p2p.isend(pg, tensor, peer, tag)
+    except BaseException:  # (see ProcessGroup.calls_raised)
+        pg.calls_raised += 1
+        raise
 
 
 def irecv(tensor: Any, src: int | None = None, group: Any = None, tag: int = 0,
@@ -41,10 +45,14 @@ def irecv(tensor: Any, src: int | None = None, group: Any = None, tag: int = 0,
     pg = resolve_group(group, "irecv")
     if pg is None:
         return None
-    source = None if src is None and group_src is None else group_rank(pg, src, group_src, "src")
-    if pg.device_groups and (dg := device_group(pg, tensor)) is not None:
-        return dg.irecv(tensor, source, tag)  # type: ignore[no-any-return]
-    return p2p.irecv(pg, tensor, source, tag)
+    try:
+        source = None if src is None and group_src is None else group_rank(pg, src, group_src, "src")
+        if pg.device_groups and (dg := device_group(pg, tensor)) is not None:
+            return dg.irecv(tensor, source, tag)  # type: ignore[no-any-return]
+        return p2p.irecv(pg, tensor, source, tag)
+    except BaseException:  # (see ProcessGroup.calls_raised)
+        pg.calls_raised += 1
+        raise
 
 
 def send(tensor: Any, dst: int | None = None, group: Any = None, tag: int = 0,
@@ -53,12 +61,16 @@ def send(tensor: Any, dst: int | None = None, group: Any = None, tag: int = 0,
     pg = resolve_group(group, "send")
     if pg is None:
         return
-    peer = group_rank(pg, dst, group_dst, "dst")
-    if pg.device_groups and (dg := device_group(pg, tensor)) is not None:
-        check_not_self(pg, peer, "dst")
-        dg.isend(tensor, peer, tag).wait()
-        return
-    p2p.send(pg, tensor, peer, tag)
+    try:
+        peer = group_rank(pg, dst, group_dst, "dst")
+        if pg.device_groups and (dg := device_group(pg, tensor)) is not None:
+            check_not_self(pg, peer, "dst")
+            dg.isend(tensor, peer, tag).wait()
+            return
+        p2p.send(pg, tensor, peer, tag)
+    except BaseException:  # (see ProcessGroup.calls_raised)
+        pg.calls_raised += 1
+        raise
 
 
 def recv(tensor: Any, src: int | None = None, group: Any = None, tag: int = 0,
@@ -67,10 +79,14 @@ def recv(tensor: Any, src: int | None = None, group: Any = None, tag: int = 0,
     pg = resolve_group(group, "recv")
     if pg is None:
         return -1
-    source = None if src is None and group_src is None else group_rank(pg, src, group_src, "src")
-    if pg.device_groups and (dg := device_group(pg, tensor)) is not None:
-        return pg.global_rank_of(dg.recv(tensor, source, tag))
-    return pg.global_rank_of(p2p.recv(pg, tensor, source, tag))
+    try:
+        source = None if src is None and group_src is None else group_rank(pg, src, group_src, "src")
+        if pg.device_groups and (dg := device_group(pg, tensor)) is not None:
+            return pg.global_rank_of(dg.recv(tensor, source, tag))
+        return pg.global_rank_of(p2p.recv(pg, tensor, source, tag))
+    except BaseException:  # (see ProcessGroup.calls_raised)
+        pg.calls_raised += 1
+        raise
 
 
 class P2POp:
@@ -115,21 +131,25 @@ def batch_isend_irecv(p2p_op_list: list[P2POp]) -> list[Work]:
     pg = resolve_group(group, "batch_isend_irecv")
     if pg is None:
         return []
-    carriers = {id(p.device_group) for p in p2p_op_list}
-    if len(carriers) > 1:
-        raise ArgumentError("batch_isend_irecv: the ops mix tensors of different devices (CPU and "
-                            "CUDA); put each device's ops in a batch of its own")
-    carrier = p2p_op_list[0].device_group
-    if carrier is not None:
-        return carrier.batch([(p.op is isend, p.tensor, p.group_peer, p.tag)  # type: ignore[no-any-return]
-                              for p in p2p_op_list])
-    works = []
-    for p in p2p_op_list:
-        if p.op is isend:
-            works.append(p2p.isend(pg, p.tensor, p.group_peer, p.tag))
-        else:
-            works.append(p2p.irecv(pg, p.tensor, p.group_peer, p.tag))
-    return works
+    try:
+        carriers = {id(p.device_group) for p in p2p_op_list}
+        if len(carriers) > 1:
+            raise ArgumentError("batch_isend_irecv: the ops mix tensors of different devices (CPU and "
+                                "CUDA); put each device's ops in a batch of its own")
+        carrier = p2p_op_list[0].device_group
+        if carrier is not None:
+            return carrier.batch([(p.op is isend, p.tensor, p.group_peer, p.tag)  # type: ignore[no-any-return]
+                                  for p in p2p_op_list])
+        works = []
+        for p in p2p_op_list:
+            if p.op is isend:
+                works.append(p2p.isend(pg, p.tensor, p.group_peer, p.tag))
+            else:
+                works.append(p2p.irecv(pg, p.tensor, p.group_peer, p.tag))
+        return works
+    except BaseException:  # (see ProcessGroup.calls_raised)
+        pg.calls_raised += 1
+        raise
 
 
 def send_object_list(object_list: list[Any], dst: int | None = None, group: Any = None,
@@ -140,9 +160,13 @@ def send_object_list(object_list: list[Any], dst: int | None = None, group: Any 
     pg = resolve_group(group, "send_object_list")
     if pg is None:
         return
-    target = group_rank(pg, dst, group_dst, "dst")
-    check_not_self(pg, target, "dst")
-    objects.send_object_list(pg, object_list, target)
+    try:
+        target = group_rank(pg, dst, group_dst, "dst")
+        check_not_self(pg, target, "dst")
+        objects.send_object_list(pg, object_list, target)
+    except BaseException:  # (see ProcessGroup.calls_raised)
+        pg.calls_raised += 1
+        raise
 
 
 def recv_object_list(object_list: list[Any], src: int | None = None, group: Any = None,
@@ -157,8 +181,12 @@ def recv_object_list(object_list: list[Any], src: int | None = None, group: Any 
     pg = resolve_group(group, "recv_object_list")
     if pg is None:
         return -1
-    source = None
-    if src is not None or group_src is not None:
-        source = group_rank(pg, src, group_src, "src")
-        check_not_self(pg, source, "src")
-    return pg.global_rank_of(objects.recv_object_list(pg, object_list, source))
+    try:
+        source = None
+        if src is not None or group_src is not None:
+            source = group_rank(pg, src, group_src, "src")
+            check_not_self(pg, source, "src")
+        return pg.global_rank_of(objects.recv_object_list(pg, object_list, source))
+    except BaseException:  # (see ProcessGroup.calls_raised)
+        pg.calls_raised += 1
+        raise

@@ -65,6 +65,11 @@ class ProcessGroup:
     #: The hierarchy of a group that spans hosts (group.hierarchy), and the inner groups it made.
     hierarchy: Hierarchy | None = None
     _inner: Sequence[ProcessGroup] = ()
+    #: Calls on this group that this rank left by an exception (counted by the API): a refused
+    #: argument, an object that does not pickle, a timeout… The other ranks may have gone on,
+    #: and their messages to this rank may still arrive (backend mpi then keeps the group's
+    #: communicators at destroy rather than let MPI hand those messages to a new one).
+    calls_raised = 0
 
     def __init__(self, mesh: Mesh, group_id: int, ranks: Sequence[int], timeout: timedelta | float,
                  backend: str, name: str, desc: str | None = None) -> None:

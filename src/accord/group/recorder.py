@@ -77,14 +77,6 @@ class FlightRecorder:
         self.ring[seq % self.capacity] = self.current = entry
         return entry
 
-    def stats_of(self, op: str) -> list[Any]:
-        """The running totals of ``op`` ([calls, bytes, total s, longest s, failures]), made
-        if need be: a short path that writes ``end`` out keeps them in its plan."""
-        stats = self._stats.get(op)
-        if stats is None:
-            stats = self._stats[op] = [0, 0, 0.0, 0.0, 0]
-        return stats
-
     def end(self, entry: list[Any], error: BaseException | None = None) -> None:
         """Record that the call of ``entry`` ended (``error``: how it failed).
 

@@ -103,6 +103,7 @@ class DirectPath(OtherCalls):
                 stats[3] = took
             recorder.current = None
             entry[5] = COMPLETED
+            recorder.last_done = entry
             return True
         if group.checks:
             self._check(entry, h)
@@ -123,7 +124,7 @@ class DirectPath(OtherCalls):
             mine, rows = carried
             pairwise = kernel.ufunc if len(rows) == 2 and not kernel.needs_finalize else None
             carried = (mine, rows, pairwise, self._agreement.persistent(),
-                       self._group.recorder.stats_of("all_reduce"), buf.flat.nbytes)
+                       self._group.recorder.totals("all_reduce"), buf.flat.nbytes)
         return (fp, fingerprint_hash(fp), *runtime.reduction(buf.flat, kernel), kernel, carried)
 
     def _carried(self, flat: np.ndarray) -> Any:
@@ -180,6 +181,7 @@ class DirectPath(OtherCalls):
                 stats[3] = took
             recorder.current = None
             entry[5] = COMPLETED
+            recorder.last_done = entry
             return True
         message = [flat, datatype] if datatype is not None else runtime.as_bytes(flat)
         if group.checks:
@@ -199,7 +201,7 @@ class DirectPath(OtherCalls):
         if carried is not None:
             mine, rows = carried
             carried = (mine, rows[src], self._agreement.persistent(), len(rows),
-                       group.recorder.stats_of("broadcast"), buf.flat.nbytes)
+                       group.recorder.totals("broadcast"), buf.flat.nbytes)
         plan = self._plans[("broadcast", src, tensor.dtype, tensor.size)] = (
             fp, fingerprint_hash(fp), runtime.element_type(buf.flat.itemsize) if buf.flat.size else None,
             carried)

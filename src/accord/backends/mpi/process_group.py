@@ -23,7 +23,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ... import config, errors, profiling
+from ... import config, profiling
 from ...arrays import Buffer
 from ...collectives.algorithm import Algorithm
 from ...errors import CollectiveMismatchError, DestroyedGroupError, DistTimeoutError, PeerError
@@ -57,7 +57,6 @@ class MpiProcessGroup(ProcessGroup):
         from .p2p import MpiP2P
         self.comm = comm
         self.msg_comm = comm.Dup()
-        self._refusals_at_start = errors.refusals()
         self._ranks = list(ranks)
         self._group_rank_of = {g: i for i, g in enumerate(self._ranks)}
         self._rank = comm.Get_rank()
@@ -357,7 +356,7 @@ class MpiProcessGroup(ProcessGroup):
             return  # an async call still waits in its check: keep what MPI may use
         if self._abandoned:
             return  # MPI may still write into those buffers: keep the communicators as they are
-        if self._broken is not None or errors.refusals() != self._refusals_at_start:
+        if self._broken is not None or self.calls_raised:
             # A call failed, or was refused here while the other ranks went on: their messages
             # may still arrive. A freed communicator's context is reused by the next one MPI
             # makes, and Open MPI hands it such a message (aborting, or as the new call's data).
