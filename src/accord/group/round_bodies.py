@@ -5,8 +5,8 @@ fixed shape, returns ``make(round)``, which builds the round's body: what happen
 begin and the end of the round (``one_round.Body``). Each mirrors the one-slot case of its
 schedule in ``collectives/shm.py``, ``shm_rooted.py`` and ``shm_exchange.py`` word for word
 (the same slot layout, the same words in the same order, reductions in rank order), so a
-compiled rank meets a rank on the long path in the same round; ``short_paths`` compiles a call
-only where that schedule takes its one-slot case. Must not know about plans, groups or the API.
+compiled rank meets a rank on the long path in the same round; ``short_paths`` and
+``short_exchanges`` compile a call only where that schedule takes its one-slot case. Must not know about plans, groups or the API.
 """
 
 from __future__ import annotations

@@ -94,7 +94,13 @@ def sums_saturate() -> bool:
     around (as NumPy and torch do): Open MPI's AVX reduction (``op/avx``, on CPUs with
     AVX2/AVX-512, 16 or more elements) clips them, open-mpi/ompi#8045."""
     if not _saturating:
-        _saturating.append(load().Get_library_version().lstrip().startswith("Open MPI"))
+        mpi = load()
+        try:
+            vendor = mpi.get_vendor()[0]
+            version = mpi.Get_library_version()
+        except Exception:  # noqa: BLE001 — an MPI that does not say: keep MPI's own SUM
+            vendor = version = ""
+        _saturating.append(vendor == "Open MPI" or version.lstrip().startswith("Open MPI"))
     return _saturating[0]
 
 
