@@ -68,3 +68,29 @@ def test_the_transport_defaults_to_accord_transport(monkeypatch: pytest.MonkeyPa
     assert cli.build_parser().parse_args(["--transport", "auto"]).transport == "auto"
     monkeypatch.delenv("ACCORD_TRANSPORT")
     assert cli.build_parser().parse_args([]).transport == "auto"
+
+
+def test_several_runs_give_the_median_of_medians_with_ranges_and_ratios_run_by_run() -> None:
+    from accord.bench import report
+
+    def row(impl: str, us: float) -> report.Row:
+        return report.Row(impl, "all_reduce", 8 << 20, 2, us, 2 * us, 0.0, 0.0)
+
+    # run 2 caught the whole host slow: both sides took twice as long
+    runs = [[row("accord", 1000.0), row("mpi", 2000.0)], [row("mpi", 4000.0), row("accord", 2000.0)],
+            [row("accord", 1100.0), row("mpi", 2420.0)]]
+    combined = {r.impl: r for r in report.combine(runs)}
+    accord, mpi = combined["accord"], combined["mpi"]
+    assert accord.median_us == 1100.0 and accord.runs_us == [1000.0, 2000.0, 1100.0]
+    assert mpi.median_us == 2420.0 and mpi.p99_us == 4840.0
+    assert accord.busbw_gbs == pytest.approx((8 << 20) / 1100e-6 / 1e9 * COLLECTIVES["all_reduce"].factor(2))
+    text = report.table([accord, mpi], ["accord", "mpi"])
+    # ratios are taken run by run (2.0, 2.0, 2.2): the slow run counts once, on both sides
+    assert "2.00× (2.00–2.20)" in text and "1100.0 (1000.0–2000.0)" in text
+    single = report.table(runs[0], ["accord", "mpi"])
+    assert "2.00×" in single and "(" not in single.splitlines()[-1]
+
+
+def test_runs_must_be_positive(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["--runs", "0", "--quiet"]) == 2
+    assert "--runs" in capsys.readouterr().err

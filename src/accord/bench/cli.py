@@ -40,6 +40,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--factor", type=int, default=4, help="size multiplier of the sweep")
     p.add_argument("--iters", type=int, default=200, help="timed iterations per size")
     p.add_argument("--warmup", type=int, default=10, help="untimed iterations per size")
+    p.add_argument("--runs", type=int, default=1,
+                   help="run everything this many times (fresh processes each time, the "
+                        "implementations in alternating order) and report the median of the "
+                        "runs' medians with their range, and ratios run by run")
     p.add_argument("--compare", default="",
                    help="also run these, comma-separated: gloo (torch.distributed on gloo), "
                         "torch-accord (torch.distributed on backend accord), mpi (MPICH)")
@@ -69,39 +73,49 @@ def main(argv: list[str] | None = None) -> int:
     if unknown_impls:
         print(f"cannot compare with {unknown_impls}; known: gloo, torch-accord, mpi", file=sys.stderr)
         return 2
+    if args.runs < 1:
+        print("--runs must be at least 1", file=sys.stderr)
+        return 2
     env = {"ACCORD_TRANSPORT": args.transport}
     plan = runner.Plan(ops, sizes, args.iters, args.warmup, args.world, env)
-    total = sum(len(sizes) if COLLECTIVES[op].sized else 1 for op in ops for impl in impls
-                if COLLECTIVES[op].runs_on(impl, impl in ("gloo", "torch-accord")))
-    rows: list[report.Row] = []
+    total = args.runs * sum(len(sizes) if COLLECTIVES[op].sized else 1 for op in ops for impl in impls
+                            if COLLECTIVES[op].runs_on(impl, impl in ("gloo", "torch-accord")))
+    runs: list[list[report.Row]] = []
+    done = 0
 
     def on_row(impl: str, op: str, nbytes: int, per_rank: list[list[float]]) -> None:
         """Add one finished row and redraw the progress bar."""
-        rows.append(report.summarize(impl, op, nbytes, args.world, per_rank))
+        nonlocal done
+        runs[-1].append(report.summarize(impl, op, nbytes, args.world, per_rank))
+        done += 1
         if not args.quiet:
-            done = len(rows)
             bar = "#" * (30 * done // total)
             print(f"\r[{bar:<30}] {done}/{total} {impl} {op} {report.human_bytes(nbytes)}   ",
                   end="", file=sys.stderr, flush=True)
 
-    for impl in impls:
-        if impl == "mpi":
-            mpi_side.run(plan, on_row)
-        elif impl == "accord" and args.backend == "mpi":
-            mpi_side.run(plan, on_row, impl="accord")
-        else:
-            runner.run(impl, plan, on_row)
+    for run in range(args.runs):
+        runs.append([])
+        for impl in (impls if run % 2 == 0 else impls[::-1]):  # (a host that drifts: both sides)
+            if impl == "mpi":
+                mpi_side.run(plan, on_row)
+            elif impl == "accord" and args.backend == "mpi":
+                mpi_side.run(plan, on_row, impl="accord")
+            else:
+                runner.run(impl, plan, on_row)
     if not args.quiet:
         print(file=sys.stderr)
+    rows = runs[0] if args.runs == 1 else report.combine(runs)
     where = "backend mpi" if args.backend == "mpi" else f"accord transport {args.transport}"
     title = (f"world {args.world}, {where}, median of {args.iters} "
              f"iterations (slowest rank)")
+    if args.runs > 1:
+        title += f", median of {args.runs} runs (range)"
     print(f"# {title}; busbw as nccl-tests; ×impl = impl's time / accord's time")
     print(report.table(rows, impls))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump({"world": args.world, "transport": args.transport, "rows": report.as_json(rows)},
-                      handle, indent=1)
+            json.dump({"world": args.world, "transport": args.transport, "runs": args.runs,
+                       "rows": report.as_json(rows)}, handle, indent=1)
     if args.plot:
         plot.plot(rows, args.plot, title)
     return 0
