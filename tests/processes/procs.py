@@ -418,6 +418,35 @@ def shared_memory(ctx: Ctx, port: int, slot_bytes: int, transport: str = "auto",
     dist.destroy_process_group()
 
 
+def colocated(ctx: Ctx, port: int, calls: int = 200) -> None:
+    """Every rank starts on the lowest CPU it may use (moved there, its mask given back), then
+    all_reduces 1 MiB until the ranks are on different CPUs (every rank gathers the others'),
+    ``calls`` at most. Reports the calls that took, the CPUs, and the moves of this rank."""
+    import numpy as np
+
+    import accord as dist
+    from accord.api.common import resolve_group
+    from accord.transport import placement
+
+    os.environ.update(ACCORD_TRANSPORT="auto")
+    _init(ctx, "env", port=port)
+    allowed = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(allowed)})
+    os.sched_setaffinity(0, allowed)
+    x = np.ones(1 << 18, np.float32)
+    cpus = np.zeros(ctx.world_size, np.int64)
+    for call in range(1, calls + 1):
+        dist.all_reduce(x)
+        dist.all_gather_into_tensor(cpus, np.array([placement.current_cpu()], np.int64))
+        if len(set(cpus.tolist())) == ctx.world_size:
+            break
+    ok = bool((x == ctx.world_size ** call).all())
+    group = resolve_group(None, "colocated")
+    ctx.report("done", calls=call, cpus=cpus.tolist(), correct=ok, moves=group._shm.moves,
+               mask_kept=os.sched_getaffinity(0) == allowed)
+    dist.destroy_process_group()
+
+
 def fault(ctx: Ctx, name: str, **params: Any) -> None:
     """A fault-injection scenario (see fault_scenarios)."""
     from .fault_scenarios import FAULT_SCENARIOS
@@ -428,6 +457,7 @@ def fault(ctx: Ctx, name: str, **params: Any) -> None:
 SCENARIOS: dict[str, Callable[..., None]] = {
     "fault": fault,
     "shared_memory": shared_memory,
+    "colocated": colocated,
     "collectives": collectives,
     "init_only": init_only,
     "loop_until_failure": loop_until_failure,

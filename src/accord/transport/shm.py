@@ -16,6 +16,8 @@ Layout of one rank's segment (little-endian int64 control words, one cache line 
     24    SEQ[2]     the call number of the round in slot 0 / slot 1 (the same line)
     64    REDUCED    last round whose reduced slice is in my slot (two-shot)
     128   DONE       last round I finished reading the others' slots
+    192   CPU        the CPU this rank was on when it last waited, and the round then
+                     (round << 16 | cpu + 1): a waiter whose peer shares its CPU moves
     256   DETAIL[2]  the fingerprints themselves (word 0 unused, then 7 words), for error
                      messages; rewritten only when the fingerprint changes
     384   EXPOSED[2] the address of this rank's buffer for the round, in its own process
@@ -44,12 +46,15 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import DistTimeoutError, InternalError, PeerError
+from . import placement
 from .cma import CrossMemory, address_of, probe
 from ..timeouts import Deadline, format_seconds
 
 READY, REDUCED, DONE = 0, 8, 16  # int64 indexes of the control words
 FP, SEQ = 1, 3  # [2] each, by parity, on READY's cache line
 _DETAIL = 32
+CPU = 24  # round << 16 | cpu + 1, posted by a rank that starts a slow wait
+_CPU_BITS = 16
 EXPOSED = 48  # [2]: where this rank's user buffer of the round is, in its own process (CMA)
 _LIST = 128   # [2][2][LIST_MAX]: addresses then sizes of several exposed blocks, by parity
 LIST_MAX = 96
@@ -136,6 +141,11 @@ class ShmDomain:
         # Ranks that are threads of one process must release the GIL to let the others run.
         self._spin = 0.0 if threaded or oversubscribed(local_ranks) else _SPIN_SECONDS
         self._yield: Callable[..., object] = (lambda: time.sleep(0)) if threaded else os.sched_yield
+        # Ranks that spin must not share a CPU while another idles (placement.py): a wait
+        # posts its CPU, and one that stalls beside a peer on the same CPU moves.
+        self._placing = bool(self._spin) and placement.available() and len(segments) > 1 \
+            and os.environ.get("ACCORD_SPREAD", "1") != "0"
+        self.moves = 0  # times this rank moved off a peer's CPU (tests, diagnostics)
         self.round = int(self.mine[DONE])  # rounds are numbered from 1; never reset
         self.cma: CrossMemory | None = None  # set by enable_cma when every member may use it
         self.pids: list[int] = []
@@ -209,6 +219,10 @@ class ShmDomain:
         start = clock()
         next_check = start + _LIVENESS_INTERVAL
         pause = 0.0
+        placing = self._placing
+        if placing:
+            cpu = placement.current_cpu()
+            self.mine[CPU] = (self.round << _CPU_BITS) | (cpu + 1)
         while True:
             lagging = [r for r in ranks if words[r][word] < value]
             if not lagging:
@@ -232,11 +246,28 @@ class ShmDomain:
             waited = now - start
             if waited < self._spin:
                 continue
+            if placing:  # stalled past the spin: is the peer on this CPU, waiting for it?
+                placing = False
+                self._spread(cpu, lagging)
             if waited < _YIELD_SECONDS:
                 self._yield()
                 continue
             pause = min(max(pause * 2, 20e-6), 1e-3)
             time.sleep(pause)
+
+    def _spread(self, cpu: int, lagging: Sequence[int]) -> None:
+        """Move this thread off ``cpu`` if a rank it waits for posted it in this round or the
+        last (older posts may be stale: that rank may have moved since)."""
+        words, mask, recent = self.words, (1 << _CPU_BITS) - 1, self.round - 1
+        if not any(words[r][CPU] & mask == cpu + 1 and words[r][CPU] >> _CPU_BITS >= recent
+                   for r in lagging):
+            return
+        taken = [(w & mask) - 1 for w in (words[r][CPU] for r in range(self.size) if r != self.rank)
+                 if w >> _CPU_BITS >= recent]
+        moved = placement.move_off(cpu, taken, self.rank)
+        if moved is not None:
+            self.moves += 1
+            self.mine[CPU] = (self.round << _CPU_BITS) | (moved + 1)
 
     # -- single-copy reads (process_vm_readv) ------------------------------------------------
     def enable_cma(self, pids: Sequence[int]) -> None:
