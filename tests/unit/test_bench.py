@@ -10,7 +10,7 @@ import threading
 import numpy as np
 import pytest
 
-from accord.bench import cli, limits
+from accord.bench import cli, limits, workloads
 from accord.bench.workloads import COLLECTIVES
 
 
@@ -59,6 +59,33 @@ def test_bench_prints_the_ceiling_beside_all_reduce(tmp_path, capsys: pytest.Cap
         assert row["impl"] == "accord" and row["nbytes"] == 64 << 10
         assert row["busbw_gbs"] > 0 and row["median_us"] > 0, row
         assert op in table
+
+
+def test_list_form_rows_run_the_list_calls(tmp_path) -> None:
+    out = tmp_path / "rows.json"
+    assert cli.main(["--sizes", "64K", "--ops", "all_gather_list,reduce_scatter_list,all_to_all_list",
+                     "--iters", "3", "--warmup", "1", "--quiet", "--json", str(out)]) == 0
+    rows = {r["op"]: r for r in json.loads(out.read_text())["rows"]}
+    assert set(rows) == {"all_gather_list", "reduce_scatter_list", "all_to_all_list"}
+    assert all(row["busbw_gbs"] > 0 for row in rows.values()), rows
+
+
+def test_list_forms_call_the_list_api() -> None:
+    seen = []
+
+    class Api:
+        def all_gather(self, outs, inp):
+            seen.append(("all_gather", len(outs), inp.size))
+
+        def reduce_scatter(self, out, ins):
+            seen.append(("reduce_scatter", len(ins), out.size))
+
+        def all_to_all(self, outs, ins):
+            seen.append(("all_to_all", len(outs), len(ins)))
+
+    for op in ("all_gather_list", "reduce_scatter_list", "all_to_all_list"):
+        workloads.make_call(Api(), op, 5, 0, 3)()
+    assert seen == [("all_gather", 3, 5), ("reduce_scatter", 3, 5), ("all_to_all", 3, 3)]
 
 
 def test_the_transport_defaults_to_accord_transport(monkeypatch: pytest.MonkeyPatch) -> None:

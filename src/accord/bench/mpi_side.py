@@ -59,6 +59,8 @@ def _call(comm: Any, mpi: Any, op: str, count: int, world: int) -> Callable[[], 
         "reduce_scatter": lambda: comm.Reduce_scatter_block(big, data),
         "all_to_all": lambda: comm.Alltoall(big, np.zeros_like(big)),
     }
+    for form in ("all_gather", "reduce_scatter", "all_to_all"):  # MPI's calls take one buffer
+        calls[f"{form}_list"] = calls[form]
     if op not in calls:
         raise ValueError(f"no MPI equivalent for {op!r}")
     return calls[op]

@@ -82,7 +82,8 @@ def table(rows: list[Row], impls: list[str]) -> str:
     run, so that a run the whole host slowed down counts once, on both sides)."""
     spread = any(len(r.runs_us) > 1 for r in rows)
     time_width, ratio_width = (22, 19) if spread else (12, 8)
-    head = f"{'collective':<14}{'size':>10}"
+    name_width = max([14] + [len(r.op) + 1 for r in rows])
+    head = f"{'collective':<{name_width}}{'size':>10}"
     for impl in impls:
         head += f" | {impl + ' µs':>{time_width}}{'busbw GB/s':>11}"
     for impl in impls[1:]:
@@ -90,7 +91,7 @@ def table(rows: list[Row], impls: list[str]) -> str:
     lines = [head, "-" * len(head)]
     keyed = {(r.impl, r.op, r.nbytes): r for r in rows}
     for op, nbytes in dict.fromkeys((r.op, r.nbytes) for r in rows):
-        line = f"{op:<14}{human_bytes(nbytes) if COLLECTIVES[op].sized else '-':>10}"
+        line = f"{op:<{name_width}}{human_bytes(nbytes) if COLLECTIVES[op].sized else '-':>10}"
         for impl in impls:
             row = keyed.get((impl, op, nbytes))
             if row is None:

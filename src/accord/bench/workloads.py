@@ -45,6 +45,11 @@ COLLECTIVES: dict[str, Collective] = {c.name: c for c in [
     Collective("all_gather", _part, total_size=True),      # size = the whole output
     Collective("reduce_scatter", _part, total_size=True),  # size = the whole input
     Collective("all_to_all", _part, total_size=True),      # size = what one rank sends in all
+    # the list forms (all_gather, reduce_scatter, all_to_all on lists of separate blocks);
+    # MPI has only the contiguous calls, which its column runs for these rows too
+    Collective("all_gather_list", _part, total_size=True),
+    Collective("reduce_scatter_list", _part, total_size=True),
+    Collective("all_to_all_list", _part, total_size=True),
     Collective("gather", _part, total_size=True),          # size = everything the root gets
     Collective("scatter", _part, total_size=True),         # size = everything the root sends
     Collective("barrier", lambda n: 0.0, sized=False),
@@ -70,7 +75,8 @@ def per_rank_count(op: str, nbytes: int, world: int, itemsize: int) -> int:
 def make_call(api: Any, op: str, count: int, rank: int, world: int, torch: Any = None) -> Callable[[], None]:
     """A zero-argument function doing one ``op`` with ``api`` (accord, or torch.distributed):
     the same calls on both (the tensor forms: all_gather_into_tensor, reduce_scatter_tensor,
-    all_to_all_single), ``count`` float32 elements per rank and block, root 0."""
+    all_to_all_single; the ``_list`` rows: all_gather, reduce_scatter, all_to_all on lists of
+    ``world`` separate blocks), ``count`` float32 elements per rank and block, root 0."""
     def zeros(n: int) -> Any:
         return torch.zeros(n, dtype=torch.float32) if torch is not None else np.zeros(n, dtype=np.float32)
 
@@ -86,6 +92,12 @@ def make_call(api: Any, op: str, count: int, rank: int, world: int, torch: Any =
         return {"all_gather": lambda: api.all_gather_into_tensor(big, data),
                 "reduce_scatter": lambda: reduce_scatter(data, big),
                 "all_to_all": lambda: api.all_to_all_single(other, big)}[op]
+    if op in ("all_gather_list", "reduce_scatter_list", "all_to_all_list"):
+        blocks = [zeros(count) for _ in range(world)]
+        outs = [zeros(count) for _ in range(world)] if op == "all_to_all_list" else []
+        return {"all_gather_list": lambda: api.all_gather(blocks, data),
+                "reduce_scatter_list": lambda: api.reduce_scatter(data, blocks),
+                "all_to_all_list": lambda: api.all_to_all(outs, blocks)}[op]
     if op in ("gather", "scatter"):
         blocks = [zeros(count) for _ in range(world)] if rank == 0 else None
         if op == "gather":
