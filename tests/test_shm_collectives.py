@@ -229,6 +229,84 @@ def test_cma_reduce_scatter_and_all_to_all(monkeypatch, world_size, count, conti
             assert (o == r * 10 + rank).all() and o.size == count + r + 2 * rank
 
 
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_cma_reduce_scatter_in_pieces(monkeypatch, world_size):
+    """Blocks of several 512 KiB pieces, uneven, with values that differ along each block:
+    a piece read from the wrong offset would show."""
+    monkeypatch.setenv("ACCORD_ALGORITHM", "reduce_scatter=cma")
+    piece = 512 << 10 >> 3  # float64 elements per piece
+    sizes = [2 * piece + 3 + 5000 * r for r in range(world_size)]
+
+    def body(rank):
+        ins = [np.arange(s, dtype=np.float64) * (rank + 1) + j for j, s in enumerate(sizes)]
+        out = np.zeros(sizes[rank])
+        run("reduce_scatter", None, out, ins, kernel(ReduceOp.SUM, np.float64))
+        return out
+
+    total = sum(range(1, world_size + 1))
+    for rank, out in enumerate(shm_run(world_size, body)):
+        np.testing.assert_array_equal(out, np.arange(sizes[rank]) * total + world_size * rank)
+
+
+def test_cma_reduce_scatter_block_sizes_that_disagree_raise_a_mismatch(monkeypatch):
+    monkeypatch.setenv("ACCORD_ALGORITHM", "reduce_scatter=cma")
+    big = (512 << 10 >> 3) * 2 + 1
+
+    def body(rank):
+        sizes = [big, big + (1 if rank == 0 else 0)]  # rank 0 says rank 1's block is longer
+        ins = [np.ones(s) for s in sizes]
+        out = np.zeros(sizes[rank])
+        try:
+            run("reduce_scatter", None, out, ins, kernel(ReduceOp.SUM, np.float64))
+        except dist.CollectiveMismatchError as exc:
+            return str(exc)
+        except dist.DistError as exc:  # the other rank: the group broke under it
+            return type(exc).__name__
+        return "no error"
+
+    results = run_ranks(2, body, fabric=LoopbackFabric(2, shared_memory=True), expect_failure=True)
+    assert any("bytes for this rank" in str(r) for r in results), results
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+@pytest.mark.parametrize("cma", [True, False], ids=["direct", "slots"])
+def test_large_uneven_all_to_all_after_the_size_round(monkeypatch, world_size, cma):
+    """Blocks beyond the first round (slots of 4 KiB here), uneven, values that differ along
+    each block. With reads allowed the blocks are read straight from the peers' inputs once
+    the sizes are known (the list form's size is not known up front); without, they go
+    through the slots. Also a rank whose own blocks are small beside a peer's large ones."""
+    monkeypatch.setenv("ACCORD_ALGORITHM", "all_to_all=shm")
+    if not cma:
+        monkeypatch.setenv("ACCORD_CMA", "0")
+
+    def count(src, dst):
+        return 9000 + 1000 * src + 7 * dst if src != 1 else 3 + dst  # rank 1 sends little
+
+    def body(rank):
+        assert dist.group.WORLD.cma == cma
+        ins = [np.arange(count(rank, j), dtype=np.float64) + 1000 * rank + j for j in range(world_size)]
+        outs = [np.zeros(count(r, rank)) for r in range(world_size)]
+        run("all_to_all", None, outs, ins)
+        return outs
+
+    for rank, outs in enumerate(shm_run(world_size, body)):
+        for r, out in enumerate(outs):
+            np.testing.assert_array_equal(out, np.arange(count(r, rank)) + 1000 * r + rank)
+
+
+def test_large_all_to_all_size_disagreement_is_a_mismatch():
+    """As below, with blocks large enough to be read directly."""
+    def body(rank):
+        ins = [np.zeros(20000, dtype=np.int32) for _ in range(2)]
+        outs = [np.zeros(20000 if rank == 0 else 20001, dtype=np.int32) for _ in range(2)]
+        with pytest.raises(dist.CollectiveMismatchError, match="sends 20000 elements"):
+            run("all_to_all", None, outs, ins)
+        return True
+
+    results = run_ranks(2, body, fabric=LoopbackFabric(2, shared_memory=True), expect_failure=True)
+    assert results[1] is True, results
+
+
 def _strided(values):
     """A writeable non-contiguous view holding ``values``: it takes the long path."""
     values = np.asarray(values)

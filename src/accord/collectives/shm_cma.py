@@ -89,18 +89,24 @@ def all_gather(slots, inp: np.ndarray, outs: list[np.ndarray]) -> None:
 
 
 def reduce_scatter(slots, out: np.ndarray, ins: list[np.ndarray], kernel: Kernel) -> None:
-    """Rank j reads block j of every peer's input and folds it into its output."""
-    n, me = slots.size, slots.rank
+    """Rank j reads block j of every peer's input and folds it into its output, a
+    cache-sized piece at a time (the piece of the output stays in cache across the peers)."""
+    n, me, item, whole = slots.size, slots.rank, out.itemsize, out.nbytes
     k = slots.begin()
     slots.expose_blocks(k, ins)
     slots.ready(k)
     slots.wait_ready(k)
-    out[...] = ins[me]
-    incoming = slots.scratch(out.size, out.dtype)
-    for r in range(n):
-        if r != me:
-            slots.fetch_block(r, k, me, incoming)
-            kernel.combine(out, incoming)
+    piece = max(_PIECE // item, 1)
+    incoming = slots.scratch(min(piece, out.size), out.dtype)
+    own = ins[me]
+    for lo in range(0, max(out.size, 1), piece):  # an empty block is still checked once
+        hi = min(lo + piece, out.size)
+        part, got = out[lo:hi], incoming[:hi - lo]
+        part[...] = own[lo:hi]
+        for r in range(n):
+            if r != me:
+                slots.fetch_block(r, k, me, got, lo * item, whole)
+                kernel.combine(part, got)
     kernel.finalize(out, n)
     slots.done(k)
     slots.wait_done(k)

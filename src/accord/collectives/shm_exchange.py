@@ -5,7 +5,10 @@ goes through its slot a slot's worth per round: all_gather sends its input; redu
 and all_to_all send the concatenation of their per-destination blocks, and each reader picks
 out the part meant for it. all_to_all first exchanges block sizes (one extra round), because
 no rank knows what the others send each other; a disagreement with what a receiver expects is
-a CollectiveMismatchError. Must not know about segments or sockets.
+a CollectiveMismatchError. Where the group may read its members' memory and the sizes show
+more than the first round holds, every rank then reads its blocks straight from the peers'
+inputs instead (the list form and the uneven tensor form, whose size is not known up front,
+would otherwise copy everything twice). Must not know about segments or sockets.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import numpy as np
 from ..errors import CollectiveMismatchError
 from ..reduce_ops import Kernel
 from .algorithm import SHARED_MEMORY, Algorithm
+from .shm_cma import LIST_MAX, THRESHOLD
 from .slots import Slots, typed
 
 _INT64 = np.dtype(np.int64)
@@ -143,14 +147,23 @@ def all_to_all(slots: Slots, outs: list[np.ndarray], ins: list[np.ndarray]) -> N
     mine = [block.size for block in ins]
     mine_offsets = _offsets(mine)
     k = slots.begin()
+    readable = slots.can_fetch and n <= LIST_MAX
+    if readable:  # in case the sizes (known to all after this round) call for direct reads
+        slots.expose_blocks(k, ins)
     raw = slots.slot(me, k)
     raw[:header].view(np.int64)[...] = mine
-    _write_range(raw[header:], ins, mine_offsets, 0, min(first_cap, mine_offsets[-1]))
+    total = mine_offsets[-1]
+    if not (readable and total > first_cap and total * item >= THRESHOLD):  # else read directly
+        _write_range(raw[header:], ins, mine_offsets, 0, min(first_cap, total))
     slots.ready(k)
     slots.wait_ready(k)
     matrix = [slots.slot(r, k)[:header].view(np.int64).tolist() for r in range(n)]
     error = size_mismatch(slots, matrix, outs)
     offsets = [_offsets(row) for row in matrix]
+    largest = max(row[-1] for row in offsets)
+    if readable and largest > first_cap and largest * item >= THRESHOLD:
+        _read_blocks(slots, k, outs, ins, error)  # every rank sees the same matrix: all do
+        return
     if error is None:
         outs[me][...] = ins[me]
         _copy_out(slots, k, outs, offsets, matrix, 0, first_cap, header, item, dtype)
@@ -166,6 +179,23 @@ def all_to_all(slots: Slots, outs: list[np.ndarray], ins: list[np.ndarray]) -> N
         slots.wait_ready(k)
         _copy_out(slots, k, outs, offsets, matrix, start, stop, 0, item, dtype)
         slots.done(k)
+
+
+def _read_blocks(slots: Slots, k: int, outs: list[np.ndarray], ins: list[np.ndarray],
+                 error: CollectiveMismatchError | None) -> None:
+    """The rest of an all_to_all too large for the first round, where the group may read its
+    members' memory: each rank reads its block straight from every peer's input (one copy),
+    as the single-copy all_to_all does, and keeps its own blocks until everyone has read."""
+    me = slots.rank
+    if error is None:
+        for r, out in enumerate(outs):
+            if r != me:
+                slots.fetch_block(r, k, me, out)
+        outs[me][...] = ins[me]
+    slots.done(k)
+    slots.wait_done(k)
+    if error is not None:
+        raise error
 
 
 def _all_to_all_even(slots: Slots, outs: list[np.ndarray], ins: list[np.ndarray], m: int,

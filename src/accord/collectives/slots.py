@@ -75,9 +75,11 @@ class Slots(Protocol):
         """Let the others read each of ``blocks`` (at most 96) during ``round_``."""
         ...
 
-    def fetch_block(self, rank: int, round_: int, index: int, dst: np.ndarray) -> None:
-        """Copy ``rank``'s exposed block ``index`` into ``dst``; CollectiveMismatchError if
-        the block is not ``dst.nbytes`` long."""
+    def fetch_block(self, rank: int, round_: int, index: int, dst: np.ndarray, offset: int = 0,
+                    whole: int | None = None) -> None:
+        """Copy ``rank``'s exposed block ``index`` into ``dst`` (or ``dst.nbytes`` of it from
+        byte ``offset``); CollectiveMismatchError if the block is not ``whole`` (default
+        ``dst.nbytes``) bytes long."""
         ...
 
     def scratch(self, count: int, dtype: np.dtype, which: int = 0) -> np.ndarray:

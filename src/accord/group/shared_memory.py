@@ -265,16 +265,19 @@ class CallSlots:
     def expose_blocks(self, round_: int, blocks: Sequence[np.ndarray]) -> None:
         self.domain.expose_blocks(round_, blocks)
 
-    def fetch_block(self, rank: int, round_: int, index: int, dst: np.ndarray) -> None:
-        """Read ``rank``'s block ``index``; a block of another size than ``dst`` means the
+    def fetch_block(self, rank: int, round_: int, index: int, dst: np.ndarray, offset: int = 0,
+                    whole: int | None = None) -> None:
+        """Read ``rank``'s block ``index`` (or ``dst.nbytes`` of it from byte ``offset``, a
+        block this rank expects to be ``whole`` bytes); a block of another size means the
         ranks disagree on the call: CollectiveMismatchError, never a short or long read."""
         size = self.domain.block_size(rank, round_, index)
-        if size != dst.nbytes:
+        expected = dst.nbytes if whole is None else whole
+        if size != expected or offset + dst.nbytes > size:
             raise CollectiveMismatchError(
                 f"{self}: rank {self.domain.names[rank]} has {size} bytes for this rank, "
-                f"which expects {dst.nbytes}. Do the sizes (split sizes) agree across ranks?")
+                f"which expects {expected}. Do the sizes (split sizes) agree across ranks?")
         try:
-            self.domain.fetch_block(rank, round_, index, dst)
+            self.domain.fetch_block(rank, round_, index, dst, offset)
         except PeerError as exc:
             raise self._read_failed(rank, exc) from exc
 

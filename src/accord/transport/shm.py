@@ -295,12 +295,12 @@ class ShmDomain:
         """How many bytes ``rank`` exposed as block ``index`` for ``round_``."""
         return self.words[rank][_LIST + (round_ & 1) * 2 * LIST_MAX + LIST_MAX + index]
 
-    def fetch_block(self, rank: int, round_: int, index: int, dst: np.ndarray) -> None:
-        """Read ``rank``'s exposed block ``index`` (``dst.nbytes`` bytes of it) into ``dst``."""
+    def fetch_block(self, rank: int, round_: int, index: int, dst: np.ndarray, offset: int = 0) -> None:
+        """Read ``dst.nbytes`` bytes at ``offset`` of ``rank``'s exposed block ``index`` into ``dst``."""
         assert self.cma is not None
         if dst.nbytes:
             address = self.words[rank][_LIST + (round_ & 1) * 2 * LIST_MAX + index]
-            self.cma.read(self.pids[rank], address, dst)
+            self.cma.read(self.pids[rank], address + offset, dst)
 
     def close(self) -> None:
         """Drop the mappings (the names were unlinked once every member had mapped them)."""
