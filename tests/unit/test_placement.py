@@ -26,13 +26,13 @@ def mask():
     os.sched_setaffinity(0, allowed)
 
 
-def make_domain():
+def make_domain(spread=True):
     """Rank 0's view of a two-rank domain, both segments made (and unlinked) here."""
     size = segment_size(4096)
     segments = [Segment(f"accord-test-{uuid.uuid4().hex[:12]}-{i}", size, create=True) for i in (0, 1)]
     for s in segments:
         s.unlink()
-    return ShmDomain(0, segments, 4096, local_ranks=2, check=lambda what, lagging: None)
+    return ShmDomain(0, segments, 4096, local_ranks=2, check=lambda what, lagging: None, spread=spread)
 
 
 @pytest.fixture
@@ -89,5 +89,10 @@ def test_a_stale_post_or_another_cpu_does_not_move_it(mask, domain):
 
 
 def test_spreading_can_be_turned_off(monkeypatch, mask):
+    from accord.config import Tunables
+
     monkeypatch.setenv("ACCORD_SPREAD", "0")
-    assert not make_domain()._placing
+    assert not Tunables.from_env().spread
+    assert not make_domain(spread=False)._placing
+    monkeypatch.delenv("ACCORD_SPREAD")
+    assert Tunables.from_env().spread

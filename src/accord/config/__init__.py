@@ -98,6 +98,13 @@ CMA = _setting(
     "Shared-memory groups read large buffers straight from a peer's memory "
     "(process_vm_readv) when the kernel allows it; 0 turns this off.",
 )
+SPREAD = _setting(
+    "ACCORD_SPREAD",
+    "1",
+    "A rank whose shared-memory wait stalls while the peer it waits for runs on the same CPU "
+    "moves to another CPU it may use (its affinity mask is kept); 0 leaves placement to the "
+    "kernel.",
+)
 SHM_RING_BYTES = _setting(
     "ACCORD_SHM_RING_BYTES",
     str(1 << 20),
@@ -320,12 +327,13 @@ class Tunables:
     flight_recorder_size: int = 2000
     hierarchy: bool = True
     hierarchy_pipeline_bytes: int | None = None  # None: auto
+    spread: bool = True
 
     @classmethod
     def from_env(cls) -> Tunables:
         return cls(segment_bytes(), small_message_bytes(), algorithm_overrides(), transport(),
                    shm_slot_bytes(), _on(CMA), flight_recorder_size(), _on(HIERARCHY),
-                   hierarchy_pipeline_bytes())
+                   hierarchy_pipeline_bytes(), _on(SPREAD))
 
 
 def _on(setting: Setting) -> bool:

@@ -77,7 +77,7 @@ def setup(mesh: Mesh, channel: Channel, ranks: Sequence[int], group_id: int, tun
             mine.unlink()  # everyone has mapped it (or given up): the name is no longer needed
     domain = ShmDomain(index, [s for s in segments if s is not None], tunables.shm_slot_bytes,
                        len(mesh.local_ranks()), _checker(mesh, channel), threaded=mesh.threaded,
-                       names=ranks)
+                       names=ranks, spread=tunables.spread)
     if status == 2:
         domain.enable_cma([mesh.pids[r] for r in ranks])
     return domain

@@ -123,7 +123,7 @@ class ShmDomain:
 
     def __init__(self, rank: int, segments: Sequence[Segment], slot_bytes: int, local_ranks: int,
                  check: Callable[[object, list[int]], None], threaded: bool = False,
-                 names: Sequence[int] | None = None) -> None:
+                 names: Sequence[int] | None = None, spread: bool = True) -> None:
         self.rank = rank
         self.names = list(names) if names is not None else list(range(len(segments)))  # for messages
         self.size = len(segments)
@@ -143,8 +143,7 @@ class ShmDomain:
         self._yield: Callable[..., object] = (lambda: time.sleep(0)) if threaded else os.sched_yield
         # Ranks that spin must not share a CPU while another idles (placement.py): a wait
         # posts its CPU, and one that stalls beside a peer on the same CPU moves.
-        self._placing = bool(self._spin) and placement.available() and len(segments) > 1 \
-            and os.environ.get("ACCORD_SPREAD", "1") != "0"
+        self._placing = spread and bool(self._spin) and placement.available() and len(segments) > 1
         self.moves = 0  # times this rank moved off a peer's CPU (tests, diagnostics)
         self.round = int(self.mine[DONE])  # rounds are numbered from 1; never reset
         self.cma: CrossMemory | None = None  # set by enable_cma when every member may use it
