@@ -418,10 +418,11 @@ def shared_memory(ctx: Ctx, port: int, slot_bytes: int, transport: str = "auto",
     dist.destroy_process_group()
 
 
-def colocated(ctx: Ctx, port: int, calls: int = 200) -> None:
+def colocated(ctx: Ctx, port: int, calls: int = 200, p2p: bool = False) -> None:
     """Every rank starts on the lowest CPU it may use (moved there, its mask given back), then
-    all_reduces 1 MiB until the ranks are on different CPUs (every rank gathers the others'),
-    ``calls`` at most. Reports the calls that took, the CPUs, and the moves of this rank."""
+    all_reduces 1 MiB (or, ``p2p``, world 2: sends and receives 1 MiB through the shared-memory
+    rings) until the ranks are on different CPUs (every rank learns the others', the same
+    way), ``calls`` at most. Reports the calls that took, the CPUs, and the moves of this rank."""
     import numpy as np
 
     import accord as dist
@@ -434,15 +435,30 @@ def colocated(ctx: Ctx, port: int, calls: int = 200) -> None:
     os.sched_setaffinity(0, {min(allowed)})
     os.sched_setaffinity(0, allowed)
     x = np.ones(1 << 18, np.float32)
+    got = np.zeros_like(x)
     cpus = np.zeros(ctx.world_size, np.int64)
+    peer = 1 - ctx.rank
     for call in range(1, calls + 1):
-        dist.all_reduce(x)
-        dist.all_gather_into_tensor(cpus, np.array([placement.current_cpu()], np.int64))
+        here = np.array([placement.current_cpu()], np.int64)
+        if p2p:  # rank 0 sends first; the CPUs travel the same way
+            there = np.zeros(1, np.int64)
+            for first in (ctx.rank == 0, ctx.rank != 0):
+                if first:
+                    dist.send(x, peer)
+                    dist.send(here, peer)
+                else:
+                    dist.recv(got, peer)
+                    dist.recv(there, peer)
+            cpus[ctx.rank], cpus[peer] = here[0], there[0]
+        else:
+            dist.all_reduce(x)
+            dist.all_gather_into_tensor(cpus, here)
         if len(set(cpus.tolist())) == ctx.world_size:
             break
-    ok = bool((x == ctx.world_size ** call).all())
+    ok = bool((got == 1).all()) if p2p else bool((x == ctx.world_size ** call).all())
     group = resolve_group(None, "colocated")
-    ctx.report("done", calls=call, cpus=cpus.tolist(), correct=ok, moves=group._shm.moves,
+    moves = group.mesh.moves if p2p else group._shm.moves
+    ctx.report("done", calls=call, cpus=cpus.tolist(), correct=ok, moves=moves,
                mask_kept=os.sched_getaffinity(0) == allowed)
     dist.destroy_process_group()
 

@@ -101,9 +101,9 @@ CMA = _setting(
 SPREAD = _setting(
     "ACCORD_SPREAD",
     "1",
-    "A rank whose shared-memory wait stalls while the peer it waits for runs on the same CPU "
-    "moves to another CPU it may use (its affinity mask is kept); 0 leaves placement to the "
-    "kernel.",
+    "A rank whose shared-memory wait (or whose transport driver) stalls while a local peer "
+    "runs on the same CPU moves to another CPU it may use (its affinity mask is kept); 0 "
+    "leaves placement to the kernel.",
 )
 SHM_RING_BYTES = _setting(
     "ACCORD_SHM_RING_BYTES",
@@ -292,6 +292,10 @@ def shm_ring_bytes() -> int:
     return _as_int(SHM_RING_BYTES, minimum=4096)
 
 
+def spread() -> bool:
+    return _on(SPREAD)
+
+
 def socket_ifname() -> str | None:
     return SOCKET_IFNAME.raw()
 
@@ -333,7 +337,7 @@ class Tunables:
     def from_env(cls) -> Tunables:
         return cls(segment_bytes(), small_message_bytes(), algorithm_overrides(), transport(),
                    shm_slot_bytes(), _on(CMA), flight_recorder_size(), _on(HIERARCHY),
-                   hierarchy_pipeline_bytes(), _on(SPREAD))
+                   hierarchy_pipeline_bytes(), spread())
 
 
 def _on(setting: Setting) -> bool:

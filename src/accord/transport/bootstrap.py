@@ -233,7 +233,8 @@ def connect_mesh(store: Store, prefix: str, rank: int, size: int, deadline: Dead
                 sockets[peer] = sock
         for sock in sockets.values():
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return TcpMesh(rank, size, sockets, records, _rings(store, prefix, rank, records, deadline))
+        return TcpMesh(rank, size, sockets, records, _rings(store, prefix, rank, records, deadline),
+                       spread=config.spread())
     except BaseException:
         for sock in sockets.values():
             sock.close()

@@ -10,7 +10,8 @@ whole run, and a 1 MiB all_reduce took 420–590 µs instead of 135. The move is
 to the full mask: nothing stays pinned, and a mask the user set (taskset, numactl, a
 launcher's binding) is what is restored.
 Must not know about segments, collectives or groups: the shared-memory domain says which CPU
-each peer last reported and asks ``move_off``.
+each peer last reported and asks ``move_off``; the ring-polling mesh looks its local peers up
+in /proc (``cpu_of``).
 """
 
 from __future__ import annotations
@@ -48,6 +49,16 @@ def available() -> bool:
 def current_cpu() -> int:
     """The CPU the calling thread runs on now (-1 where that cannot be known)."""
     return _GETCPU() if _GETCPU is not None else -1
+
+
+def cpu_of(pid: int) -> int:
+    """The CPU process ``pid``'s main thread last ran on (-1 where /proc does not say)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+        return int(stat[stat.rindex(b")") + 2:].split()[36])  # field 39, "processor"
+    except (OSError, ValueError, IndexError):
+        return -1
 
 
 def move_off(cpu: int, taken: Iterable[int], salt: int) -> int | None:

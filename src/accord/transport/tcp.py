@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 from ..errors import PeerError
+from . import placement
 from .matching import SendRequest
 from .shm import oversubscribed
 from .stream import StreamLink, StreamMesh
@@ -32,6 +33,9 @@ _CLOSE_FLUSH_SECONDS = 5.0
 #: Ring polling: spin this long (unless oversubscribed), then yield, then sleep in epoll.
 _SPIN_SECONDS = 50e-6
 _YIELD_SECONDS = 2e-3
+#: Least time between two looks at where the local peers run (placement): ring pollers look
+#: when a drive stalls past its spin; TCP-only drivers, blocking in epoll, when they drive.
+_PLACEMENT_SECONDS = 0.005
 
 
 class TcpMesh(StreamMesh):
@@ -39,7 +43,7 @@ class TcpMesh(StreamMesh):
 
     def __init__(self, rank: int, size: int, sockets: dict[int, socket.socket],
                  records: list[Any] | None = None,
-                 rings: dict[int, tuple[Any, Any]] | None = None) -> None:
+                 rings: dict[int, tuple[Any, Any]] | None = None, spread: bool = False) -> None:
         super().__init__(rank, size)
         self.records = records or []  # what each rank published (address, host identity)
         if self.records:
@@ -58,6 +62,12 @@ class TcpMesh(StreamMesh):
             self._epoll.register(link.fd, _IN)
         self._ring_links = [link for link in self._links if link is not None and link.ring]
         self._spin = 0.0 if oversubscribed(len(self.local_ranks())) else _SPIN_SECONDS
+        # A rank that drives its links beside a local peer on the same CPU moves (placement.py;
+        # not when oversubscribed: sharing CPUs is unavoidable then).
+        self._local_pids = [self.pids[p] for p in self.local_ranks() if p != rank and self.pids[p]]
+        self._placing = spread and bool(self._spin and self._local_pids) and placement.available()
+        self._next_placement = 0.0
+        self.moves = 0  # times this rank moved off a local peer's CPU (tests, diagnostics)
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._epoll.register(self._wake_r, select.EPOLLIN)
 
@@ -94,17 +104,23 @@ class TcpMesh(StreamMesh):
     # -- driving --------------------------------------------------------------------------------
     def _drive(self, timeout: float) -> None:
         if not self._ring_links:
+            if self._placing:  # blocking in epoll: no stall to wait for, so look now and then
+                self._spread(time.monotonic())
             self._dispatch(self._epoll.poll(timeout))
             return
         clock = time.monotonic
         start = clock()
         pause = 0.0
+        placing = self._placing
         while True:
             if self._poll_rings():
                 return
             waited = clock() - start
             if waited < self._spin:
                 continue
+            if placing:  # stalled past the spin (idle time): is a local peer on this CPU?
+                placing = False
+                self._spread(start + waited)
             if waited >= timeout:
                 self._dispatch(self._epoll.poll(0))
                 return
@@ -120,6 +136,17 @@ class TcpMesh(StreamMesh):
             if events:
                 self._dispatch(events)
                 return
+
+    def _spread(self, now: float) -> None:
+        """If a local peer's process last ran on this thread's CPU, move to another. At most
+        every ``_PLACEMENT_SECONDS``: each look reads /proc (about 17 µs a peer)."""
+        if now < self._next_placement:
+            return
+        self._next_placement = now + _PLACEMENT_SECONDS
+        cpu = placement.current_cpu()
+        theirs = [placement.cpu_of(pid) for pid in self._local_pids]
+        if cpu in theirs and placement.move_off(cpu, theirs, self.rank) is not None:
+            self.moves += 1
 
     def _poll_rings(self) -> bool:
         """Move whatever the rings allow; True if anything moved."""
