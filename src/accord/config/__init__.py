@@ -98,13 +98,8 @@ CMA = _setting(
     "Shared-memory groups read large buffers straight from a peer's memory "
     "(process_vm_readv) when the kernel allows it; 0 turns this off.",
 )
-SPREAD = _setting(
-    "ACCORD_SPREAD",
-    "1",
-    "A rank whose shared-memory wait (or whose transport driver) stalls while a local peer "
-    "runs on the same CPU moves to another CPU it may use (its affinity mask is kept); 0 "
-    "leaves placement to the kernel.",
-)
+SPREAD = _setting("ACCORD_SPREAD", "1", "A rank stalled beside a local peer on its CPU moves "
+                  "to another CPU it may use (mask kept); 0 leaves placement to the kernel.")
 SHM_RING_BYTES = _setting(
     "ACCORD_SHM_RING_BYTES",
     str(1 << 20),
