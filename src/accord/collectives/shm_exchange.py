@@ -148,20 +148,23 @@ def all_to_all(slots: Slots, outs: list[np.ndarray], ins: list[np.ndarray]) -> N
     mine_offsets = _offsets(mine)
     k = slots.begin()
     readable = slots.can_fetch and n <= LIST_MAX
+
+    def direct(count: int) -> bool:  # elements past the first round: read them straight
+        return readable and count > first_cap and count * item >= THRESHOLD
+
     if readable:  # in case the sizes (known to all after this round) call for direct reads
         slots.expose_blocks(k, ins)
     raw = slots.slot(me, k)
     raw[:header].view(np.int64)[...] = mine
     total = mine_offsets[-1]
-    if not (readable and total > first_cap and total * item >= THRESHOLD):  # else read directly
+    if not direct(total):  # else it surely goes direct: the slot's copy would be wasted
         _write_range(raw[header:], ins, mine_offsets, 0, min(first_cap, total))
     slots.ready(k)
     slots.wait_ready(k)
     matrix = [slots.slot(r, k)[:header].view(np.int64).tolist() for r in range(n)]
     error = size_mismatch(slots, matrix, outs)
     offsets = [_offsets(row) for row in matrix]
-    largest = max(row[-1] for row in offsets)
-    if readable and largest > first_cap and largest * item >= THRESHOLD:
+    if direct(max(row[-1] for row in offsets)):
         _read_blocks(slots, k, outs, ins, error)  # every rank sees the same matrix: all do
         return
     if error is None:
