@@ -79,6 +79,18 @@ def test_restart_after_a_failure_then_success():
         assert f"[rank{rank}]: RESULT rank={rank} size=2 attempt=1 sum=[1, 3, 5, 7]" in job.out
 
 
+def test_root_cause_is_the_rank_that_raised_even_when_its_peer_exits_first():
+    # rank 1 raises and takes a second to exit; rank 0 hears of it in a barrier and exits first
+    job = run_to_end("--nproc-per-node", "2", ALLREDUCE,
+                     env=clean_env(FAIL_RANK="1", FAIL_MODE="slow"))
+    assert job.proc.returncode == 1
+    root = _root_cause(job.stderr)
+    assert "rank      : 1 (local_rank: 1)" in root, root
+    assert "ValueError: rank 1 fails on purpose" in root
+    assert "first failure: rank 1 (local_rank 1 on" in job.stderr
+    assert "PeerError" in job.stderr  # rank 0's failure is still reported, as a consequence
+
+
 def _pids(job, count: int) -> list[int]:
     job.wait_for(lambda: sum("PIDS" in line for line in job.out) == count, 30, "worker pids")
     return [int(p) for line in job.out if "PIDS" in line for p in line.split("PIDS ")[1].split()]

@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 import signal
 import socket
-from typing import Any
+import time
+from typing import Any, Callable
 
 from .. import config
 from ..errors import DistStoreError
@@ -25,6 +26,10 @@ from .procs import LocalGroup, Reaper, WorkerExit, worker_command
 from .report import Failure, format_report, make_failure
 from .rounds import (FAILED, INTERRUPTED, RESTART, STOPPED, SUCCEEDED, NodeStatus, RoundChannel,
                      Verdict, decide)
+
+# How long a failure that blames another rank waits for that rank's own exit (see
+# ``Agent._await_root_cause``).
+_ROOT_CAUSE_GRACE_S = 3.0
 
 
 class Interrupted(Exception):
@@ -191,6 +196,8 @@ class Agent:
             if event is not None and event.returncode != 0:
                 exits = [event, *self._queued(group)]
                 failures = [self._failure(e, info, error_files) for e in exits if e.returncode]
+                self._await_root_cause(group, info, error_files, failures,
+                                       channel.beat if several else None)
                 if several:
                     channel.raise_alarm()
                 failures.sort(key=lambda f: (f.caused_by_a_peer(), f.time))
@@ -201,6 +208,23 @@ class Agent:
                 channel.beat()
                 if channel.failed_elsewhere():
                     return self._status(info, STOPPED, [])
+
+    def _await_root_cause(self, group: LocalGroup, info: RoundInfo, error_files: list[str],
+                          failures: list[Failure], tick: Callable[[], None] | None) -> None:
+        """While every failure so far blames a peer ('rank 1 raised ValueError …'), the rank
+        it blames is usually still on its way out (printing its traceback, writing its error
+        file): wait up to ``_ROOT_CAUSE_GRACE_S`` for more exits, so that the report names the
+        rank that failed first rather than the first to exit."""
+        deadline = time.monotonic() + _ROOT_CAUSE_GRACE_S
+        while all(f.caused_by_a_peer() for f in failures) and group.running():
+            left = deadline - time.monotonic()
+            if left <= 0 or self.shutdown.signum is not None:
+                return
+            event = group.next_exit(min(left, 0.05))
+            if tick is not None:
+                tick()
+            if event is not None and event.returncode:
+                failures.append(self._failure(event, info, error_files))
 
     @staticmethod
     def _queued(group: LocalGroup) -> list[WorkerExit]:

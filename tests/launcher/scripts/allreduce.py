@@ -4,10 +4,13 @@ Environment knobs (for the failure tests):
   FAIL_RANK=r     rank r raises ValueError on attempt 0 (TORCHELASTIC_RESTART_COUNT=0)
   FAIL_MODE=kill  rank FAIL_RANK SIGKILLs itself instead
   FAIL_MODE=exit3 rank FAIL_RANK calls os._exit(3) instead
+  FAIL_MODE=slow  rank FAIL_RANK raises, then takes a second to exit (its peers exit first)
 """
 
+import atexit
 import os
 import signal
+import time
 
 import numpy as np
 
@@ -20,6 +23,8 @@ def fail(rank: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
     if mode == "exit3":
         os._exit(3)
+    if mode == "slow":
+        atexit.register(time.sleep, 1.0)
     raise ValueError(f"rank {rank} fails on purpose")
 
 
@@ -33,6 +38,8 @@ def main() -> None:
     attempt = int(os.environ["TORCHELASTIC_RESTART_COUNT"])
     if attempt == 0 and rank == int(os.environ.get("FAIL_RANK", "-1")):
         fail(rank)
+    if os.environ.get("FAIL_MODE") == "slow":
+        dist.barrier()  # where the other ranks hear of the failure and exit before it does
     print(f"RESULT rank={rank} size={size} attempt={attempt} sum={data.tolist()}", flush=True)
     dist.destroy_process_group()
 
