@@ -203,13 +203,13 @@ def test_a_rank_dying_in_the_middle_is_named_quickly(pipeline: str, monkeypatch:
 
 @pytest.mark.parametrize("layout", ["2x2", "3x2-interleaved"])
 def test_a_pipelined_all_reduce_in_pieces(layout: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Pieces of ACCORD_HIERARCHY_PIPELINE_BYTES, at most 8, each of L elements or more:
+    """Pieces of ACCORD_HIERARCHY_PIPELINE_BYTES, at most 32, each of L elements or more:
     results as one piece gives, for every count around the cuts and every op kind."""
     monkeypatch.setenv("ACCORD_HIERARCHY_PIPELINE_BYTES", "4096")
     monkeypatch.setenv("ACCORD_ALGORITHM", "all_reduce=hierarchical")
     hosts = LAYOUTS[layout]
     n = len(hosts)
-    counts = (511, 512, 1024, 1537, 5000, 20000)  # int64: 1, 1, 2, 3, 9 → 8, 39 → 8 pieces
+    counts = (511, 512, 1024, 1537, 5000, 20000)  # int64: 1, 1, 2, 3, 9, 39 → 32 pieces
 
     def body(rank: int) -> dict:
         pg = accord.GroupMember.WORLD
@@ -232,7 +232,7 @@ def test_a_pipelined_all_reduce_in_pieces(layout: str, monkeypatch: pytest.Monke
 
     for got in on_hosts(hosts, body):
         assert all(got[c] for c in counts) and got["min"]
-        assert [got[f"pieces{c}"] for c in counts] == [1, 1, 2, 3, 8, 8]
+        assert [got[f"pieces{c}"] for c in counts] == [1, 1, 2, 3, 9, 32]
         assert got["avg"] == {sum(range(1, n + 1)) / n} and got["premul"] == {2.0 * sum(range(1, n + 1))}
 
 
@@ -247,6 +247,66 @@ def test_the_members_agree_on_pipelining() -> None:
 
     for got in on_hosts(LAYOUTS["2x2"], body):
         assert got == ({4.0}, 1)
+
+
+@pytest.mark.parametrize("pipelines", [True, False])
+def test_auto_pipelining_is_measured(pipelines: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Auto: the first PROBE_CALLS all_reduces of PROBE_BYTES or more run in one piece and
+    time their stages; then every member pipelines, or none does, by the same numbers (the
+    bounds forced either way here), in pieces sized by the network's measured speed."""
+    from accord.group import hierarchy
+
+    for name in ("NETWORK_BOUND", "FEW_CORES_BOUND"):
+        monkeypatch.setattr(hierarchy, name, 0.0 if pipelines else float("inf"))
+    monkeypatch.setattr(hierarchy, "PIECE_SECONDS", 1e-9)  # the smallest pieces, whatever the speed
+    count = hierarchy.PROBE_BYTES // 4
+
+    def body(rank: int) -> dict:
+        pg = accord.GroupMember.WORLD
+        pg.hierarchy.pipeline_bytes = None  # auto
+        pg.hierarchy.bound = 0.0 if pipelines else float("inf")
+        out: dict = {"cuts": []}
+        for call in range(hierarchy.PROBE_CALLS + 1):
+            x = np.full(count, rank + 1.0, np.float32)
+            out["cuts"].append(len(pg.hierarchy.pieces(x.nbytes, count)))
+            accord.all_reduce(x)
+            out[f"ok{call}"] = bool((x == 10.0).all())
+        small = np.full(1000, rank, np.int64)  # below PROBE_BYTES: measures nothing
+        accord.all_reduce(small)
+        out["small"] = bool((small == 6).all())
+        out["measured"] = len(pg.hierarchy.measured)
+        out["decided"] = pg.hierarchy.measured[-1]
+        return out
+
+    got = on_hosts(LAYOUTS["2x2"], body)
+    low = hierarchy.AUTO_PIECE_BYTES[0]
+    for one in got:
+        assert all(one[f"ok{c}"] for c in range(3)) and one["small"]
+        assert one["cuts"][:2] == [1, 1]
+        assert one["cuts"][2] == (hierarchy.PROBE_BYTES // low if pipelines else 1)
+        assert one["measured"] == hierarchy.PROBE_CALLS + 1  # the probes, then what decided
+    assert len({one["decided"] for one in got}) == 1  # the same numbers on every member
+
+
+def test_auto_piece_size() -> None:
+    from accord.group.hierarchy import _piece_bytes
+
+    mib = 1 << 20
+    assert _piece_bytes(16 * mib, 0.067) == 256 << 10  # 2 Gbit/s: 0.5 MiB in 2 ms, floored
+    assert _piece_bytes(16 * mib, 0.0134) == 2 * mib  # 10 Gbit/s
+    assert _piece_bytes(16 * mib, 0.001) == 4 * mib  # the largest
+    assert _piece_bytes(16 * mib, 10.0) == 256 << 10  # the smallest
+
+
+def test_one_member_that_measures_makes_every_member_measure() -> None:
+    def body(rank: int) -> int | None:
+        pg = accord.GroupMember.WORLD
+        pg.hierarchy.pipeline_bytes = None if rank == 1 else 4096
+        accord.all_reduce(np.ones(100000, np.float32))  # above the small-message size
+        return pg.hierarchy._agreed
+
+    from accord.group.hierarchy import _MEASURE
+    assert on_hosts(LAYOUTS["2x2"], body) == [_MEASURE] * 4
 
 
 def test_where_the_choice_switches() -> None:

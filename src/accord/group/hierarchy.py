@@ -10,11 +10,16 @@ calls on them (L members per host, H hosts, S the message):
 
   all_reduce      local reduce_scatter into L slices; cross all_reduce of this rank's slice
                   (H ranks, S/L each: every local rank uses its own connections); local
-                  all_gather of the slices. In pieces (``pipeline_bytes``, at most 8):
+                  all_gather of the slices. In pieces (``pipeline_bytes``, at most 32):
                   piece i's cross all_reduce runs (async) while piece i+1 is reduced and
                   piece i-1 gathered inside the host, so the network is busy while memory
-                  works. Auto: 4 MiB pieces where the host has two cores per local rank,
-                  else one piece (on fewer cores the overlap costs more than it hides).
+                  works. Auto, measured: the first PROBE_CALLS all_reduces of PROBE_BYTES
+                  or more run in one piece, each stage timed from a barrier; then the
+                  members pipeline if the network stage took NETWORK_BOUND times the two
+                  stages inside the host or longer (FEW_CORES_BOUND where a host has
+                  fewer than two cores per local rank: the stages then share cores), in
+                  pieces that each take about PIECE_SECONDS on the network. The last
+                  call's times on the slowest member decide, so all decide alike.
                   Fewer elements than L: local reduce to index 0, cross all_reduce among
                   the indexes 0, local broadcast.
   broadcast       cross broadcast among the root's local index, then local broadcast from it.
@@ -36,6 +41,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -46,8 +52,16 @@ from ..reduce_ops import RedOpType, ReduceOp
 HIERARCHICAL = "hierarchical"  # the algorithms' kind and name
 CODE = 0x48  # in fingerprints: ranks that chose differently get an error
 COLLECTIVES = ("all_reduce", "broadcast", "all_gather", "reduce_scatter", "barrier")
-MAX_PIECES = 8  # of a pipelined all_reduce
-AUTO_PIECE_BYTES = 4 << 20
+MAX_PIECES = 32  # of a pipelined all_reduce
+PROBE_BYTES = 4 << 20  # auto: the all_reduces measured to decide are this size or larger
+PROBE_CALLS = 2  # the first is a warm-up (pages, connections, late arrivals)
+# Auto pipelines where cross stage / (local reduce_scatter + all_gather) is at least this:
+NETWORK_BOUND = 1.0  # with two cores per local rank (the overlap costs little)
+FEW_CORES_BOUND = 3.0  # with fewer (measured: 2 cores, 4 ranks, README)
+PIECE_SECONDS = 0.002  # auto: a piece's time on the network, within the two sizes below
+AUTO_PIECE_BYTES = (256 << 10, 4 << 20)
+# Pipelining wishes, as the members vote them (the MIN wins): never, measure first, or a size.
+_NEVER, _MEASURE = -2, -1
 
 
 def _not_run_directly(*_: Any) -> None:  # pragma: no cover - launch runs Hierarchy.run
@@ -71,11 +85,14 @@ class Hierarchy:
         self.index = hosts[self.host].index(rank)
         self._global = list(global_ranks)
         self._make_group = make_group
-        if pipeline_bytes is None:  # auto: only where the network stage has cores of its own
-            pipeline_bytes = AUTO_PIECE_BYTES if _cores() >= 2 * len(hosts[self.host]) else 0
-        #: This rank's wish; every member pipelines alike once they agreed (``_agree_pipeline``).
+        #: This rank's wish (None: auto, measure first); every member pipelines alike once
+        #: they agreed (``_agree_pipeline``).
         self.pipeline_bytes = pipeline_bytes
-        self._agreed: int | None = None
+        #: Auto pipelines where the network stage is this many times the host's stages.
+        self.bound = NETWORK_BOUND if _cores() >= 2 * len(hosts[self.host]) else FEW_CORES_BOUND
+        self._agreed: int | None = None  # the piece size (0: one piece), _MEASURE, or not yet
+        #: The stage times measured so far (local, cross; seconds), then what decided.
+        self.measured: list[tuple[float, float]] = []
         self._local: Any = None
         self._cross: Any = None
 
@@ -147,6 +164,9 @@ class Hierarchy:
         if len(pieces) == 1:
             chunks = [data[a:b] for a, b in _bounds(flat.size, width)]
             mine = _empty_like(chunks[self.index])
+            if self._agreed == _MEASURE and flat.nbytes >= PROBE_BYTES:
+                self._probe(ops, chunks, mine, first, rest, flat.nbytes)
+                return
             ops.reduce_scatter(local, mine, chunks, first, False)
             ops.all_reduce(cross, mine, rest, False)
             ops.all_gather(local, chunks, mine, False)
@@ -164,17 +184,58 @@ class Hierarchy:
         _spread(ops, local, *crossing)
 
     def _agree_pipeline(self, ops: Any) -> None:
-        """Once, at the first all_reduce: the smallest piece size any member asked for (0:
-        some member does not pipeline), so that every member cuts its calls alike whatever
-        its cores or settings. A MIN inside each host, then across hosts."""
-        vote = np.array([self.pipeline_bytes], np.int64)
+        """Once, at the first all_reduce: one piece if some member does not pipeline, else
+        measure first if some member would, else the smallest piece size any member asked
+        for, so that every member cuts its calls alike whatever its cores or settings."""
+        wish = self.pipeline_bytes
+        vote = _MEASURE if wish is None else (wish if wish > 0 else _NEVER)
+        agreed = self._vote(ops, vote)
+        self._agreed = 0 if agreed == _NEVER else agreed
+
+    def _probe(self, ops: Any, chunks: list[Any], mine: Any, first: ReduceOp, rest: ReduceOp,
+               nbytes: int) -> None:
+        """One all_reduce in one piece, each stage timed from a barrier of the ranks that
+        run it (so that a late peer's wait counts as no stage's time); after PROBE_CALLS
+        of them, decide. Every member is in this call (the same size): they decide alike."""
+        local, cross, clock = self._local, self._cross, time.perf_counter
+        ops.barrier(local, False)
+        start = clock()
+        ops.reduce_scatter(local, mine, chunks, first, False)
+        reduced = clock()
+        ops.barrier(cross, False)
+        crossing = clock()
+        ops.all_reduce(cross, mine, rest, False)
+        crossed = clock()
+        ops.barrier(local, False)
+        gathering = clock()
+        ops.all_gather(local, chunks, mine, False)
+        self.measured.append((reduced - start + clock() - gathering, crossed - crossing))
+        if len(self.measured) == PROBE_CALLS:
+            self._decide(ops, nbytes)
+
+    def _decide(self, ops: Any, nbytes: int) -> None:
+        """After the measured all_reduces (``nbytes`` each): pipeline if the network stage
+        is the slow one, in pieces of about PIECE_SECONDS on the network. Each stage's
+        time is its last (warm) measurement on the slowest member, and the bound the
+        strictest member's, so that every member decides alike."""
+        votes = np.array([*self.measured[-1], self.bound])
+        ops.all_reduce(self._local, votes, ReduceOp(RedOpType.MAX), False)
+        ops.all_reduce(self._cross, votes, ReduceOp(RedOpType.MAX), False)
+        local_s, cross_s, bound = votes.tolist()
+        self.measured.append((local_s, cross_s))
+        self._agreed = _piece_bytes(nbytes, cross_s) if cross_s >= bound * local_s else 0
+
+    def _vote(self, ops: Any, value: int) -> int:
+        """The MIN of every member's ``value``: inside each host, then across hosts."""
+        vote = np.array([value], np.int64)
         ops.all_reduce(self._local, vote, ReduceOp(RedOpType.MIN), False)
         ops.all_reduce(self._cross, vote, ReduceOp(RedOpType.MIN), False)
-        self._agreed = int(vote[0])
+        return int(vote[0])
 
     def pieces(self, nbytes: int, count: int) -> list[tuple[int, int]]:
         """The pieces a pipelined all_reduce of ``count`` elements (``nbytes``) runs in: each
-        at least the agreed piece size and L elements, at most MAX_PIECES of them."""
+        at least the agreed piece size and L elements, at most MAX_PIECES of them (one
+        while the members have not agreed, or measure first)."""
         piece = self._agreed or 0
         if piece <= 0:
             return [(0, count)]
@@ -216,6 +277,14 @@ def _cores() -> int:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not Linux
         return os.cpu_count() or 1
+
+
+def _piece_bytes(nbytes: int, cross_s: float) -> int:
+    """The auto piece size: a power of two that the network moves in about PIECE_SECONDS,
+    going by the measured all_reduce (``nbytes`` in ``cross_s`` between hosts)."""
+    low, high = AUTO_PIECE_BYTES
+    wanted = nbytes * PIECE_SECONDS / max(cross_s, 1e-9)
+    return max(low, min(high, 1 << max(int(wanted), 1).bit_length() - 1))
 
 
 def _spread(ops: Any, local: Any, work: Any, chunks: list[Any], mine: Any) -> None:
