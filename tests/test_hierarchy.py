@@ -177,28 +177,35 @@ def test_a_subgroup_across_hosts_is_hierarchical_and_destroyed_with_its_inner_gr
     assert results[2] == results[5] == {}
 
 
-@pytest.mark.parametrize("pipeline", ["0", "65536"])
-def test_a_rank_dying_in_the_middle_is_named_quickly(pipeline: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ACCORD_HIERARCHY_PIPELINE_BYTES", pipeline)  # one piece, or 8 in flight
+@pytest.mark.parametrize("pipeline, count, dies_at", [
+    ("0", 1 << 18, 5),  # one piece
+    ("65536", 1 << 18, 5),  # 16 pieces in flight
+    ("auto", 1 << 20, 1),  # in the second measured call (PROBE_BYTES: its barriers)
+])
+def test_a_rank_dying_in_the_middle_is_named_quickly(pipeline: str, count: int, dies_at: int,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ACCORD_HIERARCHY_PIPELINE_BYTES", pipeline)
     fabric = LoopbackFabric(4, shared_memory=True, hosts=LAYOUTS["2x2"])
 
-    def body(rank: int) -> tuple[str, str, float]:
-        data = np.ones(1 << 18, np.float32)
+    def body(rank: int) -> tuple[str, str, float, int]:
+        data = np.ones(count, np.float32)
         for i in range(20):
-            if rank == 3 and i == 5:
+            if rank == 3 and i == dies_at:
                 fabric.kill(3)
-                return ("killed", "", 0.0)
+                return ("killed", "", 0.0, 0)
             start = time.monotonic()
             try:
                 accord.all_reduce(data)
             except accord.DistError as exc:
-                return (type(exc).__name__, str(exc), time.monotonic() - start)
-        return ("finished", "", 0.0)
+                measured = len(accord.GroupMember.WORLD.hierarchy.measured)
+                return (type(exc).__name__, str(exc), time.monotonic() - start, measured)
+        return ("finished", "", 0.0, 0)
 
     results = run_ranks(4, body, fabric=fabric, expect_failure=True, timeout=30)
     for rank in (0, 1, 2):
-        kind, message, after = results[rank]
+        kind, message, after, measured = results[rank]
         assert kind == "PeerError" and "rank 3" in message and after < 2.0, (rank, message[:600])
+        assert measured == (1 if pipeline == "auto" else 0)  # auto: the second probe broke
 
 
 @pytest.mark.parametrize("layout", ["2x2", "3x2-interleaved"])
