@@ -288,9 +288,10 @@ def test_auto_pipelining_is_measured(pipelines: bool, monkeypatch: pytest.Monkey
     got = on_hosts(LAYOUTS["2x2"], body)
     low = hierarchy.AUTO_PIECE_BYTES[0]
     for one in got:
-        assert all(one[f"ok{c}"] for c in range(3)) and one["small"]
-        assert one["cuts"][:2] == [1, 1]
-        assert one["cuts"][2] == (hierarchy.PROBE_BYTES // low if pipelines else 1)
+        assert all(one[f"ok{c}"] for c in range(hierarchy.PROBE_CALLS + 1)) and one["small"]
+        *probes, after = one["cuts"]
+        assert probes == [1] * hierarchy.PROBE_CALLS
+        assert after == (hierarchy.PROBE_BYTES // low if pipelines else 1)
         assert one["measured"] == hierarchy.PROBE_CALLS + 1  # the probes, then what decided
     assert len({one["decided"] for one in got}) == 1  # the same numbers on every member
 

@@ -129,7 +129,7 @@ HIERARCHY_PIPELINE_BYTES = _setting(
     "auto",
     "Two-level all_reduce in pieces of this size (at most 32): one piece crosses the network "
     "while the next is reduced inside each host and the one before is spread. 0: one piece. "
-    "auto: the first two all_reduces of 4 MiB or more are timed stage by stage; then the "
+    "auto: the first three all_reduces of 4 MiB or more are timed stage by stage; then the "
     "members pipeline if the network is the slow stage (3x the host's stages, 1x where each "
     "host has two cores per local rank), in pieces the network moves in about 2 ms "
     "(README, hierarchy).",

@@ -18,8 +18,10 @@ calls on them (L members per host, H hosts, S the message):
                   members pipeline if the network stage took NETWORK_BOUND times the two
                   stages inside the host or longer (FEW_CORES_BOUND where a host has
                   fewer than two cores per local rank: the stages then share cores), in
-                  pieces that each take about PIECE_SECONDS on the network. The last
-                  call's times on the slowest member decide, so all decide alike.
+                  pieces that each take about PIECE_SECONDS on the network. Each
+                  member's quickest times over the calls, then the host stages' quickest
+                  and the network stage's slowest over the members decide (one member
+                  descheduled inflates its own times only), so all decide alike.
                   Fewer elements than L: local reduce to index 0, cross all_reduce among
                   the indexes 0, local broadcast.
   broadcast       cross broadcast among the root's local index, then local broadcast from it.
@@ -54,7 +56,7 @@ CODE = 0x48  # in fingerprints: ranks that chose differently get an error
 COLLECTIVES = ("all_reduce", "broadcast", "all_gather", "reduce_scatter", "barrier")
 MAX_PIECES = 32  # of a pipelined all_reduce
 PROBE_BYTES = 4 << 20  # auto: the all_reduces measured to decide are this size or larger
-PROBE_CALLS = 2  # the first is a warm-up (pages, connections, late arrivals)
+PROBE_CALLS = 3  # the first is a warm-up (pages, connections, late arrivals)
 # Auto pipelines where cross stage / (local reduce_scatter + all_gather) is at least this:
 NETWORK_BOUND = 1.0  # with two cores per local rank (the overlap costs little)
 FEW_CORES_BOUND = 3.0  # with fewer (measured: 2 cores, 4 ranks, README)
@@ -215,13 +217,17 @@ class Hierarchy:
 
     def _decide(self, ops: Any, nbytes: int) -> None:
         """After the measured all_reduces (``nbytes`` each): pipeline if the network stage
-        is the slow one, in pieces of about PIECE_SECONDS on the network. Each stage's
-        time is its last (warm) measurement on the slowest member, and the bound the
-        strictest member's, so that every member decides alike."""
-        votes = np.array([*self.measured[-1], self.bound])
+        is the slow one, in pieces of about PIECE_SECONDS on the network. Each member's
+        quickest time of each stage (warm-up and hiccups drop out); then over the members
+        the quickest host stages (a member that was descheduled inflates only its own) and
+        the slowest network stage (the flows share the link: one may end early), and the
+        strictest bound: every member decides from the same numbers."""
+        local_s = min(m[0] for m in self.measured)
+        cross_s = min(m[1] for m in self.measured)
+        votes = np.array([-local_s, cross_s, self.bound])  # one MAX: -local gives the MIN
         ops.all_reduce(self._local, votes, ReduceOp(RedOpType.MAX), False)
         ops.all_reduce(self._cross, votes, ReduceOp(RedOpType.MAX), False)
-        local_s, cross_s, bound = votes.tolist()
+        local_s, cross_s, bound = -float(votes[0]), float(votes[1]), float(votes[2])
         self.measured.append((local_s, cross_s))
         self._agreed = _piece_bytes(nbytes, cross_s) if cross_s >= bound * local_s else 0
 
