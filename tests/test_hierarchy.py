@@ -243,6 +243,38 @@ def test_a_pipelined_all_reduce_in_pieces(layout: str, monkeypatch: pytest.Monke
         assert got["avg"] == {sum(range(1, n + 1)) / n} and got["premul"] == {2.0 * sum(range(1, n + 1))}
 
 
+@pytest.mark.parametrize("layout", ["2x2", "3x2-interleaved"])
+def test_a_pipelined_broadcast_in_pieces(layout: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once the all_reduce agreed to pipeline, broadcast runs in the same pieces: from every
+    root, for counts around the cuts; before that agreement it is one piece."""
+    monkeypatch.setenv("ACCORD_HIERARCHY_PIPELINE_BYTES", "4096")
+    monkeypatch.setenv("ACCORD_ALGORITHM", "all_reduce=hierarchical, broadcast=hierarchical")
+    hosts = LAYOUTS[layout]
+    n = len(hosts)
+    counts = (3, 1537, 20000)  # int64: one piece, 3, 32
+
+    def body(rank: int) -> dict:
+        pg = accord.GroupMember.WORLD
+        out: dict = {}
+        early = np.full(20000, rank, np.int64)
+        accord.broadcast(early, src=n - 1)  # before any all_reduce: not agreed, one piece
+        out["early"] = bool((early == n - 1).all())
+        accord.all_reduce(np.ones(8, np.int64))  # the members agree here
+        for count in counts:
+            out[f"pieces{count}"] = len(pg.hierarchy.pieces(count * 8, count))
+            for root in range(n):
+                x = np.arange(count, dtype=np.int64) * (rank + 1) if rank == root else \
+                    np.full(count, -1, np.int64)
+                accord.broadcast(x, src=root)
+                out[f"{count}/{root}"] = bool((x == np.arange(count) * (root + 1)).all())
+        return out
+
+    for got in on_hosts(hosts, body):
+        assert got["early"]
+        assert [got[f"pieces{c}"] for c in counts] == [1, 3, 32]
+        assert all(got[f"{c}/{root}"] for c in counts for root in range(n)), got
+
+
 def test_the_members_agree_on_pipelining() -> None:
     """One member that does not pipeline (fewer cores, another setting): none does."""
     def body(rank: int) -> tuple:

@@ -24,7 +24,9 @@ calls on them (L members per host, H hosts, S the message):
                   descheduled inflates its own times only), so all decide alike.
                   Fewer elements than L: local reduce to index 0, cross all_reduce among
                   the indexes 0, local broadcast.
-  broadcast       cross broadcast among the root's local index, then local broadcast from it.
+  broadcast       cross broadcast among the root's local index, then local broadcast from it;
+                  in the all_reduce's pieces once it decided to pipeline (a slow network):
+                  piece i crosses (async) while piece i-1 is broadcast inside the host.
   all_gather      cross all_gather among each local index, then one local all_gather per host.
   reduce_scatter  one local reduce_scatter per host (partial sums of the blocks of that host's
                   ranks), then cross reduce_scatter of the partials.
@@ -251,9 +253,23 @@ class Hierarchy:
     def _broadcast(self, ops: Any, flat: np.ndarray, src: int) -> None:
         root_host = next(h for h, members in enumerate(self.hosts) if src in members)
         root_index = self.hosts[root_host].index(src)
-        if self.index == root_index:
-            ops.broadcast(self._cross, flat, root_host, False)
-        ops.broadcast(self._local, flat, root_index, False)
+        crossing = self.index == root_index  # this rank takes part between hosts
+        pieces = self.pieces(flat.nbytes, flat.size)
+        if len(pieces) == 1:
+            if crossing:
+                ops.broadcast(self._cross, flat, root_host, False)
+            ops.broadcast(self._local, flat, root_index, False)
+            return
+        # where all_reduce found the network slow: piece i crosses while piece i-1 is passed on
+        pending: tuple[Any, np.ndarray] | None = None
+        for start, end in pieces:
+            part = flat[start:end]
+            work = ops.broadcast(self._cross, part, root_host, True) if crossing else None
+            if pending is not None:
+                _pass_on(ops, self._local, root_index, *pending)
+            pending = (work, part)
+        assert pending is not None
+        _pass_on(ops, self._local, root_index, *pending)
 
     def _all_gather(self, ops: Any, inp: np.ndarray, outs: Sequence[np.ndarray]) -> None:
         mine = [outs[members[self.index]] for members in self.hosts]
@@ -291,6 +307,13 @@ def _piece_bytes(nbytes: int, cross_s: float) -> int:
     low, high = AUTO_PIECE_BYTES
     wanted = nbytes * PIECE_SECONDS / max(cross_s, 1e-9)
     return max(low, min(high, 1 << max(int(wanted), 1).bit_length() - 1))
+
+
+def _pass_on(ops: Any, local: Any, root_index: int, work: Any, part: np.ndarray) -> None:
+    """The last stage of one piece of a broadcast: across hosts done, then inside the host."""
+    if work is not None:
+        work.wait()
+    ops.broadcast(local, part, root_index, False)
 
 
 def _spread(ops: Any, local: Any, work: Any, chunks: list[Any], mine: Any) -> None:

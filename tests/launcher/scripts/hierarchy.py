@@ -53,7 +53,8 @@ def bench(n: int, count: int, rounds: int) -> dict:
     out = {}
     for name, call in calls.items():
         for label, group in (("flat", flat), ("hier", None)):
-            call(group)
+            for _ in range(4):  # warm: connections, pages, the hierarchy's measured all_reduces
+                call(group)
             dist.barrier()
             times = []
             for _ in range(rounds if count > 4096 else 20 * rounds):
