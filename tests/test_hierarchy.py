@@ -318,7 +318,7 @@ def test_auto_pipelining_is_measured(pipelines: bool, monkeypatch: pytest.Monkey
         return out
 
     got = on_hosts(LAYOUTS["2x2"], body)
-    low = hierarchy.AUTO_PIECE_BYTES[0]
+    low = hierarchy.AUTO_PIECE_LIMITS[0]
     for one in got:
         assert all(one[f"ok{c}"] for c in range(hierarchy.PROBE_CALLS + 1)) and one["small"]
         *probes, after = one["cuts"]

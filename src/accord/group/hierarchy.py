@@ -63,7 +63,7 @@ PROBE_CALLS = 3  # the first is a warm-up (pages, connections, late arrivals)
 NETWORK_BOUND = 1.0  # with two cores per local rank (the overlap costs little)
 FEW_CORES_BOUND = 3.0  # with fewer (measured: 2 cores, 4 ranks, README)
 PIECE_SECONDS = 0.002  # auto: a piece's time on the network, within the two sizes below
-AUTO_PIECE_BYTES = (256 << 10, 4 << 20)
+AUTO_PIECE_LIMITS = (256 << 10, 4 << 20)  # the smallest and largest auto piece
 # Pipelining wishes, as the members vote them (the MIN wins): never, measure first, or a size.
 _NEVER, _MEASURE = -2, -1
 
@@ -304,7 +304,7 @@ def _cores() -> int:
 def _piece_bytes(nbytes: int, cross_s: float) -> int:
     """The auto piece size: a power of two that the network moves in about PIECE_SECONDS,
     going by the measured all_reduce (``nbytes`` in ``cross_s`` between hosts)."""
-    low, high = AUTO_PIECE_BYTES
+    low, high = AUTO_PIECE_LIMITS
     wanted = nbytes * PIECE_SECONDS / max(cross_s, 1e-9)
     return max(low, min(high, 1 << max(int(wanted), 1).bit_length() - 1))
 
