@@ -193,6 +193,56 @@ def async_overlap(rank: int, world_size: int) -> dict[str, Any]:
             "chained": chained.wait().tolist(), "small": small.tolist()}
 
 
+def async_patterns(rank: int, world_size: int) -> dict[str, Any]:
+    """The ways torch code uses async calls: waits in reverse order, a blocking call after
+    queued ones, a call nobody waits for (polled), a temporary tensor held only by its Work,
+    functional collectives with their waits, and a p2p exchange made after an async
+    collective that the peer makes only after the exchange."""
+    import time
+
+    funcol = torch.ops._c10d_functional
+    name = dist.group.WORLD.group_name
+    n = world_size
+    a, b = torch.full((3,), rank + 1.0), torch.arange(4.0) * (rank == n - 1)
+    out, rs = torch.zeros(2 * n), torch.zeros(2)
+    works = [dist.all_reduce(a, async_op=True), dist.broadcast(b, n - 1, async_op=True),
+             dist.all_gather_into_tensor(out, torch.full((2,), float(rank)), async_op=True),
+             dist.reduce_scatter_tensor(rs, torch.arange(2.0 * n) + rank, async_op=True),
+             dist.barrier(async_op=True)]
+    for work in reversed(works):
+        work.wait()
+    queued = [torch.full((2,), float(rank + i)) for i in range(4)]
+    for t in queued:
+        dist.all_reduce(t, op=dist.ReduceOp.MAX, async_op=True)
+    after = torch.ones(1)
+    dist.all_reduce(after)  # in order after the queued ones
+    polled = torch.full((2,), rank + 1.0)
+    work = dist.all_reduce(polled, async_op=True)
+    deadline = time.monotonic() + 10
+    while not work.is_completed() and time.monotonic() < deadline:
+        time.sleep(0.001)
+    completed = work.is_completed()
+    temporary = dist.all_reduce(torch.full((5,), 2.0), async_op=True)  # only the Work holds it
+    temporary.wait()
+    functional = funcol.wait_tensor(funcol.all_reduce(torch.full((2,), rank + 1.0), "sum", name))
+    gathered = funcol.wait_tensor(funcol.all_gather_into_tensor(torch.full((2,), float(rank)), n, name))
+    crossed = torch.full((2,), rank + 1.0)
+    message = torch.zeros(1 << 16)
+    if rank == 0:
+        work = dist.all_reduce(crossed, async_op=True)
+        dist.recv(message, src=1)
+        work.wait()
+    else:
+        if rank == 1:
+            dist.send(torch.full((1 << 16,), 7.0), dst=0)
+        dist.all_reduce(crossed)
+    return {"reverse": [a.tolist(), b.tolist(), out.tolist(), rs.tolist()],
+            "queued": [t.tolist() for t in queued], "after": after.tolist(),
+            "polled": [completed, polled.tolist()], "temporary": temporary.result()[0].tolist(),
+            "functional": [functional.tolist(), gathered.tolist()],
+            "crossed": [crossed.tolist(), message[0].item()]}
+
+
 # -- diagnostics and bad input (through torch's API) ---------------------------------------
 
 def _caught(fn: Any) -> dict[str, Any]:

@@ -44,8 +44,9 @@ PLANS = {
         ("ddp_sparse", "ddp_sparse_embedding", {}), ("fsdp2", "fsdp2_train", {}),
         ("fsdp1", "fsdp1_train", {}), ("dtensor", "dtensor_redistribute", {}),
         ("functional", "functional_collectives", {}), ("async", "async_overlap", {}),
-        ("coalesced", "coalesced_forms", {})],
+        ("coalesced", "coalesced_forms", {}), ("async_patterns", "async_patterns", {})],
     4: [("ddp_static", "ddp_train", {"static_graph": True, "accumulate": 1}),
+        ("async_patterns_4", "async_patterns", {}),
         ("hsdp", "fsdp2_train", {"mesh_shape": (2, 2)}), ("mesh_2d", "device_mesh_2d", {})],
 }
 
@@ -132,3 +133,16 @@ def test_async_work_and_futures(jobs: Any) -> None:
     got = same_as_gloo(jobs, "async")
     assert got[0] == {"big": [3.0, 3.0], "completed": True, "success": True,
                       "chained": [6.0, 6.0], "small": [2.0, 2.0, 2.0]}
+
+
+@pytest.mark.parametrize("world_size", [2, 4])
+def test_async_patterns_as_on_gloo(jobs: Any, world_size: int) -> None:
+    """Reverse-order waits, queued calls then a blocking one, a polled call nobody waits
+    for, a temporary tensor, functional waits, and a p2p exchange across an async call."""
+    label = "async_patterns" if world_size == 2 else "async_patterns_4"
+    got = same_as_gloo(jobs, label, world_size)
+    n = world_size
+    for rank, result in enumerate(got):
+        assert result["polled"] == [True, [n * (n + 1) / 2] * 2]
+        assert result["temporary"] == [2.0 * n] * 5
+        assert result["crossed"] == [[n * (n + 1) / 2] * 2, 7.0 if rank == 0 else 0.0]

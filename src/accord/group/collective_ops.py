@@ -15,6 +15,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .. import profiling
 from ..arrays import Buffer, as_buffer
 from ..collectives import registry
 from ..errors import ArgumentError, ArgumentTypeError, DistError, with_context
@@ -60,11 +61,20 @@ def launch(group: ProcessGroup, collective: str, nbytes: int, fp_buf: Buffer | N
 
         return group.run_collective(collective, fp, composed, outputs, result, async_op, timeout,
                                     inputs=inputs)
-    if not async_op and timeout is None and algorithm.kind != registry.MESSAGES:
-        group.run_planned(collective, fp, algorithm, args, inputs)  # blocking, shared memory: short path
-        for out in outputs:
-            out.finish()
-        return None
+    if timeout is None and group.plannable:
+        if not async_op and algorithm.kind != registry.MESSAGES:
+            group.run_planned(collective, fp, algorithm, args, inputs)  # blocking, shared memory: short path
+            for out in outputs:
+                out.finish()
+            return None
+        if async_op and not profiling.recording():
+            def planned() -> list[Any]:  # queued: run as the blocking call would be, later
+                group.run_planned(collective, fp, algorithm, args, inputs)
+                for out in outputs:
+                    out.finish()
+                return result
+
+            return group.defer(collective, planned, result)
 
     def body(call: Any) -> None:
         algorithm.run(call, *args)
@@ -74,8 +84,13 @@ def launch(group: ProcessGroup, collective: str, nbytes: int, fp_buf: Buffer | N
 
 
 def all_reduce(group: ProcessGroup, tensor: Any, op: Any, async_op: bool) -> Work | None:
-    if not async_op and short_paths.all_reduce(group, tensor, op):
-        return None
+    if not async_op:
+        if short_paths.all_reduce(group, tensor, op):
+            return None
+    else:
+        work = short_paths.all_reduce_async(group, tensor, op)
+        if work is not None:
+            return work
     reduce = as_reduce_op(op)
     buf = as_buffer(tensor, writable=True)
     kernel = make_kernel(reduce, buf.flat.dtype, buf.dtype_name)
@@ -98,10 +113,30 @@ def broadcast_flat(group: ProcessGroup, flat: np.ndarray, src: int) -> None:
         broadcast(group, flat, src, False)
 
 
+def all_reduce_queued(group: ProcessGroup, flat: np.ndarray, op: Any, keep: Any) -> Work | None:
+    """An async all_reduce of ``flat`` (as ``all_reduce_flat`` takes it) queued as its short
+    path; ``keep`` (the caller's tensors) stays referenced until the call ran. None: not
+    possible (take the general path)."""
+    return short_paths.all_reduce_async(group, flat, op, keep)
+
+
+def broadcast_queued(group: ProcessGroup, flat: np.ndarray, src: Any, keep: Any) -> Work | None:
+    """An async broadcast, as ``all_reduce_queued``; None also for a bad ``src`` (the general
+    path explains it)."""
+    if type(src) is not int or not 0 <= src < group.size():
+        return None
+    return short_paths.broadcast_async(group, flat, src, keep)
+
+
 def broadcast(group: ProcessGroup, tensor: Any, src: int, async_op: bool) -> Work | None:
     check_group_rank(group, src, "src")
-    if not async_op and short_paths.broadcast(group, tensor, src):
-        return None
+    if not async_op:
+        if short_paths.broadcast(group, tensor, src):
+            return None
+    else:
+        work = short_paths.broadcast_async(group, tensor, src)
+        if work is not None:
+            return work
     is_root = group.rank() == src
     buf = as_buffer(tensor, writable=not is_root)
     return launch(group, "broadcast", buf.nbytes, buf, (buf.flat, src), [] if is_root else [buf],

@@ -1,14 +1,25 @@
-"""The async worker: one thread per group runs ``async_op=True`` calls in submission order.
+"""The async queue of a group: ``async_op=True`` calls, run in submission order, each run by
+whoever needs it first — the caller that waits for it, a later blocking call, or the worker.
 
-Owns: the queue and the thread (started lazily, stopped by ``shutdown``), and ``run_inline``:
-a caller that waits for a queued call may run it (and the calls queued before it, in order)
-in its own thread when the worker is not busy, so that "submit, then wait at once" costs no
-thread hop. Blocking calls of accord's own API never come here: they run in the caller's
-thread. Must not know about collectives.
+Owns: the queue, the run lock, and the worker thread (started lazily, stopped by
+``shutdown``). A queued call is a closure that runs the call as a blocking call would (it
+takes its call number when it starts), so the calls of a group start in the order they were
+made whoever runs them.
 
-``pickup_delay`` (seconds) makes the worker leave a call alone for that long after it was
-submitted, so that a caller about to wait for it runs it itself instead of racing the worker;
-calls nobody waits for start after that delay.
+Why queued calls are not handed to the worker at once: "submit, then wait" (torch's
+functional collectives, ``dist.all_reduce(t, async_op=True).wait()``) is the commonest async
+use, and a thread round trip costs 8–20× a small call's own time. So a waiter runs its call
+itself (with the calls queued before it), and so does a blocking call on the group before it
+starts. The worker starts only calls that nobody took within ``pickup_delay`` of their
+submission (``DEFAULT_PICKUP_DELAY``): DDP's gradient buckets and FSDP's prefetches, whose
+caller goes on computing, start that much later, in the background as before. While calls
+keep coming the worker looks at the queue every ``pickup_delay`` (one wake-up per period,
+not per call) and goes to sleep after ``_LINGER`` periods without a call; a submission to
+an empty queue wakes it. ``hurry()`` (somebody asked for the call's torch Future) lets the
+worker start the queued calls now.
+
+Blocking calls of accord's own API never come here: they run in the caller's thread (after
+the queued calls, ``drain``). Must not know about collectives.
 """
 
 from __future__ import annotations
@@ -18,62 +29,152 @@ import time
 from collections import deque
 from typing import Any, Callable
 
+from ..errors import DistTimeoutError
 from .work import Future
 
-_Item = tuple[Callable[[], Any], Future, float]
+#: Seconds a queued call waits for its caller (or a later call) before the worker starts it.
+DEFAULT_PICKUP_DELAY = 200e-6
+#: Empty looks at the queue (one per pickup delay) before the worker sleeps until a submission.
+_LINGER = 25
+
+_get_ident = threading.get_ident
+_clock = time.monotonic
+
+
+class _Item:
+    __slots__ = ("run", "future", "submitted")
+
+    def __init__(self, run: Callable[[], Any], future: Future, submitted: float) -> None:
+        self.run = run
+        self.future = future
+        self.submitted = submitted
 
 
 class AsyncExecutor:
-    def __init__(self, name: str, pickup_delay: float = 0.0) -> None:
+    def __init__(self, name: str, pickup_delay: float = DEFAULT_PICKUP_DELAY) -> None:
         self._name = name
-        self._items: deque[_Item] = deque()
+        self.items: deque[_Item] = deque()
+        #: the thread running queued calls now (its ident), else 0: a blocking call made by
+        #: another thread waits for it (``drain``); one made inside a queued call does not
+        self.runner = 0
         self._cond = threading.Condition()
-        self._running = threading.Lock()  # held by whoever runs items: the worker or a waiter
+        self._running = threading.Lock()  # held by whoever runs queued calls
         self._thread: threading.Thread | None = None
         self._stopped = False
+        self._idle = True  # the worker sleeps until a submission wakes it
+        self._hurry = False
         self._delay = pickup_delay
 
-    def submit(self, fn: Callable[[], Any], future: Future) -> None:
-        with self._cond:
-            if self._stopped:
-                raise RuntimeError(f"{self._name}: the group was destroyed; no new work is accepted")
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
-                self._thread.start()
-            self._items.append((fn, future, time.monotonic()))
-            self._cond.notify()
+    # -- the caller's side ---------------------------------------------------------------------
+    def submit(self, run: Callable[[], Any], future: Future) -> None:
+        """Queue ``run`` (its result or error goes to ``future``)."""
+        if self._stopped:
+            raise RuntimeError(f"{self._name}: the group was destroyed; no new work is accepted")
+        self.items.append(_Item(run, future, _clock()))
+        if self._idle:  # (the worker sets _idle before it looks at the queue: no lost wake-up)
+            self._wake()
 
-    def run_inline(self, future: Future) -> bool:
-        """Run the queued call of ``future`` here, with every call queued before it; False
-        if it is not queued (running or done) or the worker is busy (then just wait)."""
-        if not self._running.acquire(blocking=False):
+    def pending(self) -> bool:
+        """Whether a call made now by this thread must first let queued calls run."""
+        runner = self.runner
+        return runner != _get_ident() if runner else bool(self.items)
+
+    def run_until(self, future: Future, timeout: float | None = None) -> bool:
+        """Run the queued calls up to and including ``future``'s, here; False if this thread
+        could not get the run lock within ``timeout`` (None: the calls' own deadlines)."""
+        me = _get_ident()
+        if self.runner == me:
+            return False  # waiting, inside a queued call, for a later one: it cannot run yet
+        if timeout is None:
+            self._running.acquire()
+        elif not self._running.acquire(True, max(timeout, 0.0)):
             return False
         try:
-            with self._cond:
-                index = next((i for i, item in enumerate(self._items) if item[1] is future), -1)
-                batch = [self._items.popleft() for _ in range(index + 1)]
-            for fn, fut, _ in batch:
-                _execute(fn, fut)
-            return index >= 0
+            self.runner = me
+            items = self.items
+            while not future.settled and items:
+                item = items.popleft()
+                _execute(item.run, item.future)
+                if item.future is future:
+                    break
+            return True
         finally:
+            self.runner = 0
             self._running.release()
 
+    def drain(self, timeout: float, context: object) -> None:
+        """Run every queued call here (after the one the worker may be running): a call made
+        now starts after them. DistTimeoutError if the run lock is not free in ``timeout``."""
+        if not self._running.acquire(timeout=max(timeout, 0.0)):
+            raise DistTimeoutError(f"{context}: the async calls before it on this group did not "
+                                   f"finish in time")
+        try:
+            self.runner = _get_ident()
+            items = self.items
+            while items:
+                item = items.popleft()
+                _execute(item.run, item.future)
+        finally:
+            self.runner = 0
+            self._running.release()
+
+    def hurry(self) -> None:
+        """Let the worker start the queued calls now, not after the pickup delay."""
+        if self.items and not self._hurry:
+            self._wake(hurry=True)  # (from its idle sleep or from waiting out a delay)
+
+    # -- the worker ------------------------------------------------------------------------------
+    def _wake(self, hurry: bool = False) -> None:
+        with self._cond:
+            if self._stopped:
+                return
+            if hurry:
+                self._hurry = True
+            if self._thread is None:
+                self._idle = False  # awake from its start: submissions need not wake it
+                self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
     def _run(self) -> None:
+        empty_looks = 0
+        items = self.items
         while True:
-            with self._cond:
-                while not self._items and not self._stopped:
-                    self._cond.wait()
-                if not self._items:
+            if not items:
+                if self._stopped:
                     return
-                age = time.monotonic() - self._items[0][2]
-                if age < self._delay and not self._stopped:
-                    self._cond.wait(self._delay - age)
+                empty_looks += 1
+                if empty_looks < _LINGER:
+                    time.sleep(self._delay)
                     continue
-            with self._running:
                 with self._cond:
-                    item = self._items.popleft() if self._items else None
-                if item is not None:
-                    _execute(item[0], item[1])
+                    self._idle = True
+                    if not items and not self._stopped:
+                        self._cond.wait()  # once: a submission wakes it, taken or not
+                    self._idle = False
+                empty_looks = 0
+                continue
+            empty_looks = 0
+            try:
+                head = items[0]
+            except IndexError:  # a waiter took it meanwhile
+                continue
+            age = _clock() - head.submitted
+            if age < self._delay and not self._hurry and not self._stopped:
+                with self._cond:  # (hurry and shutdown set their flag and notify under it)
+                    if not self._hurry and not self._stopped:
+                        self._cond.wait(self._delay - age)
+                continue
+            with self._running:
+                self.runner = _get_ident()
+                try:
+                    while items and (self._hurry or self._stopped
+                                     or _clock() - items[0].submitted >= self._delay):
+                        item = items.popleft()
+                        _execute(item.run, item.future)
+                    self._hurry = False
+                finally:
+                    self.runner = 0
 
     def shutdown(self, timeout: float = 5.0) -> None:
         """Stop accepting work; let queued work finish (or fail) for up to ``timeout``."""
@@ -85,6 +186,8 @@ class AsyncExecutor:
             self._cond.notify_all()
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
+        elif thread is None and self.items:
+            self.drain(timeout, self._name)  # never woken (nothing reached the worker)
 
 
 def _execute(fn: Callable[[], Any], future: Future) -> None:

@@ -92,6 +92,8 @@ def compile_call(group: Any, op: str, fp: Fingerprint, nbytes: int,
     posted = slots.posted_tails
     detail = [slice(at + 8, at + 64) for at in DETAIL_OFFSET]
     recorder, seqs, channel, clock = group.recorder, group._seqs, group._channel, time.monotonic
+    executor = group._executor
+    queued = executor.items
     ring, capacity = recorder.ring, recorder.capacity
     totals, moved = recorder.totals(op), fp.count * itemsize(fp.dtype)
 
@@ -118,6 +120,8 @@ def compile_call(group: Any, op: str, fp: Fingerprint, nbytes: int,
         if group._finished != group.last_seq or group._broken is not None \
                 or channel.error is not None or group._call_slots is None:
             return False  # run_planned waits for its turn, or explains what is wrong
+        if (executor.runner or queued) and executor.pending():
+            return False  # run_planned runs the queued async calls first
         prof = _modules_get(_TORCH_PROFILER)
         if prof is not None and getattr(prof, "_is_profiler_enabled", False):
             return False  # run_planned puts the call in the profiler's event

@@ -185,7 +185,7 @@ def _work(group: ProcessGroup, req: SendRequest | RecvRequest, deadline: Deadlin
     settled = threading.Lock()  # taken once, by the first thread to see the request done
 
     def settle() -> None:
-        if not req.done or future._done.is_set() or not settled.acquire(blocking=False):
+        if not req.done or future.settled or not settled.acquire(blocking=False):
             return
         end_event()  # the entry's end is when this rank saw it done
         if req.error is not None:

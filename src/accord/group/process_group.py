@@ -82,6 +82,7 @@ class ProcessGroup:
         self._timeout = to_seconds(timeout)
         self._broken: str | None = None
         self._executor = AsyncExecutor(f"accord-{name}-async")
+        self._queued_names: dict[str, str] = {}  # op → the name of its queued calls' Work
         self._scratch = threading.local()
         self._finished = 0  # the last call that ended: calls run in sequence order
         self._turn = threading.Condition()
@@ -246,14 +247,14 @@ class ProcessGroup:
                        outputs: Sequence[Buffer], result: list[Any], async_op: bool,
                        timeout: float | None = None, shared: bool = False,
                        inputs: Sequence[Any] = ()) -> Work | None:
-        """Run ``body`` as call #seq of this group: now, or on the async worker.
+        """Run ``body`` as the next call of this group: now, or queued (``defer``).
 
         ``body`` gets the call's Peers, or its Slots when ``shared`` (a shared-memory
-        algorithm). Calls run one at a time, in sequence order. The call's deadline starts
-        when it is submitted: ``timeout`` seconds, else the group's. ``inputs`` (the user's
-        tensors) give the shapes of the call's event when torch's profiler records.
+        algorithm). Calls run one at a time, in the order they were made; a call takes its
+        number when it starts. The call's deadline starts when it is made: ``timeout``
+        seconds, else the group's. ``inputs`` (the user's tensors) give the shapes of the
+        call's event when torch's profiler records.
         """
-        seq = self.last_seq = next(self._seqs)
         deadline = Deadline.after(self._timeout if timeout is None else timeout)
         # The profiler's event opens in the caller's thread (torch records only threads it
         # knows) and closes where the call ends, as gloo's async works do.
@@ -261,19 +262,37 @@ class ProcessGroup:
 
         def execute() -> list[Any]:
             try:
+                seq = self.last_seq = next(self._seqs)
                 return self._execute(op, seq, fp, deadline, body, outputs, result, shared)
             finally:
                 if event is not None:
                     profiling.end(event)
 
         if not async_op:
+            if self._executor.pending():
+                self._executor.drain(deadline.remaining(), self.context(op))
             execute()
             return None
-        # Whoever waits for it runs it (with the calls queued before it) if the worker has
-        # not started it yet: "submit, then wait at once" costs no thread hop.
-        future = Future(drive=lambda _timeout: self._executor.run_inline(future) and None)
-        self._executor.submit(execute, future)
-        return Work(self.context(op, seq), result, future)
+        return self.defer(op, execute, result)
+
+    def defer(self, op: str, run: Callable[[], Any], result: list[Any]) -> Work:
+        """Queue ``run`` (a call, run as a blocking one: it takes its number when it starts)
+        and return its Work. Whoever needs it first runs it (executor): the caller that
+        waits for it, a later blocking call, or the worker after its pickup delay."""
+        executor = self._executor
+
+        def drive(timeout: float | None) -> None:
+            if timeout is None:
+                executor.run_until(future)  # run it here, with the calls queued before it
+            else:
+                executor.hurry()  # a bounded wait: the worker runs it, the waiter may leave
+
+        future = Future(drive=drive)
+        executor.submit(run, future)
+        name = self._queued_names.get(op)
+        if name is None:
+            name = self._queued_names[op] = f"{self.context(op)} (async)"
+        return Work(name, result, future, on_future=executor.hurry)
 
     def _execute(self, op: str, seq: int, fp: Fingerprint, deadline: Deadline,
                  body: Callable[[Any], None], outputs: Sequence[Buffer], result: list[Any],
@@ -319,6 +338,8 @@ class ProcessGroup:
         if algorithm.kind == registry.MESSAGES:
             self._run_planned_messages(op, fp, algorithm, args, inputs)
             return
+        if self._executor.pending():
+            self._executor.drain(self._timeout, self.context(op))
         seq = self.last_seq = next(self._seqs)
         if self._broken is not None or self._channel.error is not None:
             self._raise_broken(self.context(op, seq))
@@ -353,8 +374,10 @@ class ProcessGroup:
 
     def _run_planned_messages(self, op: str, fp: Fingerprint, algorithm: Algorithm,
                               args: Sequence[Any], inputs: Sequence[Any]) -> None:
-        seq = self.last_seq = next(self._seqs)
         deadline = Deadline.after(self._timeout)
+        if self._executor.pending():
+            self._executor.drain(self._timeout, self.context(op))
+        seq = self.last_seq = next(self._seqs)
         event = profiling.begin_if_recording(op, inputs)
         try:
             self._execute(op, seq, fp, deadline, lambda peers: algorithm.run(peers, *args), (), [],

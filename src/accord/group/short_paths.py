@@ -23,6 +23,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..arrays import Buffer, as_buffer, plain_view
+from ..profiling import recording as _recording
 from ..collectives import shm, shm_rooted
 from ..collectives.registry import Algorithm
 from ..reduce_ops import Kernel, as_reduce_op, make_kernel
@@ -31,6 +32,7 @@ from .arguments import root_list
 from . import one_round, round_bodies
 from .hierarchy import HIERARCHICAL
 from .process_group import ProcessGroup
+from .work import Work
 
 _NDARRAY = np.ndarray
 #: The most call signatures a group keeps plans of (a plan with its compiled form holds views
@@ -131,6 +133,28 @@ def all_reduce(group: ProcessGroup, tensor: Any, op: Any) -> bool:
     return False
 
 
+def all_reduce_async(group: ProcessGroup, tensor: Any, op: Any, keep: Any = None) -> Work | None:
+    """``all_reduce(async_op=True)`` queued as its short path (its plan made now: a bad
+    argument raises here, at the call); None: take the long path. The queued call holds
+    ``tensor`` (or ``keep``, the tensors a view was made of) until it ran: a view of a plain
+    torch tensor does not keep the tensor alive (``plain_view``)."""
+    array = tensor if type(tensor) is _NDARRAY else plain_view(tensor)
+    if not (group.plannable and plain_array(array, True)) or _recording():
+        return None
+    plan = cached_plan(group, ("all_reduce", op, array.dtype, array.size), _plan_all_reduce, array, op)
+    if plan is None:
+        return None
+    flat, result = flat_view(array), [tensor] if keep is None else keep
+    fp, algorithm, kernel, compiled = plan
+
+    def run() -> list[Any]:
+        if compiled is None or not compiled(flat):
+            group.run_planned("all_reduce", fp, algorithm, (flat, kernel), (array,))
+        return result
+
+    return group.defer("all_reduce", run, result)
+
+
 def all_reduce_flat(group: ProcessGroup, flat: np.ndarray, op: Any) -> bool:
     """``all_reduce`` for a 1-D plain array the caller vouches for, once its plan exists."""
     if group.plannable:
@@ -183,6 +207,24 @@ def broadcast(group: ProcessGroup, tensor: Any, src: int) -> bool:
     flat = flat_view(tensor)
     run_plan(group, "broadcast", plan, (flat, src), (flat,), (tensor,))
     return True
+
+
+def broadcast_async(group: ProcessGroup, tensor: Any, src: int, keep: Any = None) -> Work | None:
+    """``broadcast(async_op=True)`` queued as its short path (``src`` checked by the
+    caller); None: take the long path. ``keep``: as for ``all_reduce_async``."""
+    array = tensor if type(tensor) is _NDARRAY else plain_view(tensor)
+    if not (group.plannable and plain_array(array, group.rank() != src)) or _recording():
+        return None
+    plan = cached_plan(group, ("broadcast", src, array.dtype, array.size), _plan_broadcast, array, src)
+    if plan is None:
+        return None
+    flat, result = flat_view(array), [tensor] if keep is None else keep
+
+    def run() -> list[Any]:
+        run_plan(group, "broadcast", plan, (flat, src), (flat,), (array,))
+        return result
+
+    return group.defer("broadcast", run, result)
 
 
 def broadcast_flat(group: ProcessGroup, flat: np.ndarray, src: int) -> bool:

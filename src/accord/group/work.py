@@ -20,30 +20,57 @@ Drive = Callable[["float | None"], None]
 
 
 class Future:
-    """The eventual result of an operation (torch.futures.Future's interface)."""
+    """The eventual result of an operation (torch.futures.Future's interface).
+
+    ``settled`` (read it, never write it) says whether it completed. A thread that blocks
+    for it from another thread gets an Event made then: a future completed by the thread
+    that waits for it (a queued call run by its waiter) never makes one.
+    """
+
+    __slots__ = ("settled", "_lock", "_event", "_value", "_error", "_callbacks", "_drive", "_poll")
 
     def __init__(self, drive: Drive | None = None, poll: Callable[[], bool] | None = None) -> None:
-        self._done = threading.Event()
+        self.settled = False
         self._lock = threading.Lock()
+        self._event: threading.Event | None = None
         self._value: Any = None
         self._error: BaseException | None = None
-        self._callbacks: list[Callable[[Future], None]] = []
+        self._callbacks: list[Callable[[Future], None]] | None = None
         self._drive = drive  # completes the future when called (p2p: drives the transport)
         self._poll = poll    # completes the future if the operation is already done
 
     def done(self) -> bool:
-        if not self._done.is_set() and self._poll is not None:
+        if not self.settled and self._poll is not None:
             self._poll()
-        return self._done.is_set()
+        return self.settled
 
     def wait(self) -> Any:
         """Block until complete; return the value or raise the operation's error."""
-        if not self._done.is_set() and self._drive is not None:
-            self._drive(None)
-        self._done.wait()
+        if not self.settled:
+            if self._drive is not None:
+                self._drive(None)
+            self.block()
         if self._error is not None:
             raise self._error
         return self._value
+
+    def block(self, timeout: float | None = None) -> bool:
+        """Wait, at most ``timeout`` seconds, for another thread to complete this future
+        (drives nothing); whether it is complete."""
+        if self.settled:
+            return True
+        with self._lock:
+            if self.settled:
+                return True
+            event = self._event
+            if event is None:
+                event = self._event = threading.Event()
+        return event.wait(timeout)
+
+    @property
+    def error(self) -> BaseException | None:
+        """The operation's error once complete (None: none, or not complete yet)."""
+        return self._error
 
     def value(self) -> Any:
         """The value of a completed future (raises its error); call wait() first."""
@@ -59,18 +86,23 @@ class Future:
 
     def _finish(self, value: Any, error: BaseException | None) -> None:
         with self._lock:
-            if self._done.is_set():
+            if self.settled:
                 return
             self._value, self._error = value, error
-            self._done.set()
-            callbacks, self._callbacks = self._callbacks, []
-        for callback in callbacks:
-            _run_callback(callback, self)
+            self.settled = True
+            event, callbacks, self._callbacks = self._event, self._callbacks, None
+        if event is not None:
+            event.set()
+        if callbacks:
+            for callback in callbacks:
+                _run_callback(callback, self)
 
     def add_done_callback(self, callback: Callable[[Future], None]) -> None:
         """Run ``callback(self)`` once complete (at once if already complete)."""
         with self._lock:
-            if not self._done.is_set():
+            if not self.settled:
+                if self._callbacks is None:
+                    self._callbacks = []
                 self._callbacks.append(callback)
                 return
         _run_callback(callback, self)
@@ -107,12 +139,16 @@ def _run_callback(callback: Callable[[Future], Any], fut: Future) -> None:
 class Work:
     """A pending or completed operation (torch.distributed.Work's interface)."""
 
+    __slots__ = ("name", "_result", "_future", "_source", "_on_future")
+
     def __init__(self, name: str, result: list[Any], future: Future | None = None,
-                 source: Callable[[], int] | None = None) -> None:
+                 source: Callable[[], int] | None = None,
+                 on_future: Callable[[], None] | None = None) -> None:
         self.name = name
         self._result = result
         self._future = future or Future()
         self._source = source
+        self._on_future = on_future  # told when somebody asks for the Future (get_future)
 
     @classmethod
     def completed(cls, name: str, result: list[Any], source: int | None = None) -> Work:
@@ -125,14 +161,17 @@ class Work:
 
         ``timeout=None`` or zero waits as long as the operation's own deadline allows.
         """
-        seconds = to_seconds(timeout, default=0)
-        if seconds and not self._future.done():
-            give_up = time.monotonic() + seconds
-            if self._future._drive is not None:
-                self._future._drive(seconds)  # may finish it here (p2p, a queued async call)
-            if not self._future._done.wait(max(0.0, give_up - time.monotonic())):
-                raise DistTimeoutError(f"{self.name}: Work.wait timed out after {format_seconds(seconds)}")
-        self._future.wait()
+        future = self._future
+        seconds = to_seconds(timeout, default=0) if timeout is not None else 0  # (checks it)
+        if not future.settled:
+            if seconds and not future.done():
+                give_up = time.monotonic() + seconds
+                if future._drive is not None:
+                    future._drive(seconds)  # may finish it here (p2p, a queued async call)
+                if not future.block(max(0.0, give_up - time.monotonic())):
+                    raise DistTimeoutError(f"{self.name}: Work.wait timed out after "
+                                           f"{format_seconds(seconds)}")
+        future.wait()
         return True
 
     def is_completed(self) -> bool:
@@ -145,6 +184,10 @@ class Work:
         return self._future._error if self._future.done() else None
 
     def get_future(self) -> Future:
+        """The call's Future. Asking for it says the caller will not run the call by waiting
+        (DDP's hooks): a queued async call then starts in the background at once."""
+        if self._on_future is not None and not self._future.settled:
+            self._on_future()
         return self._future
 
     def result(self) -> list[Any]:

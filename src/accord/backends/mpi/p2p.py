@@ -118,7 +118,7 @@ class MpiP2P:
         source: list[int | None] = [None]
 
         def settle(wait: bool) -> None:
-            if future._done.is_set() or (not wait and not posted.test()):
+            if future.settled or (not wait and not posted.test()):
                 return
             try:
                 source[0] = self._finish(posted)

@@ -239,7 +239,7 @@ class MpiProcessGroup(ProcessGroup):
 
         def settle(wait: bool) -> None:
             with settled:
-                if future._done.is_set():
+                if future.settled:
                     return
                 if not started.done:
                     if not wait:

@@ -101,14 +101,17 @@ class AccordProcessGroup(dist.ProcessGroup):
         return TorchWork(name, outputs, works)
 
     # -- all_reduce ----------------------------------------------------------------------------
-    def allreduce(self, tensors: Any, opts: Any = None) -> TorchWork:
-        if type(opts) is _ALLREDUCE_OPTIONS and not opts.asyncOp and not debug.DETAIL_ON \
-                and len(tensors) == 1:
-            array = plain_array(tensors[0])  # the blocking fast path (dist.all_reduce(t))
+    def allreduce(self, tensors: Any, opts: Any = None) -> TorchWork | None:
+        if type(opts) is _ALLREDUCE_OPTIONS and not debug.DETAIL_ON and len(tensors) == 1:
+            array = plain_array(tensors[0])  # the fast paths (dist.all_reduce(t), functional)
             op = fast_op(opts.reduceOp) if array is not None else None
             if op is not None:
-                collective_ops.all_reduce_flat(self.accord_group, array, op)
-                return _finished(tensors)
+                if not opts.asyncOp:
+                    collective_ops.all_reduce_flat(self.accord_group, array, op)
+                    return _finished(tensors)
+                work = collective_ops.all_reduce_queued(self.accord_group, array, op, tensors)
+                if work is not None:
+                    return TorchWork("all_reduce", tensors, [work])
         if isinstance(tensors, torch.Tensor):  # allreduce(tensor, op) overload
             tensors, opts = [tensors], _options(dist.AllreduceOptions, opts)
         opts = opts if opts is not None else dist.AllreduceOptions()
@@ -136,13 +139,16 @@ class AccordProcessGroup(dist.ProcessGroup):
             for x, op in zip(arrays, ops)])
 
     # -- rooted ------------------------------------------------------------------------------
-    def broadcast(self, tensors: Any, opts: Any = None) -> TorchWork:
-        if type(opts) is _BROADCAST_OPTIONS and not opts.asyncOp and not debug.DETAIL_ON \
-                and len(tensors) == 1:
-            array = plain_array(tensors[0])  # the blocking fast path (dist.broadcast(t, src))
+    def broadcast(self, tensors: Any, opts: Any = None) -> TorchWork | None:
+        if type(opts) is _BROADCAST_OPTIONS and not debug.DETAIL_ON and len(tensors) == 1:
+            array = plain_array(tensors[0])  # the fast paths (dist.broadcast(t, src))
             if array is not None:
-                collective_ops.broadcast_flat(self.accord_group, array, opts.rootRank)
-                return _finished(tensors)
+                if not opts.asyncOp:
+                    collective_ops.broadcast_flat(self.accord_group, array, opts.rootRank)
+                    return _finished(tensors)
+                work = collective_ops.broadcast_queued(self.accord_group, array, opts.rootRank, tensors)
+                if work is not None:
+                    return TorchWork("broadcast", tensors, [work])
         if isinstance(tensors, torch.Tensor):  # broadcast(tensor, root) overload
             tensors, root = [tensors], int(opts or 0)
             opts = dist.BroadcastOptions()
@@ -293,7 +299,7 @@ class AccordProcessGroup(dist.ProcessGroup):
                          output_tensor_list=output_tensors, input_tensor_list=input_tensors)
 
     # -- barriers ------------------------------------------------------------------------------
-    def barrier(self, opts: Any = None) -> TorchWork:
+    def barrier(self, opts: Any = None) -> TorchWork | None:
         opts = opts if opts is not None else dist.BarrierOptions()
         if not opts.asyncOp and opts.timeout.total_seconds() <= 0 and not debug.DETAIL_ON:
             collective_ops.barrier(self.accord_group, False)  # the blocking fast path
@@ -340,14 +346,12 @@ class AccordProcessGroup(dist.ProcessGroup):
         return self.accord_group.last_seq
 
 
-#: What a blocking call returns: torch's API discards it (``dist.all_reduce(t)`` only calls
-#: ``wait()``), so one finished Work serves them all instead of a new one per call.
-_FINISHED = completed("completed", [])
-
-
-def _finished(outputs: list[Any]) -> TorchWork:
-    _FINISHED._outputs = outputs
-    return _FINISHED
+def _finished(outputs: list[Any]) -> None:
+    """What a blocking fast path returns: no Work. Only torch's own API asks for a blocking
+    call (``asyncOp`` False; torch's options default to True), and it waits only for a Work
+    it gets ("the backend has sync'ed at CPP level", as ProcessGroupNCCL's may): the call
+    finished here, so there is nothing to wait for, and no ``wait()`` to cross back for."""
+    return None
 
 
 def _options(cls: Any, op: Any) -> Any:

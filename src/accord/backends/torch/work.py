@@ -20,18 +20,24 @@ import torch.distributed as dist
 from ...group.work import Work as AccordWork
 
 
+#: Held while a TorchWork makes its Future (rare: DDP's hooks, then()): one for all of them.
+_MAKING_FUTURES = threading.Lock()
+
+
 class TorchWork(dist.Work):
     """The handle torch's API returns for one accord operation (or a coalesced few)."""
 
+    _source: int | None = None
+    _future: torch.futures.Future | None = None  # made on the first get_future
+
     def __init__(self, name: str, outputs: list[Any], works: list[AccordWork] | None = None,
                  source: int | None = None) -> None:
-        super().__init__()
+        super().__init__()  # (one per async call: set only what every Work needs)
         self._name = name
         self._outputs = outputs
         self._works = works or []  # empty: finished in the caller's thread already
-        self._source = source
-        self._lock = threading.Lock()
-        self._future: torch.futures.Future | None = None
+        if source is not None:
+            self._source = source
 
     def __repr__(self) -> str:
         return f"<accord TorchWork {self._name} {'completed' if self.is_completed() else 'pending'}>"
@@ -75,7 +81,7 @@ class TorchWork(dist.Work):
     def get_future(self) -> torch.futures.Future:
         """A torch Future whose value is the list of output tensors (made on first call);
         it completes on the thread that finishes the last operation."""
-        with self._lock:
+        with _MAKING_FUTURES:
             if self._future is not None:
                 return self._future
             future = self._future = torch.futures.Future()
@@ -84,11 +90,12 @@ class TorchWork(dist.Work):
             return future
         pending = [len(self._works)]
         first_error: list[BaseException] = []
+        lock = threading.Lock()
 
         def one_done(done: Any) -> None:
-            with self._lock:
-                if done._error is not None and not first_error:
-                    first_error.append(done._error)
+            with lock:
+                if done.error is not None and not first_error:
+                    first_error.append(done.error)
                 pending[0] -= 1
                 last = pending[0] == 0
             if last:
