@@ -110,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
              f"iterations (slowest rank)")
     if args.runs > 1:
         title += f", median of {args.runs} runs (range)"
-    print(f"# {title}; busbw as nccl-tests; ×impl = impl's time / accord's time")
+    print(f"# {title}; busbw as nccl-tests; ×impl = impl's time / accord's time "
+          f"(torch-accord's on torch-only rows)")
     print(report.table(rows, impls))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:

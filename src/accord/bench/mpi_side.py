@@ -58,6 +58,9 @@ def _call(comm: Any, mpi: Any, op: str, count: int, world: int) -> Callable[[], 
         "scatter": lambda: comm.Scatter(big, data, root=0),
         "reduce_scatter": lambda: comm.Reduce_scatter_block(big, data),
         "all_to_all": lambda: comm.Alltoall(big, np.zeros_like(big)),
+        "all_reduce_async": lambda: comm.Iallreduce(mpi.IN_PLACE, data).Wait(),
+        "broadcast_async": lambda: comm.Ibcast(data, root=0).Wait(),
+        "all_gather_async": lambda: comm.Iallgather(data, big).Wait(),
     }
     for form in ("all_gather", "reduce_scatter", "all_to_all"):  # MPI's calls take one buffer
         calls[f"{form}_list"] = calls[form]

@@ -77,7 +77,8 @@ def human_bytes(n: int) -> str:
 
 
 def table(rows: list[Row], impls: list[str]) -> str:
-    """One line per (op, size): each implementation's time and busbw, then ratios to accord.
+    """One line per (op, size): each implementation's time and busbw, then ratios to accord
+    (to torch-accord on the rows accord's own API does not run).
     Rows of several runs add each time's range over the runs and each ratio's (taken run by
     run, so that a run the whole host slowed down counts once, on both sides)."""
     spread = any(len(r.runs_us) > 1 for r in rows)
@@ -101,7 +102,8 @@ def table(rows: list[Row], impls: list[str]) -> str:
             if spread and len(row.runs_us) > 1:
                 text += f" ({min(row.runs_us):.1f}–{max(row.runs_us):.1f})"
             line += f" | {text:>{time_width}}{row.busbw_gbs:>11.3f}"
-        base = keyed.get((impls[0], op, nbytes))
+        # torch-only rows (a DDP step, functional collectives): ratios to torch-accord's time
+        base = keyed.get((impls[0], op, nbytes)) or keyed.get(("torch-accord", op, nbytes))
         for impl in impls[1:]:
             other = keyed.get((impl, op, nbytes))
             ratios = _ratios(other, base) if base and other else []

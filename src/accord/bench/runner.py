@@ -79,7 +79,7 @@ def worker(impl: str, rank: int, plan: Plan, port: int, results: Any) -> None:
             for nbytes in sizes:
                 count = per_rank_count(op, nbytes, plan.world, 4) if nbytes else 1
                 iters = plan.iters if nbytes < (4 << 20) else max(plan.iters // 4, 5)
-                if COLLECTIVES[op].torch_only:
+                if COLLECTIVES[op].step:
                     iters = max(plan.iters // 10, 5)
                 call = make_call(api, op, count, rank, plan.world, torch)
                 times = _time_calls(call, iters, plan.warmup, api)

@@ -21,8 +21,11 @@ class Collective:
     #: whether "size" means the total over ranks (all_gather output, reduce_scatter input)
     total_size: bool = False
     sized: bool = True
-    #: a torch training step (needs torch.distributed's API: DDP), not a plain collective
+    #: needs torch.distributed's API (a DDP step, torch's functional collectives): runs on
+    #: gloo and torch-accord only
     torch_only: bool = False
+    #: a whole training step: a tenth of the iterations
+    step: bool = False
     #: not a collective but the transport's ceiling (``limits``): measured once, in accord's
     #: own run, beside the collectives it bounds
     ceiling: bool = False
@@ -53,8 +56,15 @@ COLLECTIVES: dict[str, Collective] = {c.name: c for c in [
     Collective("gather", _part, total_size=True),          # size = everything the root gets
     Collective("scatter", _part, total_size=True),         # size = everything the root sends
     Collective("barrier", lambda n: 0.0, sized=False),
+    # the async forms, waited at once (``async_op=True`` then ``wait()``; MPI: I-call, Wait)
+    Collective("all_reduce_async", lambda n: 2 * (n - 1) / n),
+    Collective("broadcast_async", lambda n: 1.0),
+    Collective("all_gather_async", _part, total_size=True),
+    # torch's functional collectives and wait_tensor (DTensor, tensor parallelism, compile)
+    Collective("all_reduce_functional", lambda n: 2 * (n - 1) / n, torch_only=True),
+    Collective("all_gather_functional", _part, total_size=True, torch_only=True),
     # one DDP training step of a communication-bound model (≈12 M parameters, batch 2)
-    Collective("ddp_step", lambda n: 0.0, sized=False, torch_only=True),
+    Collective("ddp_step", lambda n: 0.0, sized=False, torch_only=True, step=True),
     # one loopback TCP socket pair, both directions at once, and one way: what the transport
     # could move at best (busbw = bytes each way per second, comparable with world-2
     # all_reduce's and broadcast's busbw)
@@ -81,6 +91,19 @@ def make_call(api: Any, op: str, count: int, rank: int, world: int, torch: Any =
         return torch.zeros(n, dtype=torch.float32) if torch is not None else np.zeros(n, dtype=np.float32)
 
     data = zeros(count)
+    if op.endswith("_async"):
+        big = zeros(count * world)
+        return {"all_reduce_async": lambda: api.all_reduce(data, async_op=True).wait(),
+                "broadcast_async": lambda: api.broadcast(data, src=0, async_op=True).wait(),
+                "all_gather_async": lambda: api.all_gather_into_tensor(big, data, async_op=True).wait(),
+                }[op]
+    if op.endswith("_functional"):
+        funcol, name = torch.ops._c10d_functional, api.group.WORLD.group_name
+        return {"all_reduce_functional":
+                lambda: funcol.wait_tensor(funcol.all_reduce(data, "sum", name)),
+                "all_gather_functional":
+                lambda: funcol.wait_tensor(funcol.all_gather_into_tensor(data, world, name)),
+                }[op]
     if op in ("all_reduce", "broadcast", "barrier", "reduce"):
         return {"all_reduce": lambda: api.all_reduce(data),
                 "broadcast": lambda: api.broadcast(data, src=0),
