@@ -5,7 +5,8 @@ Our machines have no GPU. The jobs here run with ``ACCORD_NCCL_STANDIN=gloo``: t
 ProcessGroupGloo stands in for NCCL and carries CPU torch tensors, NumPy arrays stay on accord,
 so the routing (device → backend, one device group per group, the store handed over, the
 calls translated) runs as it would with CUDA. ``test_cuda_*`` runs the same scenarios on CUDA
-tensors and real NCCL where a GPU exists, and skips with that message elsewhere.
+tensors and real NCCL where two GPUs exist; ``test_one_cuda_*`` runs a world of one rank on
+one GPU with real NCCL (NCCL refuses two ranks on one device). Both skip, saying so, elsewhere.
 """
 
 from __future__ import annotations
@@ -27,12 +28,17 @@ from accord.backend_names import device_backends, resolve_backend  # noqa: E402
 
 TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HAS_CUDA = torch.cuda.is_available() and torch.cuda.device_count() >= 2 and accord.is_nccl_available()
+HAS_ONE_CUDA = torch.cuda.is_available() and torch.cuda.device_count() >= 1 and accord.is_nccl_available()
+NO_CUDA = ("no CUDA device with NCCL here: the NCCL route was tested with torch's gloo standing in "
+           "for NCCL on CPU tensors")
 
 
 def run(scenario: str, n: int, **env: str) -> dict[int, Any]:
     """Run one scenario on ``n`` ranks under accordrun; {rank: what it saw}."""
     with tempfile.TemporaryDirectory() as out:
-        environ = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [TESTS, os.environ.get("PYTHONPATH")])),
+        # absolute: the job runs in tests/, where a relative entry ("src") would miss
+        paths = [TESTS] + [os.path.abspath(p) for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+        environ = dict(os.environ, PYTHONPATH=os.pathsep.join(paths),
                        OMP_NUM_THREADS="1", ACCORD_TEST_OUT=out, TORCH_CPP_LOG_LEVEL="ERROR", **env)
         done = subprocess.run([sys.executable, "-m", "accord.run", "--nproc-per-node", str(n), "-m",
                                "nccl.scenarios", scenario], env=environ, cwd=TESTS, capture_output=True,
@@ -136,6 +142,20 @@ def test_cuda_tensors_through_nccl(scenario: str) -> None:
         check_collectives(results, 2)
 
 
+@pytest.mark.multiprocess
+@pytest.mark.skipif(not HAS_ONE_CUDA, reason=NO_CUDA)
+def test_one_cuda_rank_through_nccl_under_accordrun(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A world of one rank on one GPU, launched by accordrun: every collective and the
+    subgroups on CUDA tensors through real NCCL (no stand-in). p2p needs a peer: not at n=1."""
+    monkeypatch.delenv("ACCORD_NCCL_STANDIN", raising=False)
+    collectives = run("collectives", 1, ACCORD_TEST_DEVICE="cuda")
+    groups = run("groups", 1, ACCORD_TEST_DEVICE="cuda")
+    check_collectives(collectives, 1)
+    assert groups[0] == {"head": {"sum": [1.0], "config": "cpu:accord,cuda:nccl"},
+                         "subgroup": {"sum": [1.0], "ranks": [0]}, "split": [1.0],
+                         "cpu_only_config": "cpu:gloo"}
+
+
 # -- in one process -------------------------------------------------------------------------
 
 
@@ -173,6 +193,75 @@ def test_nccl_without_a_cuda_torch_says_what_to_install(monkeypatch: pytest.Monk
     assert not accord.is_initialized()  # the half-made world was taken down
     accord.init_process_group("gloo", store=accord.HashStore(), rank=0, world_size=1)
     accord.destroy_process_group()
+
+
+@pytest.mark.skipif(not HAS_ONE_CUDA, reason=NO_CUDA)
+def test_one_cuda_rank_world_through_real_nccl(monkeypatch: pytest.MonkeyPatch) -> None:
+    """World 1 in this process on CUDA tensors with real NCCL: results on the GPU, a device
+    group per group (none for an explicit CPU backend), and accord's own backend saw only
+    the NumPy call."""
+    monkeypatch.delenv("ACCORD_NCCL_STANDIN", raising=False)
+    cuda = torch.device("cuda", 0)
+    accord.init_process_group("nccl", store=accord.HashStore(), rank=0, world_size=1)
+    try:
+        group = accord.new_group([0])
+        assert accord.get_backend_config() == "cpu:accord,cuda:nccl"
+        assert set(accord.group.WORLD.device_groups) == set(group.device_groups) == {"cuda"}
+        assert "nccl" in repr(group.device_groups["cuda"])
+        assert "cuda" not in accord.new_group([0], backend="gloo").device_groups
+        t = torch.arange(4.0, device=cuda)
+        accord.all_reduce(t, op=accord.ReduceOp.SUM)
+        assert t.device == cuda and t.cpu().tolist() == [0.0, 1.0, 2.0, 3.0]
+        a = np.arange(4.0)
+        accord.all_reduce(a)  # NumPy: accord's own backend
+        assert a.tolist() == [0.0, 1.0, 2.0, 3.0]
+        c = torch.tensor([1 + 2j, 3 - 1j], device=cuda)
+        accord.all_reduce(c, group=group)  # complex: handed to NCCL as its real view
+        assert c.cpu().tolist() == [1 + 2j, 3 - 1j]
+        out = [torch.zeros(2, device=cuda)]
+        accord.all_gather(out, torch.full((2,), 7.0, device=cuda), group=group)
+        into = torch.zeros(3, device=cuda)
+        accord.all_gather_into_tensor(into, torch.arange(3.0, device=cuda))
+        rst = torch.zeros(2, device=cuda)
+        accord.reduce_scatter_tensor(rst, torch.full((2,), 5.0, device=cuda))
+        single = torch.zeros(3, device=cuda)
+        accord.all_to_all_single(single, torch.arange(3.0, device=cuda) + 100)
+        b = torch.full((2,), 9.0, device=cuda)
+        work = accord.broadcast(b, src=0, async_op=True)
+        assert work.wait() is True
+        prem = torch.full((2,), 3.0, device=cuda)
+        accord.all_reduce(prem, op=accord._make_nccl_premul_sum(2.0))
+        torch.cuda.synchronize()
+        assert out[0].tolist() == [7.0, 7.0] and into.tolist() == [0.0, 1.0, 2.0]
+        assert rst.tolist() == [5.0, 5.0] and single.tolist() == [100.0, 101.0, 102.0]
+        assert b.tolist() == [9.0, 9.0] and prem.tolist() == [6.0, 6.0]
+        accord.barrier()
+        assert {op: s["calls"] for op, s in accord.comm_stats()["default_pg"].items()} == \
+            {"all_reduce": 1, "barrier": 1}  # the NumPy all_reduce and the barrier, nothing else
+        device_group = group.device_groups["cuda"]
+    finally:
+        accord.destroy_process_group()
+    with pytest.raises(RuntimeError, match="shut down"):
+        device_group.broadcast(torch.ones(2, device=cuda), 0, False)
+
+
+def test_a_blocking_call_whose_backend_returns_no_work() -> None:
+    """torch's NCCL returns None, not a Work, for many blocking calls (it synchronized the
+    stream in C++; torch's front end then skips the wait): accord's route must too. Seen on
+    an H200 with torch 2.11: every blocking bfloat16/float64 all_reduce raised AttributeError."""
+    from accord.backends.nccl.device_group import DeviceGroup
+
+    class NoWork:
+        def __getattr__(self, name: str) -> Any:
+            return lambda *args, **kwargs: None  # allreduce, broadcast, ... all return None
+
+    group = DeviceGroup(NoWork(), None, "cpu", "nccl")  # type: ignore[arg-type]
+    t = torch.ones(2)
+    assert group.all_reduce(t, accord.ReduceOp.SUM, False) is None
+    assert group.broadcast(t, 0, False) is None
+    assert group.all_gather([t], t, False) is None
+    assert group.all_to_all_single(t, t, None, None, False) is None
+    assert group.all_reduce(t, accord.ReduceOp.SUM, True) is None  # async: torch's None as it is
 
 
 def test_one_rank_world_with_the_standin(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -65,7 +65,9 @@ def send(tensor: Any, dst: int | None = None, group: Any = None, tag: int = 0,
         peer = group_rank(pg, dst, group_dst, "dst")
         if pg.device_groups and (dg := device_group(pg, tensor)) is not None:
             check_not_self(pg, peer, "dst")
-            dg.isend(tensor, peer, tag).wait()
+            work = dg.isend(tensor, peer, tag)
+            if work is not None:  # a torch backend may have waited itself (torch allows None)
+                work.wait()
             return
         p2p.send(pg, tensor, peer, tag)
     except BaseException:  # (see ProcessGroup.calls_raised)

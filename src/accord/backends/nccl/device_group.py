@@ -13,7 +13,8 @@ arrays stay on accord's own backend). Everything else is the same code: one grou
 kind and accord group, made on the store accord hands over, the same routing and translation.
 
 Async calls return torch's own ``Work`` (what torch returns for NCCL); blocking calls wait on
-it, which for NCCL orders the current CUDA stream after the collective, as torch does.
+it, which for NCCL orders the current CUDA stream after the collective, as torch does (torch's
+NCCL may return no Work for a blocking call, having done that itself).
 """
 
 from __future__ import annotations
@@ -216,9 +217,13 @@ def _options(cls: Any, async_op: bool) -> Any:
 
 
 def _finish(work: Any, async_op: bool) -> Any:
+    """The Work for an async call; else wait for it. A blocking call on torch's NCCL may
+    return no Work at all (None: it ordered the current stream after the collective in C++
+    already), as torch's own front end allows (``elif work is not None: work.wait()``)."""
     if async_op:
         return work
-    work.wait()
+    if work is not None:
+        work.wait()
     return None
 
 
