@@ -38,6 +38,7 @@ def test_token_comm_on_a_synthetic_profile() -> None:
     assert comm.tokens == 2 and comm.token_us == 150
     assert comm.comm_us == (30 + 50) / 2
     assert comm.issue_us == (10 + 10) / 2 and comm.wait_us == (10 + 40) / 2
+    assert comm.backend_us == (30 + 25) / 2
     assert comm.counts == {"_c10d_functional::all_reduce": 1, "_c10d_functional::wait_tensor": 1,
                            "accord:all_reduce": 0.5, "gloo:all_reduce": 0.5}
     assert abs(comm.share - 80 / 300) < 1e-12

@@ -190,7 +190,9 @@ def main_tp(args: argparse.Namespace) -> int:
           f"per process; slowest rank's median" + (f", median of {args.runs} runs (range)"
                                                     if args.runs > 1 else ""))
     print("# accord ÷ = accord's ms/token / this one's; comm % = time with a collective issued, "
-          f"in flight or waited for / token time, over {plan.profiled} profiled tokens")
+          f"in flight or waited for / token time, over {plan.profiled} profiled tokens; issue, "
+          "wait, backend: ms per token in the functional op issuing a collective, in "
+          "wait_tensor, in the backend's own events (accord:…, gloo:…)")
     print(tp_report.table(rows))
     print("# counted as communication, events per token:")
     print("\n".join(tp_report.events_lines(rows)))

@@ -18,7 +18,9 @@ is the length of the union of all these intervals, on every thread, cut to the t
 interval (``tp:token``, which the decoding loop records around each token). That is the time
 during which the token had a collective in flight or was issuing or waiting for one; in
 decoding nothing else runs meanwhile, so it is the time the token lost to communication.
-``issue`` and ``wait`` are the unions of the first two kinds alone (what dominates).
+``issue``, ``wait`` and ``backend`` are the unions of each kind alone (what dominates):
+communication time outside ``backend`` is spent above the backend's own call — torch's
+functional op, the Python trampoline into the backend, waking the waiting thread.
 DTensor's own bookkeeping around them (``Redistribute``, sharding propagation) is not
 communication and is not counted. Must not know how workers run; works on plain tuples.
 """
@@ -47,6 +49,7 @@ class TokenComm:
     comm_us: float
     issue_us: float
     wait_us: float
+    backend_us: float
     #: how many events of each communication name one token has (what was counted)
     counts: dict[str, float]
 
@@ -102,6 +105,7 @@ def token_comm(events: Iterable[tuple[str, float, float]]) -> TokenComm:
                      sum(union_within(every, t) for t in tokens) / n,
                      sum(union_within(by_kind["issue"], t) for t in tokens) / n,
                      sum(union_within(by_kind["wait"], t) for t in tokens) / n,
+                     sum(union_within(by_kind["backend"], t) for t in tokens) / n,
                      {k: v for k, v in counts.items() if v})
 
 
