@@ -43,3 +43,32 @@ def test_token_comm_on_a_synthetic_profile() -> None:
                            "accord:all_reduce": 0.5, "gloo:all_reduce": 0.5}
     assert abs(comm.share - 80 / 300) < 1e-12
     assert tp_profile.token_comm([]).share == 0
+
+
+def test_spans_pair_each_issue_with_its_wait() -> None:
+    events = [(TOKEN_EVENT, 0, 100), ("_c10d_functional::all_reduce", 10, 20),
+              ("c10d::allreduce_", 11, 19), ("_c10d_functional::wait_tensor", 30, 40),
+              ("_c10d_functional::_wrap_tensor_autograd", 25, 45),
+              ("_c10d_functional::all_gather_into_tensor", 50, 55),
+              ("_c10d_functional::wait_tensor", 56, 70),
+              ("_c10d_functional::all_reduce", 150, 160)]  # outside the token
+    assert tp_profile.spans(events) == [(10, 40), (50, 70)]
+    overlapped = events[:2] + [("_c10d_functional::all_reduce", 15, 18),
+                               ("_c10d_functional::wait_tensor", 30, 40),
+                               ("_c10d_functional::wait_tensor", 41, 42)]
+    assert tp_profile.spans(overlapped) == []
+
+
+def test_skew_is_the_time_before_the_last_rank_issued() -> None:
+    from types import SimpleNamespace
+
+    from accord.bench.tp_report import skew
+
+    def rank(spans):
+        return SimpleNamespace(spans=spans, comm={"tokens": 2})
+
+    # call 1: rank 1 issues 300 µs after rank 0; call 2: rank 0 is 100 µs late
+    ranks = [rank([(0, 400), (1000, 1200)]), rank([(300, 400), (900, 1200)])]
+    assert skew(ranks) == ((300 + 0) / 2 + (0 + 100) / 2) / 2 / 1e3
+    assert skew(ranks[:1]) == 0.0
+    assert skew([rank([(0, 1)]), rank([])]) != skew([rank([(0, 1)]), rank([])])  # nan

@@ -192,7 +192,8 @@ def main_tp(args: argparse.Namespace) -> int:
     print("# accord ÷ = accord's ms/token / this one's; comm % = time with a collective issued, "
           f"in flight or waited for / token time, over {plan.profiled} profiled tokens; issue, "
           "wait, backend: ms per token in the functional op issuing a collective, in "
-          "wait_tensor, in the backend's own events (accord:…, gloo:…)")
+          "wait_tensor, in the backend's own events (accord:…, gloo:…); skew: of comm, ms "
+          "per token before the last rank had issued the collective")
     print(tp_report.table(rows))
     print("# counted as communication, events per token:")
     print("\n".join(tp_report.events_lines(rows)))

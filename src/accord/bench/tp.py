@@ -50,6 +50,8 @@ class RankResult:
     times: list[float]
     comm: dict[str, Any]
     tokens: list[int]
+    #: (issued, done) of each profiled collective, µs of the host's wall clock
+    spans: list[tuple[float, float]] = field(default_factory=list)
 
 
 def _model(impl: str, plan: TpPlan, torch: Any) -> Any:
@@ -94,7 +96,9 @@ def decode_and_time(impl: str, plan: TpPlan, report: Any = None) -> RankResult:
         for _ in range(plan.profiled):
             with torch.profiler.record_function(tp_profile.TOKEN_EVENT):
                 tokens.append(next(steps))
-    result = RankResult(times, asdict(tp_profile.token_comm(tp_profile.events_of(prof))), tokens)
+    events = tp_profile.events_of(prof)
+    result = RankResult(times, asdict(tp_profile.token_comm(events)), tokens,
+                        tp_profile.spans(events))
     if report is not None:
         report(result)
     if impl != "one":

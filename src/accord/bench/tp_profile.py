@@ -21,6 +21,11 @@ decoding nothing else runs meanwhile, so it is the time the token lost to commun
 ``issue``, ``wait`` and ``backend`` are the unions of each kind alone (what dominates):
 communication time outside ``backend`` is spent above the backend's own call — torch's
 functional op, the Python trampoline into the backend, waking the waiting thread.
+
+A collective also waits for the last rank to call it: ``spans`` gives each collective's
+(issued, done) on this rank, in call order, on the wall clock every process of a host shares
+(``events_of``), so that the report can split a collective's time into waiting for a late
+peer (its compute ran longer, or the scheduler ran something else) and the rest.
 DTensor's own bookkeeping around them (``Redistribute``, sharding propagation) is not
 communication and is not counted. Must not know how workers run; works on plain tuples.
 """
@@ -109,6 +114,33 @@ def token_comm(events: Iterable[tuple[str, float, float]]) -> TokenComm:
                      {k: v for k, v in counts.items() if v})
 
 
+def spans(events: Iterable[tuple[str, float, float]]) -> list[Interval]:
+    """(issued, done) of each collective in the ``TOKEN_EVENT`` intervals, in call order: the
+    start of the functional op that issued it and the end of the wait_tensor for it. Empty
+    when issues and waits do not pair up (not functional collectives, or overlapped ones)."""
+    events = list(events)
+    tokens = [(s, e) for name, s, e in events if name == TOKEN_EVENT]
+
+    def inside(start: float) -> bool:
+        return any(lo <= start < hi for lo, hi in tokens)
+
+    issues = sorted(s for name, s, _ in events if name.startswith("_c10d_functional::")
+                    and kind(name) == "issue" and inside(s))
+    waits = sorted((s, e) for name, s, e in events if name == _WAITS[0] and inside(s))
+    if len(issues) != len(waits):
+        return []
+    paired = [(issued, wait_start, done) for issued, (wait_start, done) in zip(issues, waits)]
+    nexts = issues[1:] + [float("inf")]
+    if any(not issued <= wait_start <= done <= after  # one collective at a time
+           for (issued, wait_start, done), after in zip(paired, nexts)):
+        return []
+    return [(issued, done) for issued, _, done in paired]
+
+
 def events_of(prof: Any) -> list[tuple[str, float, float]]:
-    """``(name, start_us, end_us)`` of every event of a finished ``torch.profiler.profile``."""
-    return [(e.name, e.time_range.start, e.time_range.end) for e in prof.events()]
+    """``(name, start_us, end_us)`` of every event of a finished ``torch.profiler.profile``, in
+    µs of the wall clock (the trace's start plus the event's offset): the processes of one
+    host can compare their events."""
+    results = getattr(prof.profiler, "kineto_results", None)
+    base = results.trace_start_ns() / 1e3 if hasattr(results, "trace_start_ns") else 0.0
+    return [(e.name, base + e.time_range.start, base + e.time_range.end) for e in prof.events()]

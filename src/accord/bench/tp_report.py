@@ -26,6 +26,8 @@ class TpRow:
     wait_ms: float
     #: the backend's own events (accord:…, gloo:…): issue to completion inside the backend
     backend_ms: float
+    #: of comm_ms, the time a rank had issued a collective that a peer had not issued yet
+    skew_ms: float
     #: a profiled token's time (the profiler's own cost included)
     profiled_ms: float
     #: what was counted: communication events per token, by name
@@ -48,7 +50,23 @@ def summarize(impl: str, ranks: Sequence[Any]) -> TpRow:
     ms = max(medians) * 1e3
     return TpRow(impl, ms, slowest[min(len(slowest) - 1, int(0.9 * len(slowest)))] * 1e3,
                  share, mean("comm_us") / 1e3, mean("issue_us") / 1e3, mean("wait_us") / 1e3,
-                 mean("backend_us") / 1e3, token_us / 1e3, comm[0]["counts"], [ms], [share])
+                 mean("backend_us") / 1e3, skew(ranks), token_us / 1e3, comm[0]["counts"],
+                 [ms], [share])
+
+
+def skew(ranks: Sequence[Any]) -> float:
+    """Per token, mean over ranks: how long each collective had been issued on this rank
+    before the last rank issued it (0 for one process, nan where collectives did not pair)."""
+    spans = [r.spans for r in ranks]
+    if len(ranks) < 2:
+        return 0.0
+    if not all(spans) or len({len(s) for s in spans}) != 1:
+        return float("nan")
+    late = 0.0
+    for call in zip(*spans):
+        last = max(issued for issued, _ in call)
+        late += sum(last - issued for issued, _ in call) / len(call)
+    return late / max(ranks[0].comm["tokens"], 1) / 1e3
 
 
 def combine(runs: list[list[TpRow]]) -> list[TpRow]:
@@ -63,7 +81,7 @@ def combine(runs: list[list[TpRow]]) -> list[TpRow]:
             return statistics.median(getattr(r, key) for r in rows)
         out.append(TpRow(impl, med("ms_per_token"), med("p90_ms"), med("comm_share"),
                          med("comm_ms"), med("issue_ms"), med("wait_ms"), med("backend_ms"),
-                         med("profiled_ms"),
+                         med("skew_ms"), med("profiled_ms"),
                          rows[0].events,
                          [r.ms_per_token for r in rows], [r.comm_share for r in rows]))
     return out
@@ -96,7 +114,7 @@ def table(rows: list[TpRow]) -> str:
     spread = any(len(r.runs_ms) > 1 for r in rows)
     width = 21 if spread else 9
     head = (f"{'impl':<8}{'ms/token':>{width}}{'p90':>7} | {'accord ÷':>{width}} | "
-            f"{'comm %':>{width - 4}}{'comm ms':>9}{'issue':>7}{'wait':>7}{'backend':>8}"
+            f"{'comm %':>{width - 4}}{'comm ms':>9}{'issue':>7}{'wait':>7}{'backend':>8}{'skew':>7}"
             f"{'profiled ms':>13}")
     lines = [head, "-" * len(head)]
     base = next((r for r in rows if r.impl == "accord"), None)
@@ -111,7 +129,8 @@ def table(rows: list[TpRow]) -> str:
         ms = f"{row.ms_per_token:.2f}" + _range(row.runs_ms, "{:.2f}")
         lines.append(f"{row.impl:<8}{ms:>{width}}{row.p90_ms:>7.2f} | {ratio:>{width}} | "
                      f"{share:>{width - 4}}{row.comm_ms:>9.2f}{row.issue_ms:>7.2f}"
-                     f"{row.wait_ms:>7.2f}{row.backend_ms:>8.2f}{row.profiled_ms:>13.2f}")
+                     f"{row.wait_ms:>7.2f}{row.backend_ms:>8.2f}{row.skew_ms:>7.2f}"
+                     f"{row.profiled_ms:>13.2f}")
     return "\n".join(lines)
 
 
