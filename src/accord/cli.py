@@ -12,6 +12,7 @@ USAGE = """usage: accord <command> [options]
 
 commands:
   bench    nccl-tests-style benchmark, torch's gloo (and MPI) side by side; accord bench -h
+           (--tp: tensor-parallel decoding, ms per token and its communication share)
   config   every environment variable accord reads, with its current value
   flight-recorder DIR   merge a job's flight-recorder dumps, show where ranks diverge
                         (--trace OUT.json: a Chrome/Perfetto timeline of the job)

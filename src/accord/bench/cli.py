@@ -1,17 +1,23 @@
-"""``python -m accord.bench``: nccl-tests-style tables for accord, with torch's gloo beside it.
+"""``python -m accord.bench``: nccl-tests-style tables for accord, with torch's gloo beside it;
+``--tp``: tensor-parallel decoding of a small Llama-style model, ms per token and its
+communication share, on accord, gloo and one process.
 
 Owns: the command line, the size sweep, the progress display and the output files. Every
-number comes from ``runner`` (real processes) and ``report`` (statistics).
+number comes from ``runner`` (real processes) and ``report`` (statistics); ``--tp``'s from
+``tp`` and ``tp_report``.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
+from typing import Any
 
 from .. import config
 from . import mpi_side, plot, report, runner
+from .shape import DecoderConfig
 from .workloads import COLLECTIVES
 
 
@@ -44,9 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run everything this many times (fresh processes each time, the "
                         "implementations in alternating order) and report the median of the "
                         "runs' medians with their range, and ratios run by run")
-    p.add_argument("--compare", default="",
+    p.add_argument("--compare", default=None,
                    help="also run these, comma-separated: gloo (torch.distributed on gloo), "
-                        "torch-accord (torch.distributed on backend accord), mpi (MPICH)")
+                        "torch-accord (torch.distributed on backend accord), mpi (MPICH); "
+                        "with --tp: gloo, one (default: both)")
     p.add_argument("--backend", choices=["accord", "mpi"], default="accord",
                    help="accord's backend: its own transports, or mpi (MPI's collectives under "
                         "mpiexec, needs the mpi extra)")
@@ -56,11 +63,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plot", help="draw busbw vs size to this PNG (needs matplotlib)")
     p.add_argument("--json", help="write the rows to this JSON file")
     p.add_argument("--quiet", action="store_true", help="no progress display")
+    tp = p.add_argument_group("tensor-parallel decoding (--tp)")
+    tp.add_argument("--tp", action="store_true",
+                    help="greedy decoding of a Llama-style model under torch's tensor parallelism "
+                         "(parallelize_module) on backend accord, beside gloo and one process "
+                         "without it: ms per token and the share of it in communication "
+                         "(torch profiler events); --world ranks, --runs, --warmup tokens apply")
+    defaults = DecoderConfig()
+    for name, value, what in (("layers", defaults.layers, "decoder layers"),
+                              ("hidden", defaults.hidden, "hidden size"),
+                              ("heads", defaults.heads, "attention heads"),
+                              ("ffn", defaults.ffn, "MLP width (0: Llama's 8/3 × hidden)"),
+                              ("vocab", defaults.vocab, "vocabulary"),
+                              ("tokens", 64, "timed tokens per run"),
+                              ("prompt", 16, "prompt tokens"),
+                              ("profiled", 16, "tokens decoded under the profiler (comm share)"),
+                              ("threads", 1, "torch threads per process")):
+        tp.add_argument(f"--{name}", type=int, default=value, help=f"{what} (default {value})")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.tp:
+        return main_tp(args)
+    args.compare = args.compare or ""
     ops = [op.strip() for op in args.ops.split(",") if op.strip()]
     unknown = [op for op in ops if op not in COLLECTIVES]
     if unknown:
@@ -120,3 +147,71 @@ def main(argv: list[str] | None = None) -> int:
     if args.plot:
         plot.plot(rows, args.plot, title)
     return 0
+
+
+def main_tp(args: argparse.Namespace) -> int:
+    """``accord bench --tp``: TP decoding on accord and the --compare implementations."""
+    from . import tp, tp_report
+
+    compare = args.compare if args.compare is not None else "gloo,one"
+    impls = ["accord"] + [c.strip() for c in compare.split(",") if c.strip() not in ("", "accord")]
+    unknown = [i for i in impls if i not in tp.IMPLEMENTATIONS]
+    if importlib.util.find_spec("torch") is None:
+        print("accord bench --tp needs torch: pip install 'accord[torch]'", file=sys.stderr)
+        return 2
+    config = DecoderConfig(vocab=args.vocab, hidden=args.hidden, layers=args.layers,
+                           heads=args.heads, ffn=args.ffn)
+    try:
+        if unknown:
+            raise ValueError(f"cannot compare with {unknown}; known with --tp: gloo, one")
+        if args.runs < 1 or args.tokens < 1 or args.world < 1:
+            raise ValueError("--runs, --tokens and --world must be at least 1")
+        config.check(args.world)
+    except ValueError as exc:
+        print(f"accord bench --tp: {exc}", file=sys.stderr)
+        return 2
+    plan = tp.TpPlan(config, args.world, args.prompt, args.tokens, args.warmup,
+                     max(args.profiled, 1), args.threads, {"ACCORD_TRANSPORT": args.transport})
+    runs: list[list[tp_report.TpRow]] = []
+    problems: list[str] = []
+    for run in range(args.runs):
+        results = {}
+        for impl in (impls if run % 2 == 0 else impls[::-1]):
+            if not args.quiet:
+                print(f"\rrun {run + 1}/{args.runs}: {impl}   ", end="", file=sys.stderr,
+                      flush=True)
+            results[impl] = tp.run(impl, plan)
+        runs.append([tp_report.summarize(impl, results[impl]) for impl in impls])
+        problems += [p for p in tp_report.token_mismatches(results) if p not in problems]
+    if not args.quiet:
+        print(file=sys.stderr)
+    rows = runs[0] if args.runs == 1 else tp_report.combine(runs)
+    _print_tp(args, config, plan.profiled, rows, problems)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as handle:
+            json.dump({"world": args.world, "config": config.__dict__, "runs": args.runs,
+                       "rows": tp_report.as_json(rows), "token_problems": problems},
+                      handle, indent=1)
+    return 1 if any(p.endswith("than rank 0") for p in problems) else 0  # ranks disagree: a bug
+
+
+def _print_tp(args: argparse.Namespace, config: DecoderConfig, profiled: int, rows: list[Any],
+              problems: list[str]) -> None:
+    """The title lines, the table, what was counted and whether the tokens agree."""
+    from . import tp_report
+
+    print(f"# TP decode, world {args.world} (one: 1 process), {args.layers} layers, hidden "
+          f"{args.hidden}, {args.heads} heads, ffn {config.ffn_width}, vocab {args.vocab}; "
+          f"{args.tokens} tokens after a {args.prompt}-token prompt, {args.threads} thread(s) "
+          f"per process; slowest rank's median" + (f", median of {args.runs} runs (range)"
+                                                    if args.runs > 1 else ""))
+    print("# accord ÷ = accord's ms/token / this one's; comm % = time with a collective issued, "
+          f"in flight or waited for / token time, over {profiled} profiled tokens; issue, "
+          "wait, backend: ms per token in the functional op issuing a collective, in "
+          "wait_tensor, in the backend's own events (accord:…, gloo:…); skew: of comm, ms "
+          "per token before the last rank had issued the collective")
+    print(tp_report.table(rows))
+    print("# counted as communication, events per token:")
+    print("\n".join(tp_report.events_lines(rows)))
+    print("# tokens: " + ("; ".join(problems) if problems else
+                          "the same on every rank of every implementation"))
