@@ -525,6 +525,11 @@ def with_nccl(rank: int, n: int) -> Any:
             "broadcast": u.tolist(), "mpi_ops": sorted(dist.comm_stats()["default_pg"])}
 
 
+from mpi.list_layouts import LIST_SCENARIOS  # noqa: E402 — (tests/ is on the path, as for this module)
+
+SCENARIOS.update(LIST_SCENARIOS)
+
+
 def main() -> None:
     name = sys.argv[1]
     if "ACCORD_TEST_GATHER_MAX_WORLD" in os.environ:  # the check of larger groups, on a small one

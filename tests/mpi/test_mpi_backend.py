@@ -120,6 +120,21 @@ def test_list_forms_uneven_sizes_and_every_root(n: int) -> None:
 
 
 @needs_mpi
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_list_forms_reach_the_arrays_where_they_lie(n: int) -> None:
+    """all_gather, reduce_scatter and all_to_all on lists (layouts.py): every dtype, small
+    blocks (through scratch) and large ones (MPI's v-forms at byte offsets), separate arrays,
+    views in reversed address order, views with guarded holes, strided views, arrays more
+    than 2 GiB apart; in place, uneven with empty blocks, an input inside the outputs, async,
+    and ranks mixing the list and tensor forms: each rank's closed-form results."""
+    pytest.importorskip("torch")
+    results = complete("placed_lists", n)
+    for rank, got in results.items():
+        assert len(got) > 300, sorted(got)
+        assert {name: result for name, result in got.items() if result != "ok"} == {}, rank
+
+
+@needs_mpi
 @pytest.mark.parametrize("n, env", [(3, {}), (2, {"ACCORD_TEST_NO_PERSISTENT": "1"}),
                                     (3, {"ACCORD_TEST_GATHER_MAX_WORLD": "2", "ACCORD_TEST_SUMS_SATURATE": "1"}),
                                     (2, {"ACCORD_MPI_CHECKS": "0"})],

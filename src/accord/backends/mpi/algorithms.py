@@ -3,13 +3,14 @@ accord's algorithms (``collectives/``), run against an ``MpiCall``.
 
 Owns: which nonblocking MPI collective serves each accord collective (Iallreduce, Ibcast,
 Ireduce, Iallgather(v), Igather(v), Iscatter(v), Ireduce_scatter(_block), Ialltoall(v),
-Ibarrier), moving lists of separate arrays (straight into or out of them when they lie end
-to end in one buffer, as the ``_into_tensor``/``_single`` forms' do, or, for large gather
-and scatter blocks, wherever they lie, by byte offsets from the lowest; through one scratch
-buffer otherwise) and what happens after MPI's part (AVG's division, PREMUL_SUM's factor).
-Data that is only moved goes as bytes; data that is reduced goes as its MPI type, or with a
-user-defined op that runs accord's kernel (``runtime.reduction``). Must not know about
-groups or the API.
+Ibarrier) — chosen alike on every rank from what the fingerprint fixes (sizes, never where
+the arrays lie: MPI forbids one rank's Iallgather to meet another's Iallgatherv) — and what
+happens around MPI's part (AVG's division, PREMUL_SUM's factor; reduce_scatter of large
+blocks as an exchange folded here). Lists of separate arrays go by MPI's v-forms straight
+into or out of them where they lie, for large blocks (``layouts``), and through one scratch
+buffer for small ones unless they lie end to end. Data that is only moved goes as bytes;
+data that is reduced goes as its MPI type, or with a user-defined op that runs accord's
+kernel (``runtime.reduction``). Must not know about groups or the API.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import numpy as np
 
 from ...collectives.algorithm import Algorithm
 from ...reduce_ops import Kernel
-from . import agreement, runtime
+from . import agreement, layouts, runtime
 from .call import MpiCall
 
 #: The fingerprint's algorithm code of MPI's collectives (every rank of an MPI group uses it).
@@ -46,22 +47,6 @@ def _carried(call: MpiCall, op: str, dtype: np.dtype) -> tuple[np.ndarray, list[
         call.agree()
         return None
     return call.agreement.views(dtype, nbytes // dtype.itemsize)
-
-
-def _pieces(arrays: Sequence[np.ndarray], into: np.ndarray) -> None:
-    """``arrays`` end to end into the front of ``into``."""
-    offset = 0
-    for array in arrays:
-        into[offset:offset + array.size] = array
-        offset += array.size
-
-
-def _spread(joined: np.ndarray, arrays: Sequence[np.ndarray]) -> None:
-    """The front of ``joined`` back into ``arrays``, end to end (``_pieces`` undone)."""
-    offset = 0
-    for array in arrays:
-        array[...] = joined[offset:offset + array.size]
-        offset += array.size
 
 
 def all_reduce(call: MpiCall, flat: np.ndarray, kernel: Kernel) -> None:
@@ -121,70 +106,34 @@ def barrier(call: MpiCall) -> None:
 
 
 # -- lists of arrays ------------------------------------------------------------------------------
-def run_of(arrays: Sequence[np.ndarray]) -> np.ndarray | None:
-    """The one 1-D array that ``arrays`` (1-D, contiguous, one dtype) fill end to end, or None."""
-    if not arrays:
-        return None
-    first = arrays[0]
-    if len(arrays) == 1:
-        return first if first.flags.writeable else None
-    base = first.base  # the chunks of one array (the _into_tensor / _single forms)
-    if (type(base) is np.ndarray and base.ndim == 1 and base.flags.c_contiguous
-            and base.flags.writeable and base.dtype == first.dtype
-            and base.size == sum(a.size for a in arrays)
-            and base.__array_interface__["data"][0] == first.__array_interface__["data"][0]
-            and all(a.base is base for a in arrays)
-            and all(a.__array_interface__["data"][0] - first.__array_interface__["data"][0]
-                    == sum(b.nbytes for b in arrays[:i]) for i, a in enumerate(arrays))):
-        return base
-    dtype = first.dtype
-    start = expected = None
-    total = 0
-    for array in arrays:
-        if array.dtype != dtype:
-            return None
-        if array.size:
-            address = array.__array_interface__["data"][0]
-            if expected is None:
-                start = array
-            elif address != expected:
-                return None
-            expected = address + array.nbytes
-        total += array.size
-    if start is None:
-        return np.empty(0, dtype)
-    if not all(a.flags.writeable for a in arrays if a.size):
-        return None
-    return np.lib.stride_tricks.as_strided(start, shape=(total,), strides=(dtype.itemsize,))
+#: Blocks from this many bytes go by MPI's v-forms (Iallgatherv, Igatherv, Iscatterv), which
+#: reach separate arrays where they lie: no scratch copy. Smaller ones go by the plain forms
+#: (fewer steps in MPI's algorithms for small messages), through one scratch buffer when the
+#: arrays do not lie end to end. reduce_scatter from blocks of this size is an exchange
+#: (``_exchanged``). Every rank decides alike, from the block size that the fingerprint fixes,
+#: whichever form it was called with and wherever its arrays lie: MPI forbids mixing forms.
+PLACED_BYTES = 1 << 16
 
 
 def _joined(call: MpiCall, arrays: Sequence[np.ndarray], which: int, avoid: Any = None) -> np.ndarray:
     """``arrays`` end to end: their own run, else a scratch copy (also when the run overlaps
     ``avoid``, which MPI forbids for a send and a receive buffer)."""
-    run = run_of(arrays)
+    run = layouts.run_of(arrays)
     if run is not None and (avoid is None or not np.may_share_memory(run, avoid)):
         return run
-    total = sum(a.size for a in arrays)
-    joined = call.scratch(total, arrays[0].dtype if arrays else np.uint8, which)
-    _pieces(arrays, joined)
+    dtype = arrays[0].dtype if arrays else np.uint8
+    joined = call.scratch(sum(a.size for a in arrays), dtype, which)
+    layouts.pieces(arrays, joined)
     return joined
 
 
 def _receiver(call: MpiCall, arrays: Sequence[np.ndarray], which: int) -> tuple[np.ndarray, Any]:
     """(where MPI writes, what copies it into ``arrays`` afterwards, or None)."""
-    run = run_of(arrays)
+    run = layouts.run_of(arrays)
     if run is not None:
         return run, None
     joined = call.scratch(sum(a.size for a in arrays), arrays[0].dtype, which)
-    return joined, lambda: _spread(joined, arrays)
-
-
-def _bytes_layout(arrays: Sequence[np.ndarray]) -> tuple[list[int], list[int]]:
-    counts = [a.nbytes for a in arrays]
-    displs = [0] * len(counts)
-    for i in range(1, len(counts)):
-        displs[i] = displs[i - 1] + counts[i - 1]
-    return counts, displs
+    return joined, lambda: layouts.spread(joined, arrays)
 
 
 def _safe_input(inp: np.ndarray, out: np.ndarray) -> np.ndarray:
@@ -202,58 +151,22 @@ def all_gather(call: MpiCall, inp: np.ndarray, outs: list[np.ndarray]) -> None:
             out[...] = row[:out.size]
         call.complete([])
         return
-    target, spread = _receiver(call, outs, 0)
-    inp = _safe_input(inp, target)
-    counts, displs = _bytes_layout(outs)
-    if len(set(counts)) == 1:
+    if outs[0].nbytes < PLACED_BYTES and all(o.size == inp.size for o in outs):
+        target, spread = _receiver(call, outs, 0)
+        inp = _safe_input(inp, target)
         request = call.comm.Iallgather(runtime.as_bytes(inp), runtime.as_bytes(target))
+        call.complete([request], spread, keep=inp)
+        return
+    where = layouts.spans(outs)  # Iallgatherv: into the outputs where they lie
+    into, spread = layouts.received(call, outs, 0, where=where)
+    mine = layouts.spans([inp])
+    if spread is None and inp.size and mine[0] == where[call.rank]:
+        message: Any = runtime.load().IN_PLACE  # (the input is this rank's output: torch allows it)
     else:
-        request = call.comm.Iallgatherv(runtime.as_bytes(inp),
-                                        [target.view(np.uint8), counts, displs, runtime.load().BYTE])
-    call.complete([request], spread, keep=inp)
-
-
-#: Blocks of gather and scatter from this many bytes go by MPI's v-forms (Igatherv,
-#: Iscatterv), which reach the root's separate arrays where they lie: no scratch copy. Every
-#: rank decides alike (the block size is in the fingerprint), whichever path it takes.
-PLACED_BYTES = 1 << 16
-_INT_MAX = (1 << 31) - 1
-
-
-def placed(arrays: Sequence[np.ndarray], avoid: np.ndarray) -> tuple[np.ndarray, list[int], list[int]] | None:
-    """(the array lowest in memory, each array's bytes, each one's byte offset from it) for
-    a v-form collective that reaches every one of ``arrays`` (1-D, C-contiguous) where it
-    lies; None when two of them overlap, one overlaps ``avoid`` (MPI forbids both) or an
-    offset does not fit MPI's int."""
-    addresses = [a.__array_interface__["data"][0] for a in arrays]
-    order = sorted(range(len(arrays)), key=addresses.__getitem__)
-    low = addresses[order[0]]
-    for before, after in zip(order, order[1:]):
-        if addresses[before] + arrays[before].nbytes > addresses[after]:
-            return None
-    top = addresses[order[-1]] + arrays[order[-1]].nbytes
-    if top - low > _INT_MAX or any(np.may_share_memory(avoid, a) for a in arrays):
-        return None
-    return arrays[order[0]], [a.nbytes for a in arrays], [a - low for a in addresses]
-
-
-def _placed_message(call: MpiCall, arrays: Sequence[np.ndarray], avoid: np.ndarray,
-                    receiving: bool) -> tuple[list[Any], Any, Any]:
-    """(the root's v-form message of ``arrays``, what to run once it completed, what to keep):
-    the arrays where they lie, else a scratch copy (filled now when sending, spread
-    afterwards when ``receiving``)."""
-    layout = placed(arrays, avoid)
-    spread: Any = None
-    if layout is None:
-        joined = call.scratch(sum(a.size for a in arrays), arrays[0].dtype, 0)
-        counts, displs = _bytes_layout(arrays)
-        layout = (joined, counts, displs)
-        if receiving:
-            spread = lambda: _spread(joined, arrays)  # noqa: E731
-        else:
-            _pieces(arrays, joined)
-    base, counts, displs = layout
-    return [base.view(np.uint8), counts, displs, runtime.load().BYTE], spread, (base, arrays)
+        if spread is None and not layouts.disjoint(where, mine):
+            inp = inp.copy()
+        message = runtime.as_bytes(inp)
+    call.complete([call.comm.Iallgatherv(message, into.message())], spread, keep=(inp, into.base))
 
 
 def gather(call: MpiCall, inp: np.ndarray, outs: list[np.ndarray] | None, dst: int) -> None:
@@ -267,13 +180,14 @@ def gather(call: MpiCall, inp: np.ndarray, outs: list[np.ndarray] | None, dst: i
                 out[...] = row
         call.complete([])
         return
-    if inp.nbytes >= PLACED_BYTES:
+    if inp.nbytes >= PLACED_BYTES:  # Igatherv: into the root's arrays where they lie
         if call.rank != dst:
             call.complete([call.comm.Igatherv(runtime.as_bytes(inp), None, dst)], keep=inp)
             return
         assert outs is not None
-        message, spread, keep = _placed_message(call, outs, inp, receiving=True)
-        call.complete([call.comm.Igatherv(runtime.as_bytes(inp), message, dst)], spread, keep=(inp, keep))
+        into, spread = layouts.received(call, outs, 0, read=layouts.spans([inp]))
+        request = call.comm.Igatherv(runtime.as_bytes(inp), into.message(), dst)
+        call.complete([request], spread, keep=(inp, into.base))
         return
     if call.rank != dst:
         call.complete([call.comm.Igather(runtime.as_bytes(inp), None, dst)], keep=inp)
@@ -290,18 +204,19 @@ def scatter(call: MpiCall, out: np.ndarray, ins: list[np.ndarray] | None, src: i
     if carried is not None:  # the root's blocks for every rank ride on the check
         mine, rows = carried
         if ins is not None:
-            _pieces(ins, mine)
+            layouts.pieces(ins, mine)
         call.agree()
         out[...] = rows[src][call.rank * out.size:(call.rank + 1) * out.size]
         call.complete([])
         return
-    if out.nbytes >= PLACED_BYTES:
+    if out.nbytes >= PLACED_BYTES:  # Iscatterv: out of the root's arrays where they lie
         if call.rank != src:
             call.complete([call.comm.Iscatterv(None, runtime.as_bytes(out), src)])
             return
         assert ins is not None
-        message, _, keep = _placed_message(call, ins, out, receiving=False)
-        call.complete([call.comm.Iscatterv(message, runtime.as_bytes(out), src)], keep=keep)
+        source = layouts.sent(call, ins, 0, written=layouts.spans([out]))
+        request = call.comm.Iscatterv(source.message(), runtime.as_bytes(out), src)
+        call.complete([request], keep=source.base)
         return
     if call.rank != src:
         call.complete([call.comm.Iscatter(None, runtime.as_bytes(out), src)])
@@ -317,11 +232,14 @@ def reduce_scatter(call: MpiCall, out: np.ndarray, ins: list[np.ndarray], kernel
     carried = _carried(call, "reduce_scatter", out.dtype)
     if carried is not None:  # every rank's whole input rides on the check: block j folded here
         mine, rows = carried
-        _pieces(ins, mine)
+        layouts.pieces(ins, mine)
         call.agree()
         start = sum(a.size for a in ins[:call.rank])
         agreement.fold(out, [row[start:start + out.size] for row in rows], kernel)
         call.complete([])
+        return
+    if sum(a.nbytes for a in ins) >= PLACED_BYTES * call.size:
+        _exchanged(call, out, ins, kernel)
         return
     source = _joined(call, ins, 0, avoid=out)
     datatype, op = runtime.reduction(out, kernel)
@@ -333,30 +251,53 @@ def reduce_scatter(call: MpiCall, out: np.ndarray, ins: list[np.ndarray], kernel
     call.complete([request], _finalize(kernel, out, call.size), keep=source)
 
 
+def _exchanged(call: MpiCall, out: np.ndarray, ins: list[np.ndarray], kernel: Kernel) -> None:
+    """reduce_scatter of large blocks: each rank sends its ``ins[j]`` to rank j from where it
+    lies (one Ialltoallv) and folds the blocks it got with ``ins[me]`` by accord's kernel, as
+    MPI's pairwise algorithm for large blocks does inside, but with no copy of the input
+    (MPI's reduce_scatter needs it end to end), and quicker than MPICH's Ireduce_scatter_block
+    even where it is (measured: ``accord bench --backend mpi``)."""
+    me, size, count = call.rank, call.size, out.size
+    rows_joined = call.scratch(size * count, out.dtype, 1)
+    rows = [rows_joined[j * count:(j + 1) * count] for j in range(size)]
+    source = layouts.sent(call, ins, 0)
+    if layouts.disjoint(layouts.spans([out]), layouts.spans([source.arrays[me]])):
+        rows[me] = source.arrays[me]
+    else:  # the output is (or shares bytes with) this rank's input: folded from a copy
+        rows[me][...] = source.arrays[me]
+    counts, displs = layouts.blocks(size, out.nbytes, skip=me)
+    into = [rows_joined.view(np.uint8), counts, displs, runtime.load().BYTE]
+    request = call.comm.Ialltoallv(source.message(skip=me), into)
+    call.complete([request], lambda: agreement.fold(out, rows, kernel), keep=(source.base, rows_joined))
+
+
 def all_to_all(call: MpiCall, outs: list[np.ndarray], ins: list[np.ndarray]) -> None:
     """``outs[j]`` gets rank j's ``ins[me]``; sizes may differ for every pair."""
     carried = _carried(call, "all_to_all", ins[0].dtype if ins else np.dtype(np.uint8))
     if carried is not None:  # (even blocks) every rank's whole input rides on the check
         mine, rows = carried
-        _pieces(ins, mine)
+        layouts.pieces(ins, mine)
         call.agree()
         block = ins[0].size
         for out, row in zip(outs, rows):
             out[...] = row[call.rank * block:(call.rank + 1) * block]
         call.complete([])
         return
-    target, spread = _receiver(call, outs, 1)
-    source = _joined(call, ins, 0, avoid=target)
-    send_counts, send_displs = _bytes_layout(ins)
-    recv_counts, recv_displs = _bytes_layout(outs)
-    mpi = runtime.load()
-    if len(set(send_counts)) == 1 and send_counts == recv_counts:
+    if call.fp is not None and call.fp.count:  # the even all_to_all_single, as on its short path
+        target, spread = _receiver(call, outs, 1)
+        source = _joined(call, ins, 0, avoid=target)
         request = call.comm.Ialltoall(runtime.as_bytes(source), runtime.as_bytes(target))
-    else:
-        request = call.comm.Ialltoallv([source.view(np.uint8), send_counts, send_displs, mpi.BYTE],
-                                       [target.view(np.uint8), recv_counts, recv_displs, mpi.BYTE])
-    call.complete([request], spread, keep=source)
-
+        call.complete([request], spread, keep=source)
+        return
+    # the list forms and the uneven all_to_all_single (whose fingerprints count 0): Ialltoallv
+    # where the arrays lie, a rank's own block copied here (MPICH's Ialltoallv moves it
+    # through its own messages, twice as slowly, measured)
+    me, where = call.rank, layouts.spans(outs)
+    into, spread = layouts.received(call, outs, 1, where=where)
+    source = layouts.sent(call, ins, 0, written=where if spread is None else ())
+    into.arrays[me][...] = source.arrays[me]
+    request = call.comm.Ialltoallv(source.message(skip=me), into.message(skip=me))
+    call.complete([request], spread, keep=(source.base, into.base))
 
 _FUNCTIONS = {"all_reduce": all_reduce, "broadcast": broadcast, "reduce": reduce, "barrier": barrier,
               "all_gather": all_gather, "gather": gather, "scatter": scatter,

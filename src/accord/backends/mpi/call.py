@@ -78,7 +78,8 @@ class MpiCall:
                 return
             mpi = runtime.load()
             requests = self._requests
-            if requests and not runtime.wait_until(lambda: mpi.Request.Testall(requests), self.deadline):
+            test = requests[0].Test if len(requests) == 1 else lambda: mpi.Request.Testall(requests)
+            if requests and not runtime.wait_until(test, self.deadline):
                 self._group.abandon(requests, self._keep)
                 raise runtime.timed_out(str(self), self.deadline, "the MPI collective")
             self._finish()

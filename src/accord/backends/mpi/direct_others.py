@@ -11,7 +11,9 @@ arrays, an input that overlaps the output (MPI forbids it; the long path copies)
 list that is not a list of plain arrays — return False: the long path takes them and
 explains what is wrong. A root's list of separate arrays goes through the group's reused
 scratch buffer for small blocks, and by MPI's v-forms straight into or out of the arrays for
-large ones, as on the long path (``algorithms.PLACED_BYTES``). Must not know about the API.
+large ones; large blocks of all_gather_into_tensor go by Iallgatherv and of
+reduce_scatter_tensor by the exchange: the MPI calls of the long path, whose list forms
+meet these in one call (``algorithms.PLACED_BYTES``). Must not know about the API.
 """
 
 from __future__ import annotations
@@ -24,9 +26,9 @@ from ...arrays import as_buffer
 from ...group.arguments import (all_gather_into_tensor_buffers, all_to_all_single_buffers,
                                 reduce_scatter_tensor_buffers, root_list)
 from ...reduce_ops import as_reduce_op, make_kernel
-from . import runtime
+from . import layouts, runtime
 from .agreement import fingerprint_hash, fold, record_bytes
-from .algorithms import ALGORITHMS, PLACED_BYTES, placed
+from .algorithms import ALGORITHMS, PLACED_BYTES
 
 _NDARRAY = np.ndarray
 _shares = np.may_share_memory
@@ -216,11 +218,11 @@ class OtherCalls:
         mine = runtime.as_bytes(flat)  # bytes on both sides, as the long path sends them
         theirs = None
         if tensors is not None:
-            layout = placed([a.reshape(-1) for a in tensors], flat)
-            if layout is None:
+            flats = [a.reshape(-1) for a in tensors]
+            found = layouts.reach(flats, op == "gather", layouts.spans([flat]))
+            if found is None:
                 return False  # overlapping arrays: the long path copies them
-            base, counts, displs = layout
-            theirs = [base.view(np.uint8), counts, displs, self._byte]
+            theirs = found.message()
         self._run(op, fp, h, *((comm.Igatherv, (mine, theirs, root)) if op == "gather"
                                else (comm.Iscatterv, (theirs, mine, root))))
         return True
@@ -247,7 +249,7 @@ class OtherCalls:
         plan = self._cached(key, self._plan_all_gather, output, inp)
         if plan is False:
             return False
-        fp, h, datatype, carried = plan
+        fp, h, datatype, carried, spaced = plan
         if carried is not None:  # every rank's block rides on the check
             mine, table = carried
             mine[...] = inp if inp.ndim == 1 else inp.reshape(-1)
@@ -256,8 +258,13 @@ class OtherCalls:
             self._group.recorder.end(entry)
             return True
         if _shares(inp, output):
-            return False  # MPI forbids it: the long path copies the input first
-        self._run("all_gather", fp, h, self._group.comm.Iallgather, ([inp, datatype], [output, datatype]))
+            return False  # MPI forbids it: the long path copies the input first (or goes in place)
+        comm = self._group.comm
+        if spaced is not None:  # large blocks: Iallgatherv, as the long path's list form
+            into = [output.reshape(-1).view(np.uint8), *spaced, self._byte]
+            self._run("all_gather", fp, h, comm.Iallgatherv, (runtime.as_bytes(inp.reshape(-1)), into))
+        else:
+            self._run("all_gather", fp, h, comm.Iallgather, ([inp, datatype], [output, datatype]))
         return True
 
     def _plan_all_gather(self, output: np.ndarray, inp: np.ndarray) -> tuple[Any, ...]:
@@ -266,7 +273,9 @@ class OtherCalls:
         carried = self._carry("all_gather", fp, i.flat.dtype)
         if carried is not None:  # (this rank's block at the front of its record)
             carried = (carried[0][:i.count], self._agreement.table(i.flat.dtype, i.count))
-        return fp, h, runtime.element_type(i.flat.itemsize), carried
+        size = self._group.size()
+        spaced = layouts.blocks(size, i.nbytes) if i.nbytes >= PLACED_BYTES else None
+        return fp, h, runtime.element_type(i.flat.itemsize), carried, spaced
 
     def reduce_scatter_tensor(self, output: Any, inp: Any, op: Any) -> bool:
         if not (_plain(output, True) and _plain(inp, False) and output.size and self._usable()):
@@ -275,7 +284,7 @@ class OtherCalls:
         plan = self._cached(key, self._plan_reduce_scatter, output, inp, op)
         if plan is False:
             return False
-        fp, h, datatype, mpi_op, kernel, carried = plan
+        fp, h, datatype, mpi_op, kernel, carried, spaced = plan
         if carried is not None:  # every rank's whole input rides on the check
             mine, blocks, pairwise = carried
             mine[...] = inp if inp.ndim == 1 else inp.reshape(-1)
@@ -289,10 +298,21 @@ class OtherCalls:
             return True
         if _shares(inp, output):
             return False
-        self._run("reduce_scatter", fp, h, self._group.comm.Ireduce_scatter_block,
+        group = self._group
+        if spaced is not None:  # large blocks: the long path's exchange (algorithms._exchanged)
+            flat, me, count = inp.reshape(-1), group._rank, output.size
+            joined = group._scratch_array(group.size() * count, flat.dtype, 1)
+            byte = self._byte
+            messages = ([flat.view(np.uint8), *spaced, byte], [joined.view(np.uint8), *spaced, byte])
+            self._run("reduce_scatter", fp, h, group.comm.Ialltoallv, messages)
+            rows = [(flat if j == me else joined)[j * count:(j + 1) * count]
+                    for j in range(group.size())]
+            fold(output.reshape(-1), rows, kernel)
+            return True
+        self._run("reduce_scatter", fp, h, group.comm.Ireduce_scatter_block,
                   ([inp, datatype], [output, datatype], mpi_op))
         if kernel.needs_finalize:
-            kernel.finalize(output.reshape(-1), self._group.size())
+            kernel.finalize(output.reshape(-1), group.size())
         return True
 
     def _plan_reduce_scatter(self, output: np.ndarray, inp: np.ndarray, op: Any) -> tuple[Any, ...]:
@@ -304,7 +324,11 @@ class OtherCalls:
             start = self._group._rank * o.count
             blocks = [row[start:start + o.count] for row in carried[1]]
             carried = (carried[0], blocks, self._pairwise(kernel, blocks))
-        return (fp, h, *runtime.reduction(o.flat, kernel), kernel, carried)
+        size, me = self._group.size(), self._group._rank
+        spaced = None
+        if i.nbytes >= PLACED_BYTES * size:  # large blocks: the exchange, as on the long path
+            spaced = layouts.blocks(size, o.nbytes, skip=me)
+        return (fp, h, *runtime.reduction(o.flat, kernel), kernel, carried, spaced)
 
     def all_to_all_single(self, output: Any, inp: Any, output_split_sizes: Any, input_split_sizes: Any) -> bool:
         """The even form only (no split sizes): piece j of dim 0 goes to rank j."""
