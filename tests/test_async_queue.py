@@ -150,9 +150,7 @@ def test_a_failed_queued_call_breaks_the_group_and_later_calls_say_so():
 
 
 def _queued(executor: AsyncExecutor, value: object, log: list[object]) -> Future:
-    future = Future(drive=lambda timeout: executor.run_until(future, timeout) and None)
-    executor.submit(lambda: log.append(value) or value, future)
-    return future
+    return executor.submit(lambda: log.append(value) or value)
 
 
 def test_a_waiter_runs_its_call_and_those_before_it_in_its_own_thread():
@@ -160,7 +158,7 @@ def test_a_waiter_runs_its_call_and_those_before_it_in_its_own_thread():
     log: list[object] = []
     threads: list[str] = []
     first = _queued(executor, 1, log)
-    executor.submit(lambda: threads.append(threading.current_thread().name), Future())
+    executor.submit(lambda: threads.append(threading.current_thread().name))
     third = _queued(executor, 3, log)
     assert third.wait() == 3 and first.done()
     assert log == [1, 3] and threads == [threading.current_thread().name]
@@ -188,4 +186,4 @@ def test_shutdown_runs_what_is_queued_and_refuses_more():
     executor.shutdown()
     assert future.block(5) and log == ["queued"]
     with pytest.raises(RuntimeError, match="destroyed"):
-        executor.submit(lambda: None, Future())
+        executor.submit(lambda: None)

@@ -117,7 +117,8 @@ def all_reduce_queued(group: ProcessGroup, flat: np.ndarray, op: Any, keep: Any)
     """An async all_reduce of ``flat`` (as ``all_reduce_flat`` takes it) queued as its short
     path; ``keep`` (the caller's tensors) stays referenced until the call ran. None: not
     possible (take the general path)."""
-    return short_paths.all_reduce_async(group, flat, op, keep)
+    return (short_paths.all_reduce_flat_async(group, flat, op, keep)
+            or short_paths.all_reduce_async(group, flat, op, keep))
 
 
 def broadcast_queued(group: ProcessGroup, flat: np.ndarray, src: Any, keep: Any) -> Work | None:

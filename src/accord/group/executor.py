@@ -41,19 +41,29 @@ _get_ident = threading.get_ident
 _clock = time.monotonic
 
 
-class _Item:
-    __slots__ = ("run", "future", "submitted")
+class Queued(Future):
+    """A queued call and its Future in one: waiting for it runs it here (with the calls
+    queued before it); a bounded wait lets the worker run it instead (``drive``)."""
 
-    def __init__(self, run: Callable[[], Any], future: Future, submitted: float) -> None:
+    __slots__ = ("run", "submitted", "_executor")
+
+    def __init__(self, executor: AsyncExecutor, run: Callable[[], Any]) -> None:
+        Future.__init__(self)
         self.run = run
-        self.future = future
-        self.submitted = submitted
+        self.submitted = _clock()
+        self._executor = executor
+
+    def drive(self, timeout: float | None) -> None:
+        if timeout is None:
+            self._executor.run_until(self)  # here, with the calls queued before it
+        else:
+            self._executor.hurry()  # a bounded wait: the worker runs it, the waiter may leave
 
 
 class AsyncExecutor:
     def __init__(self, name: str, pickup_delay: float = DEFAULT_PICKUP_DELAY) -> None:
         self._name = name
-        self.items: deque[_Item] = deque()
+        self.items: deque[Queued] = deque()
         #: the thread running queued calls now (its ident), else 0: a blocking call made by
         #: another thread waits for it (``drain``); one made inside a queued call does not
         self.runner = 0
@@ -66,13 +76,15 @@ class AsyncExecutor:
         self._delay = pickup_delay
 
     # -- the caller's side ---------------------------------------------------------------------
-    def submit(self, run: Callable[[], Any], future: Future) -> None:
-        """Queue ``run`` (its result or error goes to ``future``)."""
+    def submit(self, run: Callable[[], Any]) -> Queued:
+        """Queue ``run``; its Future gets its result or error."""
         if self._stopped:
             raise RuntimeError(f"{self._name}: the group was destroyed; no new work is accepted")
-        self.items.append(_Item(run, future, _clock()))
+        queued = Queued(self, run)
+        self.items.append(queued)
         if self._idle:  # (the worker sets _idle before it looks at the queue: no lost wake-up)
             self._wake()
+        return queued
 
     def pending(self) -> bool:
         """Whether a call made now by this thread must first let queued calls run."""
@@ -94,8 +106,8 @@ class AsyncExecutor:
             items = self.items
             while not future.settled and items:
                 item = items.popleft()
-                _execute(item.run, item.future)
-                if item.future is future:
+                _execute(item)
+                if item is future:
                     break
             return True
         finally:
@@ -112,8 +124,7 @@ class AsyncExecutor:
             self.runner = _get_ident()
             items = self.items
             while items:
-                item = items.popleft()
-                _execute(item.run, item.future)
+                _execute(items.popleft())
         finally:
             self.runner = 0
             self._running.release()
@@ -170,8 +181,7 @@ class AsyncExecutor:
                 try:
                     while items and (self._hurry or self._stopped
                                      or _clock() - items[0].submitted >= self._delay):
-                        item = items.popleft()
-                        _execute(item.run, item.future)
+                        _execute(items.popleft())
                     self._hurry = False
                 finally:
                     self.runner = 0
@@ -190,8 +200,10 @@ class AsyncExecutor:
             self.drain(timeout, self._name)  # never woken (nothing reached the worker)
 
 
-def _execute(fn: Callable[[], Any], future: Future) -> None:
+def _execute(queued: Queued) -> None:
     try:
-        future.set_result(fn())
+        result = queued.run()
     except BaseException as exc:  # noqa: BLE001 — delivered through the future
-        future.set_exception(exc)
+        queued.set_exception(exc)
+    else:
+        queued.set_result(result)

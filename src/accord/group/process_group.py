@@ -38,7 +38,7 @@ from .executor import AsyncExecutor
 from .pickling import ObjectPolicy
 from .recorder import STARTED, FlightRecorder
 from .shared_memory import CallSlots
-from .work import Future, Work
+from .work import Work
 
 _modules_get = sys.modules.get  # the profiler check: is torch's profiler module even loaded?
 _TORCH_PROFILER = profiling.TORCH_PROFILER
@@ -280,15 +280,7 @@ class ProcessGroup:
         and return its Work. Whoever needs it first runs it (executor): the caller that
         waits for it, a later blocking call, or the worker after its pickup delay."""
         executor = self._executor
-
-        def drive(timeout: float | None) -> None:
-            if timeout is None:
-                executor.run_until(future)  # run it here, with the calls queued before it
-            else:
-                executor.hurry()  # a bounded wait: the worker runs it, the waiter may leave
-
-        future = Future(drive=drive)
-        executor.submit(run, future)
+        future = executor.submit(run)
         name = self._queued_names.get(op)
         if name is None:
             name = self._queued_names[op] = f"{self.context(op)} (async)"

@@ -155,6 +155,23 @@ def all_reduce_async(group: ProcessGroup, tensor: Any, op: Any, keep: Any = None
     return group.defer("all_reduce", run, result)
 
 
+def all_reduce_flat_async(group: ProcessGroup, flat: np.ndarray, op: Any, keep: Any) -> Work | None:
+    """``all_reduce_async`` for a 1-D plain array the caller vouches for, once its plan
+    exists and torch's profiler is not recording (else None)."""
+    if group.plannable:
+        plan = group.plans.get(("all_reduce", op, flat.dtype, flat.size))
+        if plan is not None and not _recording():
+            fp, algorithm, kernel, compiled = plan
+
+            def run() -> Any:
+                if compiled is None or not compiled(flat):
+                    group.run_planned("all_reduce", fp, algorithm, (flat, kernel), (flat,))
+                return keep
+
+            return group.defer("all_reduce", run, keep)
+    return None
+
+
 def all_reduce_flat(group: ProcessGroup, flat: np.ndarray, op: Any) -> bool:
     """``all_reduce`` for a 1-D plain array the caller vouches for, once its plan exists."""
     if group.plannable:

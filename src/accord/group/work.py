@@ -47,12 +47,17 @@ class Future:
     def wait(self) -> Any:
         """Block until complete; return the value or raise the operation's error."""
         if not self.settled:
-            if self._drive is not None:
-                self._drive(None)
+            self.drive(None)
             self.block()
         if self._error is not None:
             raise self._error
         return self._value
+
+    def drive(self, timeout: float | None) -> None:
+        """Help the operation along for at most ``timeout`` (None: until it is done), if
+        this future knows how (p2p: drive the transport); it need not be done after."""
+        if self._drive is not None:
+            self._drive(timeout)
 
     def block(self, timeout: float | None = None) -> bool:
         """Wait, at most ``timeout`` seconds, for another thread to complete this future
@@ -166,8 +171,7 @@ class Work:
         if not future.settled:
             if seconds and not future.done():
                 give_up = time.monotonic() + seconds
-                if future._drive is not None:
-                    future._drive(seconds)  # may finish it here (p2p, a queued async call)
+                future.drive(seconds)  # may finish it here (p2p), or hurry a queued call
                 if not future.block(max(0.0, give_up - time.monotonic())):
                     raise DistTimeoutError(f"{self.name}: Work.wait timed out after "
                                            f"{format_seconds(seconds)}")
