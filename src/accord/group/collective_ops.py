@@ -11,7 +11,7 @@ group ranks. Must not know about the default world or env variables.
 from __future__ import annotations
 
 import sys
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -41,15 +41,23 @@ def check_group_rank(group: ProcessGroup, rank: int, what: str) -> int:
 def launch(group: ProcessGroup, collective: str, nbytes: int, fp_buf: Buffer | None, args: Sequence[Any],
            outputs: Sequence[Buffer], result: list[Any], async_op: bool, root: int = -1,
            timeout: float | None = None, count: int | None = None,
-           inputs: Sequence[Any] = ()) -> Work | None:
+           inputs: Sequence[Any] = (), blocking: Callable[[], Any] | None = None) -> Work | None:
     """Choose the algorithm for ``nbytes`` on this group, then run ``algorithm(call, *args)``.
 
     ``fp_buf`` gives the dtype and count every rank must agree on (``count`` replaces the
     count); ``outputs`` are written back (non-contiguous views) once the call succeeded;
     ``result`` is what Work.result() returns; ``inputs`` are the user's input tensors (the
-    shapes torch's profiler records, as gloo's).
+    shapes torch's profiler records, as gloo's). An async call whose arguments passed
+    every check is queued as ``blocking``, the same call made blocking: it runs later as
+    fast as a blocking call does, its short path and compiled round included.
     """
     algorithm, fp = choose(group, collective, nbytes, fp_buf, root, count)
+    if async_op and blocking is not None and group.plannable and not profiling.recording():
+        def queued() -> list[Any]:
+            blocking()
+            return result
+
+        return group.defer(collective, queued, result)
     if algorithm.kind == HIERARCHICAL:  # calls on the group's inner groups, as one call of it
         hierarchy = group.hierarchy
 
@@ -67,14 +75,6 @@ def launch(group: ProcessGroup, collective: str, nbytes: int, fp_buf: Buffer | N
             for out in outputs:
                 out.finish()
             return None
-        if async_op and not profiling.recording():
-            def planned() -> list[Any]:  # queued: run as the blocking call would be, later
-                group.run_planned(collective, fp, algorithm, args, inputs)
-                for out in outputs:
-                    out.finish()
-                return result
-
-            return group.defer(collective, planned, result)
 
     def body(call: Any) -> None:
         algorithm.run(call, *args)
@@ -95,7 +95,7 @@ def all_reduce(group: ProcessGroup, tensor: Any, op: Any, async_op: bool) -> Wor
     buf = as_buffer(tensor, writable=True)
     kernel = make_kernel(reduce, buf.flat.dtype, buf.dtype_name)
     return launch(group, "all_reduce", buf.nbytes, buf, (buf.flat, kernel), [buf], [tensor], async_op,
-                  inputs=(tensor,))
+                  inputs=(tensor,), blocking=lambda: all_reduce(group, tensor, op, False))
 
 
 def all_reduce_flat(group: ProcessGroup, flat: np.ndarray, op: Any) -> None:
@@ -141,13 +141,15 @@ def broadcast(group: ProcessGroup, tensor: Any, src: int, async_op: bool) -> Wor
     is_root = group.rank() == src
     buf = as_buffer(tensor, writable=not is_root)
     return launch(group, "broadcast", buf.nbytes, buf, (buf.flat, src), [] if is_root else [buf],
-                  [tensor], async_op, root=src, inputs=(tensor,))
+                  [tensor], async_op, root=src, inputs=(tensor,),
+                  blocking=lambda: broadcast(group, tensor, src, False))
 
 
 def barrier(group: ProcessGroup, async_op: bool, timeout: float | None = None) -> Work | None:
     if not async_op and timeout is None and short_paths.barrier(group):
         return None
-    return launch(group, "barrier", 0, None, (), [], [], async_op, timeout=timeout)
+    return launch(group, "barrier", 0, None, (), [], [], async_op, timeout=timeout,
+                  blocking=lambda: barrier(group, False, timeout))
 
 
 def _kernel(op: Any, buf: Buffer) -> Kernel:
@@ -163,7 +165,8 @@ def reduce(group: ProcessGroup, tensor: Any, dst: int, op: Any, async_op: bool) 
     buf = as_buffer(tensor, writable=is_root)
     kernel = _kernel(op, buf)
     return launch(group, "reduce", buf.nbytes, buf, (buf.flat, kernel, dst), [buf] if is_root else [],
-                  [tensor], async_op, root=dst, inputs=(tensor,))
+                  [tensor], async_op, root=dst, inputs=(tensor,),
+                  blocking=lambda: reduce(group, tensor, dst, op, False))
 
 
 def all_gather(group: ProcessGroup, tensor_list: Any, tensor: Any, async_op: bool) -> Work | None:
@@ -173,19 +176,26 @@ def all_gather(group: ProcessGroup, tensor_list: Any, tensor: Any, async_op: boo
     inp, outs = all_gather_buffers(group.rank(), group.size(), tensor_list, tensor)
     total = sum(o.count for o in outs)
     return launch(group, "all_gather", total * inp.itemsize, inp, (inp.flat, [o.flat for o in outs]),
-                  outs, [list(tensor_list)], async_op, count=total, inputs=(tensor,))
+                  outs, [list(tensor_list)], async_op, count=total, inputs=(tensor,),
+                  blocking=lambda: all_gather(group, tensor_list, tensor, False))
 
 
 def all_gather_into_tensor(group: ProcessGroup, output_tensor: Any, input_tensor: Any,
                            async_op: bool) -> Work | None:
     """``output_tensor`` (size × input elements, flat or stacked) gets every rank's input in
     rank order."""
-    if not async_op and short_exchanges.all_gather_into_tensor(group, output_tensor, input_tensor):
-        return None
+    if not async_op:
+        if short_exchanges.all_gather_into_tensor(group, output_tensor, input_tensor):
+            return None
+    else:
+        work = short_exchanges.all_gather_into_tensor_async(group, output_tensor, input_tensor)
+        if work is not None:
+            return work
     inp, out = all_gather_into_tensor_buffers(group.size(), output_tensor, input_tensor)
     outs = equal_chunks(out.flat, group.size())
     return launch(group, "all_gather", out.nbytes, inp, (inp.flat, outs), [out], [output_tensor],
-                  async_op, count=out.count, inputs=(input_tensor,))
+                  async_op, count=out.count, inputs=(input_tensor,),
+                  blocking=lambda: all_gather_into_tensor(group, output_tensor, input_tensor, False))
 
 
 def gather(group: ProcessGroup, tensor: Any, gather_list: Any, dst: int, async_op: bool) -> Work | None:
@@ -197,7 +207,8 @@ def gather(group: ProcessGroup, tensor: Any, gather_list: Any, dst: int, async_o
     outs = root_list(group.rank(), group.size(), gather_list, dst, "gather_list", "dst", inp, writable=True)
     flats = None if outs is None else [o.flat for o in outs]
     return launch(group, "gather", inp.nbytes, inp, (inp.flat, flats, dst), outs or [],
-                  [gather_list] if outs is not None else [], async_op, root=dst, inputs=(tensor,))
+                  [gather_list] if outs is not None else [], async_op, root=dst, inputs=(tensor,),
+                  blocking=lambda: gather(group, tensor, gather_list, dst, False))
 
 
 def scatter(group: ProcessGroup, tensor: Any, scatter_list: Any, src: int,
@@ -210,7 +221,8 @@ def scatter(group: ProcessGroup, tensor: Any, scatter_list: Any, src: int,
     ins = root_list(group.rank(), group.size(), scatter_list, src, "scatter_list", "src", out, writable=False)
     flats = None if ins is None else [b.flat for b in ins]
     return launch(group, "scatter", out.nbytes, out, (out.flat, flats, src), [out], [tensor],
-                  async_op, root=src, inputs=(scatter_list,) if ins is not None else ())
+                  async_op, root=src, inputs=(scatter_list,) if ins is not None else (),
+                  blocking=lambda: scatter(group, tensor, scatter_list, src, False))
 
 
 def reduce_scatter(group: ProcessGroup, output: Any, input_list: Any, op: Any,
@@ -222,19 +234,26 @@ def reduce_scatter(group: ProcessGroup, output: Any, input_list: Any, op: Any,
     total = sum(b.count for b in ins)
     return launch(group, "reduce_scatter", total * out.itemsize, out,
                   (out.flat, [b.flat for b in ins], _kernel(op, out)), [out], [output], async_op,
-                  count=total, inputs=(input_list,))
+                  count=total, inputs=(input_list,),
+                  blocking=lambda: reduce_scatter(group, output, input_list, op, False))
 
 
 def reduce_scatter_tensor(group: ProcessGroup, output: Any, input: Any, op: Any,  # noqa: A002
                           async_op: bool) -> Work | None:
     """``input`` (size × output elements, flat or stacked) is reduced; rank j gets chunk j."""
-    if not async_op and short_exchanges.reduce_scatter_tensor(group, output, input, op):
-        return None
+    if not async_op:
+        if short_exchanges.reduce_scatter_tensor(group, output, input, op):
+            return None
+    else:
+        work = short_exchanges.reduce_scatter_tensor_async(group, output, input, op)
+        if work is not None:
+            return work
     out, inp = reduce_scatter_tensor_buffers(group.size(), output, input)
     n = group.size()
     return launch(group, "reduce_scatter", inp.nbytes, out,
                   (out.flat, equal_chunks(inp.flat, n), _kernel(op, out)), [out], [output], async_op,
-                  count=inp.count, inputs=(input,))
+                  count=inp.count, inputs=(input,),
+                  blocking=lambda: reduce_scatter_tensor(group, output, input, op, False))
 
 
 def all_to_all(group: ProcessGroup, output_tensor_list: Any, input_tensor_list: Any,
@@ -244,7 +263,8 @@ def all_to_all(group: ProcessGroup, output_tensor_list: Any, input_tensor_list: 
         return None
     outs, ins = all_to_all_buffers(group.rank(), group.size(), output_tensor_list, input_tensor_list)
     return launch(group, "all_to_all", 0, ins[0], ([o.flat for o in outs], [b.flat for b in ins]),
-                  outs, [list(output_tensor_list)], async_op, count=0, inputs=(input_tensor_list,))
+                  outs, [list(output_tensor_list)], async_op, count=0, inputs=(input_tensor_list,),
+                  blocking=lambda: all_to_all(group, output_tensor_list, input_tensor_list, False))
 
 
 def all_to_all_single(group: ProcessGroup, output: Any, input: Any,  # noqa: A002
@@ -257,4 +277,6 @@ def all_to_all_single(group: ProcessGroup, output: Any, input: Any,  # noqa: A00
     out, inp, outs, ins, even = all_to_all_single_buffers(group.rank(), group.size(), output, input,
                                                           output_split_sizes, input_split_sizes)
     return launch(group, "all_to_all", inp.nbytes if even else 0, inp, (outs, ins), [out], [output],
-                  async_op, count=inp.count if even else 0, inputs=(input,))
+                  async_op, count=inp.count if even else 0, inputs=(input,),
+                  blocking=lambda: all_to_all_single(group, output, input, output_split_sizes,
+                                                     input_split_sizes, False))

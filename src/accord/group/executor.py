@@ -13,9 +13,9 @@ itself (with the calls queued before it), and so does a blocking call on the gro
 starts. The worker starts only calls that nobody took within ``pickup_delay`` of their
 submission (``DEFAULT_PICKUP_DELAY``): DDP's gradient buckets and FSDP's prefetches, whose
 caller goes on computing, start that much later, in the background as before. While calls
-keep coming the worker looks at the queue every ``pickup_delay`` (one wake-up per period,
-not per call) and goes to sleep after ``_LINGER`` periods without a call; a submission to
-an empty queue wakes it. ``hurry()`` (somebody asked for the call's torch Future) lets the
+keep coming the worker looks at the queue now and then (a few wake-ups per 10 ms, not one
+per call: ``_LINGER``) and then sleeps until a submission wakes it. A call submitted while
+it lingers waits at most 8 pickup delays for it. ``hurry()`` (somebody asked for the call's torch Future) lets the
 worker start the queued calls now.
 
 Blocking calls of accord's own API never come here: they run in the caller's thread (after
@@ -34,8 +34,10 @@ from .work import Future
 
 #: Seconds a queued call waits for its caller (or a later call) before the worker starts it.
 DEFAULT_PICKUP_DELAY = 200e-6
-#: Empty looks at the queue (one per pickup delay) before the worker sleeps until a submission.
-_LINGER = 25
+#: Empty looks at the queue before the worker sleeps until a submission: 1, 2, 4, then 8
+#: pickup delays apart (about 9 ms in all; with more ranks than cores each wake-up takes a
+#: core from a rank, so they thin out while nothing is left for the worker).
+_LINGER = 8
 
 _get_ident = threading.get_ident
 _clock = time.monotonic
@@ -155,8 +157,8 @@ class AsyncExecutor:
                 if self._stopped:
                     return
                 empty_looks += 1
-                if empty_looks < _LINGER:
-                    time.sleep(self._delay)
+                if empty_looks < _LINGER:  # looks spaced out: 1, 2, 4, 8, 8… pickup delays
+                    time.sleep(self._delay * (1 << min(empty_looks - 1, 3)))
                     continue
                 with self._cond:
                     self._idle = True

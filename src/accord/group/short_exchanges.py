@@ -17,6 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..arrays import Buffer, plain_view
+from ..profiling import recording
 from ..collectives import shm_exchange
 from ..collectives.registry import Algorithm
 from ..reduce_ops import Kernel, as_reduce_op, make_kernel
@@ -26,6 +27,7 @@ from .arguments import (all_gather_buffers, all_gather_into_tensor_buffers, all_
                         all_to_all_single_buffers, equal_chunks, reduce_scatter_buffers,
                         reduce_scatter_tensor_buffers)
 from .process_group import ProcessGroup
+from .work import Work
 from .short_paths import (cached_plan, choose, finalizer, flat_view, list_views, plain_array, run_plan,
                           scan_list, shared_plan)
 
@@ -38,18 +40,39 @@ def all_gather_into_tensor(group: ProcessGroup, output: Any, inp: Any) -> bool:
         output, inp = plain_view(output), plain_view(inp)
     if group.direct is not None:
         return group.direct.all_gather_into_tensor(output, inp)  # type: ignore[no-any-return]
-    if not (group.plannable and plain_array(output, True) and plain_array(inp, False)):
+    run = _gathering(group, output, inp)
+    if run is None:
         return False
+    run()
+    return True
+
+
+def all_gather_into_tensor_async(group: ProcessGroup, output: Any, inp: Any) -> Work | None:
+    """``all_gather_into_tensor(async_op=True)`` queued as its short path (the plan made
+    now); None: take the long path. The queued call holds the caller's tensors."""
+    views = plain_view(output), plain_view(inp)
+    run = _gathering(group, *views) if _queueable(group) else None
+    return None if run is None else group.defer("all_gather", _returning(run, [output], inp),
+                                                [output])
+
+
+def _gathering(group: ProcessGroup, output: Any, inp: Any) -> Callable[[], None] | None:
+    """The short path of one all_gather_into_tensor, ready to run (None: not plannable)."""
+    if not (group.plannable and plain_array(output, True) and plain_array(inp, False)):
+        return None
     plan = cached_plan(group, ("all_gather_into_tensor", output.dtype, output.size, inp.dtype, inp.size),
                        _plan_all_gather_into_tensor, output, inp)
     if plan is None:
-        return False
+        return None
     flat_in, flat_out = flat_view(inp), flat_view(output)
     compiled = plan[-1]
-    if compiled is None or not compiled(flat_in, flat_out):
-        group.run_planned("all_gather", plan[0], plan[1], (flat_in, equal_chunks(flat_out, group.size())),
-                          (inp,))
-    return True
+
+    def run() -> None:
+        if compiled is None or not compiled(flat_in, flat_out):
+            group.run_planned("all_gather", plan[0], plan[1],
+                              (flat_in, equal_chunks(flat_out, group.size())), (inp,))
+
+    return run
 
 
 def _plan_all_gather_into_tensor(group: ProcessGroup, output: np.ndarray,
@@ -98,18 +121,57 @@ def reduce_scatter_tensor(group: ProcessGroup, output: Any, inp: Any, op: Any) -
         output, inp = plain_view(output), plain_view(inp)
     if group.direct is not None:
         return group.direct.reduce_scatter_tensor(output, inp, op)  # type: ignore[no-any-return]
-    if not (group.plannable and plain_array(output, True) and plain_array(inp, False)):
+    run = _scattering(group, output, inp, op)
+    if run is None:
         return False
+    run()
+    return True
+
+
+def reduce_scatter_tensor_async(group: ProcessGroup, output: Any, inp: Any, op: Any) -> Work | None:
+    """``reduce_scatter_tensor(async_op=True)``, as ``all_gather_into_tensor_async``."""
+    views = plain_view(output), plain_view(inp)
+    run = _scattering(group, *views, op) if _queueable(group) else None
+    return None if run is None else group.defer("reduce_scatter", _returning(run, [output], inp),
+                                                [output])
+
+
+def _scattering(group: ProcessGroup, output: Any, inp: Any, op: Any) -> Callable[[], None] | None:
+    """The short path of one reduce_scatter_tensor, ready to run (None: not plannable)."""
+    if not (group.plannable and plain_array(output, True) and plain_array(inp, False)):
+        return None
     plan = cached_plan(group, ("reduce_scatter_tensor", op, output.dtype, output.size, inp.dtype, inp.size),
                        _plan_reduce_scatter_tensor, output, inp, op)
     if plan is None:
-        return False
+        return None
     flat_out, flat_in = flat_view(output), flat_view(inp)
     compiled = plan[-1]
-    if compiled is None or not compiled(flat_out, flat_in):
-        group.run_planned("reduce_scatter", plan[0], plan[1],
-                          (flat_out, equal_chunks(flat_in, group.size()), plan[2]), (inp,))
-    return True
+
+    def run() -> None:
+        if compiled is None or not compiled(flat_out, flat_in):
+            group.run_planned("reduce_scatter", plan[0], plan[1],
+                              (flat_out, equal_chunks(flat_in, group.size()), plan[2]), (inp,))
+
+    return run
+
+
+def _queueable(group: ProcessGroup) -> bool:
+    """Whether an async call on ``group`` may be queued as its short path: accord's own
+    engine, and torch's profiler not recording (its event opens at the call, in the
+    caller's thread: the long path)."""
+    return group.plannable and not recording()
+
+
+def _returning(run: Callable[[], None], result: list[Any], keep: Any) -> Callable[[], list[Any]]:
+    """``run`` as a queued call: it returns ``result`` and holds ``keep`` (an input tensor
+    whose view ``run`` reads: a view of a plain tensor does not keep it alive) until then."""
+    def queued() -> list[Any]:
+        run()
+        del keep_alive[:]
+        return result
+
+    keep_alive = [keep]
+    return queued
 
 
 def _plan_reduce_scatter_tensor(group: ProcessGroup, output: np.ndarray, inp: np.ndarray,
