@@ -243,6 +243,35 @@ def async_patterns(rank: int, world_size: int) -> dict[str, Any]:
             "crossed": [crossed.tolist(), message[0].item()]}
 
 
+def profiled_async(rank: int, world_size: int) -> dict[str, Any]:
+    """Under torch's profiler: which accord events each kind of call leaves, and how many.
+    An async call opens its event in the caller's thread whoever runs it (the waiter, or
+    the worker once get_future asked for it), exactly one per call."""
+    from torch.profiler import profile
+
+    funcol = torch.ops._c10d_functional
+    name = dist.group.WORLD.group_name
+    t, out = torch.ones(4), torch.zeros(4 * world_size)
+    dist.all_reduce(t)  # plans made outside the profile
+    dist.all_gather_into_tensor(out, t)
+    counts: dict[str, dict[str, int]] = {}
+    calls = {
+        "waited": lambda: dist.all_reduce(t, async_op=True).wait(),
+        "future": lambda: dist.all_reduce(t, async_op=True).get_future().wait(),
+        "functional": lambda: funcol.wait_tensor(funcol.all_reduce(t, "sum", name)),
+        "gather_waited": lambda: dist.all_gather_into_tensor(out, t, async_op=True).wait(),
+        "blocking": lambda: dist.all_reduce(t),
+    }
+    for label, call in calls.items():
+        dist.barrier()
+        with profile() as prof:
+            for _ in range(3):
+                call()
+        names = [e.name for e in prof.events() if e.name.startswith("accord:")]
+        counts[label] = {n: names.count(n) for n in set(names)}
+    return counts
+
+
 # -- diagnostics and bad input (through torch's API) ---------------------------------------
 
 def _caught(fn: Any) -> dict[str, Any]:

@@ -46,3 +46,10 @@ def test_rendezvous_over_the_store_torch_hands_over(tmp_path, kind: str) -> None
     got = harness.run("init_with_store", "accord", 2, self_init=True, kind=kind,
                       path=str(tmp_path / "store"), port=harness.free_port())
     assert got == [{"sum": 6.0}, {"sum": 6.0}]
+
+
+def test_async_calls_leave_one_profiler_event_each_whoever_runs_them() -> None:
+    for got in harness.run("profiled_async", "accord", 2):
+        assert got["waited"] == got["future"] == got["functional"] == got["blocking"] == \
+            {"accord:all_reduce": 3}, got
+        assert got["gather_waited"] == {"accord:all_gather": 3}, got

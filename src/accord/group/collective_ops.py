@@ -15,7 +15,6 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .. import profiling
 from ..arrays import Buffer, as_buffer
 from ..collectives import registry
 from ..errors import ArgumentError, ArgumentTypeError, DistError, with_context
@@ -52,12 +51,12 @@ def launch(group: ProcessGroup, collective: str, nbytes: int, fp_buf: Buffer | N
     fast as a blocking call does, its short path and compiled round included.
     """
     algorithm, fp = choose(group, collective, nbytes, fp_buf, root, count)
-    if async_op and blocking is not None and group.plannable and not profiling.recording():
+    if async_op and blocking is not None and group.plannable:
         def queued() -> list[Any]:
             blocking()
             return result
 
-        return group.defer(collective, queued, result)
+        return group.defer(collective, queued, result, inputs)
     if algorithm.kind == HIERARCHICAL:  # calls on the group's inner groups, as one call of it
         hierarchy = group.hierarchy
 

@@ -70,6 +70,8 @@ class ProcessGroup:
     #: and their messages to this rank may still arrive (backend mpi then keeps the group's
     #: communicators at destroy rather than let MPI hand those messages to a new one).
     calls_raised = 0
+    #: True while a queued call runs inside the profiler event its caller opened (defer)
+    _event_open = False
 
     def __init__(self, mesh: Mesh, group_id: int, ranks: Sequence[int], timeout: timedelta | float,
                  backend: str, name: str, desc: str | None = None) -> None:
@@ -256,9 +258,7 @@ class ProcessGroup:
         call's event when torch's profiler records.
         """
         deadline = Deadline.after(self._timeout if timeout is None else timeout)
-        # The profiler's event opens in the caller's thread (torch records only threads it
-        # knows) and closes where the call ends, as gloo's async works do.
-        event = profiling.begin_if_recording(op, inputs)
+        event = self._begin_event(op, inputs)
 
         def execute() -> list[Any]:
             try:
@@ -275,16 +275,41 @@ class ProcessGroup:
             return None
         return self.defer(op, execute, result)
 
-    def defer(self, op: str, run: Callable[[], Any], result: list[Any]) -> Work:
+    def defer(self, op: str, run: Callable[[], Any], result: list[Any],
+              inputs: Sequence[Any] = ()) -> Work:
         """Queue ``run`` (a call, run as a blocking one: it takes its number when it starts)
         and return its Work. Whoever needs it first runs it (executor): the caller that
-        waits for it, a later blocking call, or the worker after its pickup delay."""
+        waits for it, a later blocking call, or the worker after its pickup delay.
+
+        While torch's profiler records, the call's event opens now, in the caller's thread
+        (torch records no thread it did not see start: not the worker), and closes when the
+        call ends, wherever it ran, as gloo's async works do (``inputs``: its shapes)."""
         executor = self._executor
+        event = self._begin_event(op, inputs)
+        if event is not None:
+            run = self._in_event(run, event)
         future = executor.submit(run)
         name = self._queued_names.get(op)
         if name is None:
             name = self._queued_names[op] = f"{self.context(op)} (async)"
         return Work(name, result, future, on_future=executor.hurry)
+
+    def _begin_event(self, op: str, inputs: Sequence[Any]) -> Any:
+        """The profiler's event of a call (None: not recording, or a queued call's event is
+        already open around this one)."""
+        return None if self._event_open else profiling.begin_if_recording(op, inputs)
+
+    def _in_event(self, run: Callable[[], Any], event: Any) -> Callable[[], Any]:
+        """``run`` inside ``event`` (opened by the caller): the calls it makes open none."""
+        def evented() -> Any:
+            self._event_open = True
+            try:
+                return run()
+            finally:
+                self._event_open = False
+                profiling.end(event)
+
+        return evented
 
     def _execute(self, op: str, seq: int, fp: Fingerprint, deadline: Deadline,
                  body: Callable[[Any], None], outputs: Sequence[Buffer], result: list[Any],
@@ -350,7 +375,7 @@ class ProcessGroup:
                 recording = prof._is_profiler_enabled
             except AttributeError:  # torch is being imported by another thread
                 recording = False
-            if recording:
+            if recording and not self._event_open:
                 self._run_profiled(op, seq, algorithm, slots, args, inputs, entry)
                 return
         try:
@@ -370,7 +395,7 @@ class ProcessGroup:
         if self._executor.pending():
             self._executor.drain(self._timeout, self.context(op))
         seq = self.last_seq = next(self._seqs)
-        event = profiling.begin_if_recording(op, inputs)
+        event = self._begin_event(op, inputs)
         try:
             self._execute(op, seq, fp, deadline, lambda peers: algorithm.run(peers, *args), (), [],
                           False)

@@ -17,7 +17,6 @@ from typing import Any, Callable
 import numpy as np
 
 from ..arrays import Buffer, plain_view
-from ..profiling import recording
 from ..collectives import shm_exchange
 from ..collectives.registry import Algorithm
 from ..reduce_ops import Kernel, as_reduce_op, make_kernel
@@ -51,9 +50,9 @@ def all_gather_into_tensor_async(group: ProcessGroup, output: Any, inp: Any) -> 
     """``all_gather_into_tensor(async_op=True)`` queued as its short path (the plan made
     now); None: take the long path. The queued call holds the caller's tensors."""
     views = plain_view(output), plain_view(inp)
-    run = _gathering(group, *views) if _queueable(group) else None
+    run = _gathering(group, *views)
     return None if run is None else group.defer("all_gather", _returning(run, [output], inp),
-                                                [output])
+                                                [output], (inp,))
 
 
 def _gathering(group: ProcessGroup, output: Any, inp: Any) -> Callable[[], None] | None:
@@ -131,9 +130,9 @@ def reduce_scatter_tensor(group: ProcessGroup, output: Any, inp: Any, op: Any) -
 def reduce_scatter_tensor_async(group: ProcessGroup, output: Any, inp: Any, op: Any) -> Work | None:
     """``reduce_scatter_tensor(async_op=True)``, as ``all_gather_into_tensor_async``."""
     views = plain_view(output), plain_view(inp)
-    run = _scattering(group, *views, op) if _queueable(group) else None
+    run = _scattering(group, *views, op)
     return None if run is None else group.defer("reduce_scatter", _returning(run, [output], inp),
-                                                [output])
+                                                [output], (inp,))
 
 
 def _scattering(group: ProcessGroup, output: Any, inp: Any, op: Any) -> Callable[[], None] | None:
@@ -153,13 +152,6 @@ def _scattering(group: ProcessGroup, output: Any, inp: Any, op: Any) -> Callable
                               (flat_out, equal_chunks(flat_in, group.size()), plan[2]), (inp,))
 
     return run
-
-
-def _queueable(group: ProcessGroup) -> bool:
-    """Whether an async call on ``group`` may be queued as its short path: accord's own
-    engine, and torch's profiler not recording (its event opens at the call, in the
-    caller's thread: the long path)."""
-    return group.plannable and not recording()
 
 
 def _returning(run: Callable[[], None], result: list[Any], keep: Any) -> Callable[[], list[Any]]:

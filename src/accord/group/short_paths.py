@@ -23,7 +23,6 @@ from typing import Any, Callable
 import numpy as np
 
 from ..arrays import Buffer, as_buffer, plain_view
-from ..profiling import recording as _recording
 from ..collectives import shm, shm_rooted
 from ..collectives.registry import Algorithm
 from ..reduce_ops import Kernel, as_reduce_op, make_kernel
@@ -139,7 +138,7 @@ def all_reduce_async(group: ProcessGroup, tensor: Any, op: Any, keep: Any = None
     ``tensor`` (or ``keep``, the tensors a view was made of) until it ran: a view of a plain
     torch tensor does not keep the tensor alive (``plain_view``)."""
     array = tensor if type(tensor) is _NDARRAY else plain_view(tensor)
-    if not (group.plannable and plain_array(array, True)) or _recording():
+    if not (group.plannable and plain_array(array, True)):
         return None
     plan = cached_plan(group, ("all_reduce", op, array.dtype, array.size), _plan_all_reduce, array, op)
     if plan is None:
@@ -152,15 +151,15 @@ def all_reduce_async(group: ProcessGroup, tensor: Any, op: Any, keep: Any = None
             group.run_planned("all_reduce", fp, algorithm, (flat, kernel), (array,))
         return result
 
-    return group.defer("all_reduce", run, result)
+    return group.defer("all_reduce", run, result, result)
 
 
 def all_reduce_flat_async(group: ProcessGroup, flat: np.ndarray, op: Any, keep: Any) -> Work | None:
     """``all_reduce_async`` for a 1-D plain array the caller vouches for, once its plan
-    exists and torch's profiler is not recording (else None)."""
+    exists (else None)."""
     if group.plannable:
         plan = group.plans.get(("all_reduce", op, flat.dtype, flat.size))
-        if plan is not None and not _recording():
+        if plan is not None:
             fp, algorithm, kernel, compiled = plan
 
             def run() -> Any:
@@ -168,7 +167,7 @@ def all_reduce_flat_async(group: ProcessGroup, flat: np.ndarray, op: Any, keep: 
                     group.run_planned("all_reduce", fp, algorithm, (flat, kernel), (flat,))
                 return keep
 
-            return group.defer("all_reduce", run, keep)
+            return group.defer("all_reduce", run, keep, keep)
     return None
 
 
@@ -230,7 +229,7 @@ def broadcast_async(group: ProcessGroup, tensor: Any, src: int, keep: Any = None
     """``broadcast(async_op=True)`` queued as its short path (``src`` checked by the
     caller); None: take the long path. ``keep``: as for ``all_reduce_async``."""
     array = tensor if type(tensor) is _NDARRAY else plain_view(tensor)
-    if not (group.plannable and plain_array(array, group.rank() != src)) or _recording():
+    if not (group.plannable and plain_array(array, group.rank() != src)):
         return None
     plan = cached_plan(group, ("broadcast", src, array.dtype, array.size), _plan_broadcast, array, src)
     if plan is None:
@@ -241,7 +240,7 @@ def broadcast_async(group: ProcessGroup, tensor: Any, src: int, keep: Any = None
         run_plan(group, "broadcast", plan, (flat, src), (flat,), (array,))
         return result
 
-    return group.defer("broadcast", run, result)
+    return group.defer("broadcast", run, result, result)
 
 
 def broadcast_flat(group: ProcessGroup, flat: np.ndarray, src: int) -> bool:

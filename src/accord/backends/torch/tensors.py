@@ -10,6 +10,7 @@ know about groups or the store.
 
 from __future__ import annotations
 
+import ctypes
 from typing import Any
 
 import numpy as np
@@ -105,17 +106,27 @@ _TENSOR = torch.Tensor
 _STRIDED = torch.strided
 
 
-class _Memory:
-    __slots__ = ("__array_interface__",)
-
-
 def _unowned_view(address: int, count: int, typestr: str) -> np.ndarray:
+    """A 1-D array over ``count`` elements at ``address`` (owning nothing). Through a ctypes
+    buffer of a cached type: 0.3 µs, against 0.9 for ``__array_interface__`` — this runs
+    for every call whose tensor is new, as a functional collective's output (a fresh clone)
+    always is."""
+    dtype = _NP_DTYPES.get(typestr)
+    if dtype is None:
+        dtype = _NP_DTYPES[typestr] = np.dtype(typestr)
     if count == 0:
-        return np.empty(0, dtype=np.dtype(typestr))
-    holder = _Memory()
-    holder.__array_interface__ = {"data": (address, False), "shape": (count,),
-                                  "typestr": typestr, "version": 3}
-    return np.asarray(holder)
+        return np.empty(0, dtype=dtype)
+    nbytes = count * dtype.itemsize
+    buffer_type = _BUFFER_TYPES.get(nbytes)
+    if buffer_type is None:
+        if len(_BUFFER_TYPES) >= _MAX_VIEWS:
+            _BUFFER_TYPES.clear()
+        buffer_type = _BUFFER_TYPES[nbytes] = ctypes.c_char * nbytes
+    return np.frombuffer(buffer_type.from_address(address), dtype)
+
+
+_NP_DTYPES: dict[str, np.dtype] = {}
+_BUFFER_TYPES: dict[int, Any] = {}  # nbytes → ctypes.c_char * nbytes (making one costs 5 µs)
 
 
 def fast_op(op: Any) -> RedOpType | None:
