@@ -95,7 +95,8 @@ def make_call(api: Any, op: str, count: int, rank: int, world: int, torch: Any =
         big = zeros(count * world)
         return {"all_reduce_async": lambda: api.all_reduce(data, async_op=True).wait(),
                 "broadcast_async": lambda: api.broadcast(data, src=0, async_op=True).wait(),
-                "all_gather_async": lambda: api.all_gather_into_tensor(big, data, async_op=True).wait(),
+                "all_gather_async":
+                lambda: api.all_gather_into_tensor(big, data, async_op=True).wait(),
                 }[op]
     if op.endswith("_functional"):
         funcol, name = torch.ops._c10d_functional, api.group.WORLD.group_name

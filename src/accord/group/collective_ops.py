@@ -70,7 +70,7 @@ def launch(group: ProcessGroup, collective: str, nbytes: int, fp_buf: Buffer | N
                                     inputs=inputs)
     if timeout is None and group.plannable:
         if not async_op and algorithm.kind != registry.MESSAGES:
-            group.run_planned(collective, fp, algorithm, args, inputs)  # blocking, shared memory: short path
+            group.run_planned(collective, fp, algorithm, args, inputs)  # shared memory: short path
             for out in outputs:
                 out.finish()
             return None
@@ -194,7 +194,8 @@ def all_gather_into_tensor(group: ProcessGroup, output_tensor: Any, input_tensor
     outs = equal_chunks(out.flat, group.size())
     return launch(group, "all_gather", out.nbytes, inp, (inp.flat, outs), [out], [output_tensor],
                   async_op, count=out.count, inputs=(input_tensor,),
-                  blocking=lambda: all_gather_into_tensor(group, output_tensor, input_tensor, False))
+                  blocking=lambda: all_gather_into_tensor(group, output_tensor, input_tensor,
+                                                          False))
 
 
 def gather(group: ProcessGroup, tensor: Any, gather_list: Any, dst: int, async_op: bool) -> Work | None:

@@ -14,9 +14,9 @@ starts. The worker starts only calls that nobody took within ``pickup_delay`` of
 submission (``DEFAULT_PICKUP_DELAY``): DDP's gradient buckets and FSDP's prefetches, whose
 caller goes on computing, start that much later, in the background as before. While calls
 keep coming the worker looks at the queue now and then (a few wake-ups per 10 ms, not one
-per call: ``_LINGER``) and then sleeps until a submission wakes it. A call submitted while
-it lingers waits at most 8 pickup delays for it. ``hurry()`` (somebody asked for the call's torch Future) lets the
-worker start the queued calls now.
+per call: ``_LINGER``) and then sleeps until a submission wakes it; a call submitted while
+it lingers waits at most 8 pickup delays for it. ``hurry()`` (somebody asked for the call's
+Future: DDP's hooks) lets the worker start the queued calls now.
 
 Blocking calls of accord's own API never come here: they run in the caller's thread (after
 the queued calls, ``drain``). Must not know about collectives.
@@ -34,6 +34,10 @@ from .work import Future
 
 #: Seconds a queued call waits for its caller (or a later call) before the worker starts it.
 DEFAULT_PICKUP_DELAY = 200e-6
+#: The same with more ranks on the host than cores: there a rank is often descheduled
+#: between a call and its wait, and a worker that took the call then (a third thread on a
+#: busy core, and a hand-back to the waiter) costs more than the overlap it could buy.
+OVERSUBSCRIBED_PICKUP_DELAY = 2e-3
 #: Empty looks at the queue before the worker sleeps until a submission: 1, 2, 4, then 8
 #: pickup delays apart (about 9 ms in all; with more ranks than cores each wake-up takes a
 #: core from a rank, so they thin out while nothing is left for the worker).
@@ -197,9 +201,7 @@ class AsyncExecutor:
             thread = self._thread
             self._cond.notify_all()
         if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout)
-        elif thread is None and self.items:
-            self.drain(timeout, self._name)  # never woken (nothing reached the worker)
+            thread.join(timeout)  # (a first submission always starts the worker)
 
 
 def _execute(queued: Queued) -> None:

@@ -28,13 +28,13 @@ from ..errors import (ArgumentError, ArgumentTypeError, DestroyedGroupError, Dis
                       PeerError, clear_frames_below)
 from ..timeouts import Deadline, to_seconds
 from ..transport.mesh import Channel, Mesh
-from ..transport.shm import ShmDomain
+from ..transport.shm import ShmDomain, oversubscribed
 from ..transport.wire import Fingerprint
 from . import one_round, shared_memory
 from .hierarchy import ALGORITHMS as HIERARCHICAL_ALGORITHMS
 from .hierarchy import HIERARCHICAL, Hierarchy
 from .call import CallPeers, describe_call
-from .executor import AsyncExecutor
+from .executor import DEFAULT_PICKUP_DELAY, OVERSUBSCRIBED_PICKUP_DELAY, AsyncExecutor
 from .pickling import ObjectPolicy
 from .recorder import STARTED, FlightRecorder
 from .shared_memory import CallSlots
@@ -83,7 +83,9 @@ class ProcessGroup:
         self._seqs = itertools.count(1)  # next() is atomic under the GIL: call numbers
         self._timeout = to_seconds(timeout)
         self._broken: str | None = None
-        self._executor = AsyncExecutor(f"accord-{name}-async")
+        self._executor = AsyncExecutor(f"accord-{name}-async", OVERSUBSCRIBED_PICKUP_DELAY
+                                       if oversubscribed(len(mesh.local_ranks()))
+                                       else DEFAULT_PICKUP_DELAY)
         self._queued_names: dict[str, str] = {}  # op → the name of its queued calls' Work
         self._scratch = threading.local()
         self._finished = 0  # the last call that ended: calls run in sequence order

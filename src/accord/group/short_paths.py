@@ -140,7 +140,8 @@ def all_reduce_async(group: ProcessGroup, tensor: Any, op: Any, keep: Any = None
     array = tensor if type(tensor) is _NDARRAY else plain_view(tensor)
     if not (group.plannable and plain_array(array, True)):
         return None
-    plan = cached_plan(group, ("all_reduce", op, array.dtype, array.size), _plan_all_reduce, array, op)
+    key = ("all_reduce", op, array.dtype, array.size)
+    plan = cached_plan(group, key, _plan_all_reduce, array, op)
     if plan is None:
         return None
     flat, result = flat_view(array), [tensor] if keep is None else keep

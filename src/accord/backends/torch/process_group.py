@@ -146,7 +146,8 @@ class AccordProcessGroup(dist.ProcessGroup):
                 if not opts.asyncOp:
                     collective_ops.broadcast_flat(self.accord_group, array, opts.rootRank)
                     return _finished(tensors)
-                work = collective_ops.broadcast_queued(self.accord_group, array, opts.rootRank, tensors)
+                work = collective_ops.broadcast_queued(self.accord_group, array, opts.rootRank,
+                                                       tensors)
                 if work is not None:
                     return TorchWork("broadcast", tensors, [work])
         if isinstance(tensors, torch.Tensor):  # broadcast(tensor, root) overload
