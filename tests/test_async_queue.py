@@ -17,6 +17,8 @@ import numpy as np
 import pytest
 
 import accord as dist
+from accord.api.common import resolve_group
+from accord.group import collective_ops
 from accord.group.executor import AsyncExecutor
 from accord.group.work import Future
 from harness import run_ranks
@@ -187,3 +189,22 @@ def test_shutdown_runs_what_is_queued_and_refuses_more():
     assert future.block(5) and log == ["queued"]
     with pytest.raises(RuntimeError, match="destroyed"):
         executor.submit(lambda: None)
+
+
+def test_a_callback_may_make_and_wait_for_another_call_on_the_group():
+    """As DDP's PowerSGD hook does in its then() callbacks: callbacks run once the queue's
+    run lock is let go, whoever ran the call (the waiter, or the worker via get_future)."""
+    def body(rank):
+        first = np.full(2, rank + 1.0)
+        second = np.full(2, 10.0 * (rank + 1))
+        group = resolve_group(None, "all_reduce")  # (the callback may run on the worker,
+        # a thread without this test rank's world: the group itself, as a process has it)
+
+        def more(fut):
+            collective_ops.all_reduce(group, second, dist.ReduceOp.SUM, True).wait()
+            return fut.value()[0].tolist() + second.tolist()
+
+        chained = dist.all_reduce(first, async_op=True).get_future().then(more)
+        return chained.wait()
+
+    assert run_ranks(2, body) == [[3.0, 3.0, 30.0, 30.0]] * 2

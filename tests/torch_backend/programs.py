@@ -45,6 +45,7 @@ def ddp_train(rank: int, world_size: int, steps: int = 6, hook: str = "", accumu
         model.register_comm_hook(None, default_hooks.allreduce_hook)
     elif hook == "fp16":
         model.register_comm_hook(None, default_hooks.fp16_compress_hook)
+
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     gen = torch.Generator().manual_seed(100 + rank)
     losses = []
@@ -306,6 +307,30 @@ def ddp_overlap(rank: int, world_size: int) -> dict[str, Any]:
         overlapped.append(len(submitted) > 2 and finished[0] < submitted[-1])
     grads_equal = all(torch.equal(p.grad, p.grad) for p in model.parameters())
     return {"buckets": len(submitted), "overlapped": overlapped, "grads": grads_equal}
+
+
+def ddp_powersgd(rank: int, world_size: int, steps: int = 6) -> dict[str, Any]:
+    """DDP with torch's PowerSGD comm hook, whose then() callbacks make more collectives on
+    the same group (an async all_reduce waited inside a callback of another)."""
+    from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    torch.manual_seed(0)
+    model = DDP(torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8)))
+    state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank=1,
+                                        start_powerSGD_iter=2, min_compression_rate=0.5)
+    model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    torch.manual_seed(1 + rank)
+    losses = []
+    for _ in range(steps):
+        x, y = torch.randn(16, 32), torch.randn(16, 8)
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return {"losses": losses, "params": [p.sum().item() for p in model.parameters()]}
 
 
 # -- diagnostics and bad input (through torch's API) ---------------------------------------

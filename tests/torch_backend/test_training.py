@@ -41,6 +41,7 @@ def close(expected: Any, got: Any, path: str = "") -> list[str]:
 PLANS = {
     2: [("ddp", "ddp_train", {}), ("ddp_allreduce_hook", "ddp_train", {"hook": "allreduce"}),
         ("ddp_fp16_hook", "ddp_train", {"hook": "fp16"}),
+        ("ddp_powersgd_hook", "ddp_powersgd", {}),
         ("ddp_sparse", "ddp_sparse_embedding", {}), ("fsdp2", "fsdp2_train", {}),
         ("fsdp1", "fsdp1_train", {}), ("dtensor", "dtensor_redistribute", {}),
         ("functional", "functional_collectives", {}), ("async", "async_overlap", {}),
@@ -79,7 +80,8 @@ def same_as_gloo(jobs: Any, label: str, world_size: int = 2) -> list[Any]:
     return got
 
 
-@pytest.mark.parametrize("label", ["ddp", "ddp_allreduce_hook", "ddp_fp16_hook"])
+@pytest.mark.parametrize("label", ["ddp", "ddp_allreduce_hook", "ddp_fp16_hook",
+                                   "ddp_powersgd_hook"])
 def test_ddp_trains_as_on_gloo(jobs: Any, label: str) -> None:
     got = same_as_gloo(jobs, label)
     assert len(got[0]["losses"]) == 6

@@ -80,6 +80,7 @@ class AsyncExecutor:
         self._idle = True  # the worker sleeps until a submission wakes it
         self._hurry = False
         self._delay = pickup_delay
+        self._callbacks = _CallbackThreads(f"{name}-callbacks")
 
     # -- the caller's side ---------------------------------------------------------------------
     def submit(self, run: Callable[[], Any]) -> Queued:
@@ -107,18 +108,20 @@ class AsyncExecutor:
             self._running.acquire()
         elif not self._running.acquire(True, max(timeout, 0.0)):
             return False
+        later: list[Any] = []
         try:
             self.runner = me
             items = self.items
             while not future.settled and items:
                 item = items.popleft()
-                _execute(item)
+                _execute(item, later)
                 if item is future:
                     break
-            return True
         finally:
             self.runner = 0
             self._running.release()
+        _call_back(later)
+        return True
 
     def drain(self, timeout: float, context: object) -> None:
         """Run every queued call here (after the one the worker may be running): a call made
@@ -126,14 +129,16 @@ class AsyncExecutor:
         if not self._running.acquire(timeout=max(timeout, 0.0)):
             raise DistTimeoutError(f"{context}: the async calls before it on this group did not "
                                    f"finish in time")
+        later: list[Any] = []
         try:
             self.runner = _get_ident()
             items = self.items
             while items:
-                _execute(items.popleft())
+                _execute(items.popleft(), later)
         finally:
             self.runner = 0
             self._running.release()
+        _call_back(later)
 
     def hurry(self) -> None:
         """Let the worker start the queued calls now, not after the pickup delay."""
@@ -182,15 +187,18 @@ class AsyncExecutor:
                     if not self._hurry and not self._stopped:
                         self._cond.wait(self._delay - age)
                 continue
+            later: list[Any] = []
             with self._running:
                 self.runner = _get_ident()
                 try:
                     while items and (self._hurry or self._stopped
                                      or _clock() - items[0].submitted >= self._delay):
-                        _execute(items.popleft())
+                        _execute(items.popleft(), later)
                     self._hurry = False
                 finally:
                     self.runner = 0
+            if later:  # not here: a callback that waits for a later call would wait for us
+                self._callbacks.hand_over(later)
 
     def shutdown(self, timeout: float = 5.0) -> None:
         """Stop accepting work; let queued work finish (or fail) for up to ``timeout``."""
@@ -202,12 +210,74 @@ class AsyncExecutor:
             self._cond.notify_all()
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)  # (a first submission always starts the worker)
+        self._callbacks.stop(timeout)
 
 
-def _execute(queued: Queued) -> None:
+def _execute(queued: Queued, later: list[Any]) -> None:
+    """Run one queued call and complete its future; its callbacks go to ``later``, to run
+    once the run lock is let go (a callback may make another call on the group)."""
     try:
         result = queued.run()
     except BaseException as exc:  # noqa: BLE001 — delivered through the future
-        queued.set_exception(exc)
+        callbacks = queued.settle(None, exc)
     else:
-        queued.set_result(result)
+        callbacks = queued.settle(result, None)
+    if callbacks:
+        later.append((queued, callbacks))
+
+
+def _call_back(later: list[Any]) -> None:
+    for queued, callbacks in later:
+        queued.run_callbacks(callbacks)
+
+
+class _CallbackThreads:
+    """Run the callbacks of the calls the worker ran, on threads of their own (started as
+    needed: each batch handed over finds a thread free to take it).
+
+    Not on the worker, and never behind a busy callback: a callback may wait for another
+    call of the group (DDP's PowerSGD hook waits, inside a then() callback, for an
+    all_reduce it just made), which only the worker may be there to run, and whose own
+    callbacks (the torch Future it waits for) need a thread of their own meanwhile. A
+    waiter that ran a call runs its callbacks itself."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._batches: deque[list[Any]] = deque()
+        self._cond = threading.Condition()
+        self._threads: list[threading.Thread] = []
+        self._idle = 0  # threads waiting for a batch
+        self._stopped = False
+
+    def hand_over(self, later: list[Any]) -> None:
+        with self._cond:
+            self._batches.append(later)
+            if len(self._batches) > self._idle:  # none free to take it: one more thread
+                thread = threading.Thread(target=self._run, daemon=True,
+                                          name=f"{self._name}-{len(self._threads)}")
+                self._threads.append(thread)
+                thread.start()
+            else:
+                self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                self._idle += 1
+                while not self._batches and not self._stopped:
+                    self._cond.wait()
+                self._idle -= 1
+                if not self._batches:
+                    return
+                later = self._batches.popleft()
+            _call_back(later)
+
+    def stop(self, timeout: float) -> None:
+        with self._cond:
+            self._stopped = True
+            threads = list(self._threads)
+            self._cond.notify_all()
+        give_up = time.monotonic() + timeout
+        for thread in threads:
+            if thread is not threading.current_thread():
+                thread.join(max(0.0, give_up - time.monotonic()))

@@ -90,17 +90,28 @@ class Future:
         self._finish(None, error)
 
     def _finish(self, value: Any, error: BaseException | None) -> None:
+        callbacks = self.settle(value, error)
+        if callbacks:
+            self.run_callbacks(callbacks)
+
+    def settle(self, value: Any, error: BaseException | None) -> list[Callable[[Future], None]] | None:
+        """Complete this future (once; later calls do nothing) and wake its waiters, without
+        running its callbacks: returns them for ``run_callbacks``. For a caller that must
+        first let go of a lock a callback may need (the async queue's: a callback may make
+        another call on the same group, as DDP's PowerSGD hook does)."""
         with self._lock:
             if self.settled:
-                return
+                return None
             self._value, self._error = value, error
             self.settled = True
             event, callbacks, self._callbacks = self._event, self._callbacks, None
         if event is not None:
             event.set()
-        if callbacks:
-            for callback in callbacks:
-                _run_callback(callback, self)
+        return callbacks
+
+    def run_callbacks(self, callbacks: list[Callable[[Future], None]]) -> None:
+        for callback in callbacks:
+            _run_callback(callback, self)
 
     def add_done_callback(self, callback: Callable[[Future], None]) -> None:
         """Run ``callback(self)`` once complete (at once if already complete)."""
