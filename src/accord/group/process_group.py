@@ -37,6 +37,7 @@ from .call import CallPeers, describe_call
 from .executor import DEFAULT_PICKUP_DELAY, OVERSUBSCRIBED_PICKUP_DELAY, AsyncExecutor
 from .pickling import ObjectPolicy
 from .recorder import STARTED, FlightRecorder
+from .scratch import Scratch
 from .shared_memory import CallSlots
 from .work import Work
 
@@ -87,7 +88,7 @@ class ProcessGroup:
                                        if oversubscribed(len(mesh.local_ranks()))
                                        else DEFAULT_PICKUP_DELAY)
         self._queued_names: dict[str, str] = {}  # op → the name of its queued calls' Work
-        self._scratch = threading.local()
+        self._scratch = Scratch()
         self._finished = 0  # the last call that ended: calls run in sequence order
         self._turn = threading.Condition()
         self._turn_waiters = 0
@@ -474,21 +475,8 @@ class ProcessGroup:
                 inner._break(context, exc)
 
     def _scratch_array(self, count: int, dtype: np.dtype, which: int = 0) -> np.ndarray:
-        """Scratch memory of this thread (two independent buffers, ``which`` 0 or 1), reused
-        across calls: no allocation on the hot path."""
-        local = self._scratch
-        cached: np.ndarray | None = getattr(local, f"last{which}", None)
-        if cached is not None and cached.size == count and cached.dtype == dtype:
-            return cached
-        dtype = np.dtype(dtype)
-        nbytes = count * dtype.itemsize
-        store: bytearray | None = getattr(local, f"buf{which}", None)
-        if store is None or len(store) < nbytes:
-            store = bytearray(max(nbytes, 4096))
-            setattr(local, f"buf{which}", store)
-        array = np.frombuffer(store, dtype=dtype, count=count)
-        setattr(local, f"last{which}", array)
-        return array
+        """Scratch memory of this thread (``scratch.Scratch``): no allocation on the hot path."""
+        return self._scratch.array(count, dtype, which)
 
     # -- lifetime ---------------------------------------------------------------------------
     @property

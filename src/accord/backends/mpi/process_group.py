@@ -31,6 +31,7 @@ from ...collectives.algorithm import COLLECTIVE_NAMES, COLLECTIVES
 from ...group.call import OBJECT_CALLS, describe_call
 from ...group.process_group import ProcessGroup
 from ...group.recorder import FlightRecorder
+from ...group.scratch import Scratch
 from ...group.work import Future, Work
 from ...timeouts import Deadline, to_seconds
 from ...transport.wire import Fingerprint
@@ -63,7 +64,7 @@ class MpiProcessGroup(ProcessGroup):
         self._seqs = itertools.count(1)
         self._timeout = to_seconds(timeout)
         self._broken: str | None = None
-        self._scratch = threading.local()
+        self._scratch = Scratch()
         self._finished = 0
         self._turn = threading.Condition()
         self._turn_waiters = 0
