@@ -216,14 +216,19 @@ class AsyncExecutor:
 def _execute(queued: Queued, later: list[Any]) -> None:
     """Run one queued call and complete its future; its callbacks go to ``later``, to run
     once the run lock is let go (a callback may make another call on the group)."""
+    run, queued.run = queued.run, _ran  # (its closure, and the views it holds, go now)
     try:
-        result = queued.run()
+        result = run()
     except BaseException as exc:  # noqa: BLE001 — delivered through the future
         callbacks = queued.settle(None, exc)
     else:
         callbacks = queued.settle(result, None)
     if callbacks:
         later.append((queued, callbacks))
+
+
+def _ran() -> None:
+    raise RuntimeError("this queued call has already run")
 
 
 def _call_back(later: list[Any]) -> None:
