@@ -157,12 +157,10 @@ def _scattering(group: ProcessGroup, output: Any, inp: Any, op: Any) -> Callable
 def _returning(run: Callable[[], None], result: list[Any], keep: Any) -> Callable[[], list[Any]]:
     """``run`` as a queued call: it returns ``result`` and holds ``keep`` (an input tensor
     whose view ``run`` reads: a view of a plain tensor does not keep it alive) until then."""
-    def queued() -> list[Any]:
+    def queued(_held: Any = keep) -> list[Any]:  # (the default holds ``keep``)
         run()
-        del keep_alive[:]
         return result
 
-    keep_alive = [keep]
     return queued
 
 
