@@ -234,7 +234,7 @@ def test_the_flight_recorder_and_comm_stats_see_compiled_calls():
             dist.barrier()
         group = current_world().default_group
         ring = [e for e in group.recorder.ring if e is not None]
-        return dist.comm_stats()[group.group_name], [(e[1], e[5]) for e in ring][-4:]
+        return dist.comm_stats()[group.group_name], [(e.op, e.state) for e in ring][-4:]
 
     for stats, last in shm_run(2, body):
         assert stats["all_reduce"]["calls"] == 10 and stats["all_reduce"]["bytes"] == 10 * 32

@@ -59,11 +59,11 @@ class Monitor:
         if not isinstance(exc, (DistTimeoutError, PeerError)):
             return  # a mismatch or a caller's error: the message already says everything
         extra = []
-        entry = group.recorder.last_failed
-        if isinstance(exc, DistTimeoutError) and self.board is not None and entry is not None:
-            report, missing = stuck_report(self.board, group, entry[0], entry[1])
+        record = group.recorder.last_failed
+        if isinstance(exc, DistTimeoutError) and self.board is not None and record is not None:
+            report, missing = stuck_report(self.board, group, record.seq, record.op)
             extra.append(report)
-            if entry[1] != "monitored_barrier":  # its first line names the missing ranks already
+            if record.op != "monitored_barrier":  # its first line names the missing ranks already
                 _name_in_first_line(exc, missing)
         self._annotate(exc, extra)
 

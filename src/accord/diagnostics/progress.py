@@ -91,7 +91,7 @@ class ProgressBoard:
         the groups if that is shorter (a stuck report at a 2 s timeout must find posts made
         since the last call began), but not more often than every 50 ms."""
         with self._lock:
-            shortest = min((g._timeout for g in self._groups.values()), default=self.interval)
+            shortest = min((g.calls.timeout for g in self._groups.values()), default=self.interval)
         return max(_MIN_PERIOD_S, min(self.interval, shortest / 4))
 
     def _loop(self) -> None:

@@ -18,6 +18,7 @@ from ..collectives.registry import ALGORITHMS, COLLECTIVE_NAMES, COLLECTIVES
 from ..timeouts import Deadline
 from ..transport.channel import Channel
 from ..transport.wire import Fingerprint, FrameKind
+from .calls import CallSequencer
 
 _ALGO_NAMES = {(COLLECTIVES[c], a.code): n for c, table in ALGORITHMS.items() for n, a in table.items()}
 
@@ -52,14 +53,14 @@ class CallSite(Protocol):
     """What a call asks of its group (group.process_group.ProcessGroup is one). Declared here
     so that call.py need not import process_group.py, which imports it."""
 
-    _rank: int
-    _ranks: list[int]
-    _channel: Channel
+    members: list[int]  # the members' mesh ranks, in group-rank order (not to be changed)
+    channel: Channel
+    calls: CallSequencer
     tunables: config.Tunables
 
-    def context(self, op: str, seq: int | None = None) -> str: ...
+    def rank(self) -> int: ...
 
-    def _scratch_array(self, count: int, dtype: np.dtype, which: int = 0) -> np.ndarray: ...
+    def context(self, op: str, seq: int | None = None) -> str: ...
 
 
 class CallPeers:
@@ -69,16 +70,18 @@ class CallPeers:
     formatted only when an error needs it.
     """
 
-    __slots__ = ("rank", "size", "tunables", "_group", "_channel", "_ranks", "_seq", "_fp",
-                 "_deadline", "_op")
+    __slots__ = ("rank", "size", "tunables", "op", "_group", "_channel", "_ranks", "_seq", "_fp",
+                 "_deadline", "_scratch")
 
     def __init__(self, group: CallSite, op: str, seq: int, fp: Fingerprint, deadline: Deadline) -> None:
-        self.rank, self.size, self.tunables = group._rank, len(group._ranks), group.tunables
-        self._group, self._channel, self._ranks = group, group._channel, group._ranks
-        self._op, self._seq, self._fp, self._deadline = op, seq, fp, deadline
+        members = group.members
+        self.rank, self.size, self.tunables = group.rank(), len(members), group.tunables
+        self._group, self._channel, self._ranks = group, group.channel, members
+        self._scratch = group.calls.scratch
+        self.op, self._seq, self._fp, self._deadline = op, seq, fp, deadline
 
     def __str__(self) -> str:
-        return self._group.context(self._op, self._seq)
+        return self._group.context(self.op, self._seq)
 
     def isend(self, peer: int, buf: np.ndarray, step: int) -> Any:
         return self._channel.isend(self._ranks[peer], FrameKind.COLL, self._seq, step, 0, self._fp,
@@ -101,4 +104,4 @@ class CallPeers:
         self._channel.settle(handles, self._deadline, self)
 
     def scratch(self, count: int, dtype: np.dtype, which: int = 0) -> np.ndarray:
-        return self._group._scratch_array(count, dtype, which)
+        return self._scratch.array(count, dtype, which)

@@ -175,7 +175,7 @@ def _send_objects(group: ProcessGroup, object_list: list[Any], dst: int) -> None
     frames = pickling.dumps(list(object_list))
     reqs = [channel.isend(group.global_rank_of(dst), FrameKind.P2P, 0, 0, 0, fp, f, context)
             for f in frames]
-    channel.wait(reqs, Deadline.after(group._timeout), context)
+    channel.wait(reqs, Deadline.after(group.calls.timeout), context)
 
 
 def recv_object_list(group: ProcessGroup, object_list: list[Any], src: int | None) -> int:
@@ -195,7 +195,7 @@ def _recv_objects(group: ProcessGroup, object_list: list[Any], src: int | None) 
         frames, sender = group.p2p_engine.recv_frames(src, "recv_object_list")
         return _fill_received(group, object_list, frames, sender, f"recv_object_list on rank "
                               f"{group.global_rank}")
-    channel, deadline = group.channel, Deadline.after(group._timeout)
+    channel, deadline = group.channel, Deadline.after(group.calls.timeout)
     source = None if src is None else group.global_rank_of(src)
     context = (f"recv_object_list from {'any rank' if source is None else f'rank {source}'} "
                f"on rank {group.global_rank}")
@@ -228,5 +228,5 @@ def _wait_recv(group: ProcessGroup, req: Any, deadline: Deadline, context: str) 
         group.channel.wait([req], deadline, context)
     except DistTimeoutError as exc:
         if not group.channel.cancel(req) and req.claimed:
-            group._break(context, exc)
+            group.calls.break_group(context, exc)
         raise

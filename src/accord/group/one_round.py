@@ -2,7 +2,8 @@
 
 Owns: ``compile_call`` — for a planned blocking call whose data fits one slot round on a
 shared-memory group, a closure that runs the whole call: the bookkeeping of
-``ProcessGroup.run_planned`` (call number, turn, broken group, flight recorder, failure) and
+``ProcessGroup.run_planned`` (call number, turn, broken group, flight recorder, failure: the
+group's ``CallSequencer``, bound once) and
 the round protocol of ``CallSlots`` (begin, fingerprint words, ready, wait, done), with every
 object it touches looked up once, when the plan is made, instead of on every call; and
 ``release``, which drops what compiled calls hold when their group shuts down. The bodies of
@@ -21,23 +22,22 @@ their one-slot case. Anything unusual — an async call still running, a broken 
 group, torch's profiler recording — makes the closure return False before the call starts,
 and the caller takes ``run_planned``. A slow wait (a peer not there at the first look), a
 fingerprint that disagrees and a failure go through the same ``ShmDomain.wait_slow``,
-``CallSlots`` errors and ``ProcessGroup._break`` as on the long path. Must not know about the
+``CallSlots`` errors and ``calls.fail`` (the group's ``CallSequencer``) as on the long path. Must not know about the
 API or torch.
 """
 
 from __future__ import annotations
 
 import sys
-import time
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from .. import profiling
 from ..errors import clear_frames_below
+from ..timeouts import Deadline
 from ..transport.shm import DETAIL_OFFSET, DONE, FP, READY, REDUCED, SEQ
 from ..transport.wire import Fingerprint
-from .recorder import COMPLETED, STARTED, itemsize
 from .shared_memory import HASH_MASK, SEQ_MIX, TAIL, CallSlots
 
 _modules_get = sys.modules.get
@@ -83,7 +83,7 @@ def compile_call(group: Any, op: str, fp: Fingerprint, nbytes: int,
     ``nbytes``: the most the round puts in one rank's slot (it must fit);
     ``make_body(round)`` builds the round's body.
     """
-    slots: CallSlots | None = group._call_slots
+    slots: CallSlots | None = group.call_slots
     if slots is None or not 0 < nbytes <= slots.slot_bytes:
         return None
     domain = slots.domain
@@ -91,16 +91,16 @@ def compile_call(group: Any, op: str, fp: Fingerprint, nbytes: int,
     base, tail = hash(fp), TAIL.pack(*fp, 0, 0)
     posted = slots.posted_tails
     detail = [slice(at + 8, at + 64) for at in DETAIL_OFFSET]
-    recorder, seqs, channel, clock = group.recorder, group._seqs, group._channel, time.monotonic
-    executor = group._executor
-    queued = executor.items
-    ring, capacity = recorder.ring, recorder.capacity
-    totals, moved = recorder.totals(op), fp.count * itemsize(fp.dtype)
+    calls, channel = group.calls, group.channel
+    begin, end, fail = calls.begin, calls.end, calls.fail
+    queue = calls.queue
+    queued = queue.items
 
     def bound(seq: int) -> CallSlots:
         """The CallSlots of this call, as run_planned binds it (the deadline from its start)."""
-        started = recorder.current[3] if recorder.current is not None else clock()
-        return slots.reset(op, seq, fp, started + group._timeout, group._timeout)
+        record = calls.recorder.current
+        deadline = calls.deadline(record) if record is not None else Deadline.after(calls.timeout)
+        return slots.reset(op, seq, fp, deadline.expires_at, deadline.budget)
 
     def wait(ranks: Sequence[int], k: int, h: int, seq: int) -> None:
         for r in ranks:
@@ -117,18 +117,17 @@ def compile_call(group: Any, op: str, fp: Fingerprint, nbytes: int,
     body = make_body(Round(mine, wait, bound, domain))
 
     def run(*args: Any) -> bool:
-        if group._finished != group.last_seq or group._broken is not None \
-                or channel.error is not None or group._call_slots is None:
+        if calls.finished != calls.last_seq or calls.broken is not None \
+                or channel.error is not None or slots.closed:
             return False  # run_planned waits for its turn, or explains what is wrong
-        if (executor.runner or queued) and executor.pending():
+        if (queue.runner or queued) and queue.pending():
             return False  # run_planned runs the queued async calls first
         prof = _modules_get(_TORCH_PROFILER)
         if prof is not None and getattr(prof, "_is_profiler_enabled", False):
             return False  # run_planned puts the call in the profiler's event
-        seq = group.last_seq = next(seqs)
+        record = begin(op, fp)
+        seq = record.seq
         h = base ^ (seq * SEQ_MIX & HASH_MASK)
-        entry = [seq, op, fp, clock(), 0.0, STARTED, None]
-        ring[seq % capacity] = recorder.current = entry
         try:
             k = domain.round + 1
             domain.round = k
@@ -147,25 +146,10 @@ def compile_call(group: Any, op: str, fp: Fingerprint, nbytes: int,
             mine[FP + parity] = h
             body(k, h, seq, parity, *args)
         except BaseException as exc:
-            recorder.end(entry, exc)
-            group._break(group.context(op, seq), exc)
+            fail(record, exc)
             clear_frames_below(exc)
             raise
-        finally:
-            group._finished = seq
-            if group._turn_waiters:
-                group._end_turn(seq)
-        # recorder.end(entry), written out for a success
-        now = entry[4] = clock()
-        took = now - entry[3]
-        totals[0] += 1
-        totals[1] += moved
-        totals[2] += took
-        if took > totals[3]:
-            totals[3] = took
-        entry[5] = COMPLETED
-        recorder.current = None
-        recorder.last_done = entry
+        end(record)
         return True
 
     return run

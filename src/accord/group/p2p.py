@@ -51,7 +51,7 @@ def _post_send(group: ProcessGroup, tensor: Any, dst: int, tag: int,
     buf = as_buffer(tensor, writable=False)
     peer = group.global_rank_of(dst)
     context = f"send to rank {peer} (tag {_check_tag(tag)}) on rank {group.global_rank}"
-    deadline = Deadline.after(group._timeout)
+    deadline = Deadline.after(group.calls.timeout)
     fp = Fingerprint(0, 0, buf.dtype_code, buf.count, -1)
     payload = byte_view(buf.flat)
     entry = group.recorder.p2p_start(op, peer, tag, payload.nbytes)
@@ -70,7 +70,7 @@ def _post_recv(group: ProcessGroup, tensor: Any, src: int | None, tag: int,
     source = None if src is None else group.global_rank_of(_peer(group, src, "src"))
     origin = "any rank" if source is None else f"rank {source}"
     context = f"recv from {origin} (tag {_check_tag(tag)}) on rank {group.global_rank}"
-    deadline = Deadline.after(group._timeout)
+    deadline = Deadline.after(group.calls.timeout)
     expect = Fingerprint(0, 0, buf.dtype_code, buf.count, -1)
     entry = group.recorder.p2p_start(op, source, tag, buf.nbytes)
     try:
@@ -139,7 +139,7 @@ def _recv(group: ProcessGroup, tensor: Any, src: int | None, tag: int) -> int:
     except DistTimeoutError as exc:
         group.recorder.p2p_end(entry, exc)
         if not group.channel.cancel(req) and req.claimed:
-            group._break(context, exc)
+            group.calls.break_group(context, exc)
         else:
             _timed_out(group, exc, req)
         raise
@@ -207,7 +207,7 @@ def _work(group: ProcessGroup, req: SendRequest | RecvRequest, deadline: Deadlin
             end_event()
             recorder.p2p_end(entry, exc)
             if isinstance(req, RecvRequest) and not channel.cancel(req) and req.claimed:
-                group._break(context, exc)
+                group.calls.break_group(context, exc)
             else:
                 _timed_out(group, exc, req)
             future.set_exception(exc)

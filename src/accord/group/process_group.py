@@ -10,15 +10,12 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import itertools
 import sys
-import threading
 import time
 import traceback
 from datetime import timedelta
 from typing import Any, Callable, Sequence
 
-import numpy as np
 
 from .. import config, profiling
 from ..arrays import Buffer
@@ -34,10 +31,10 @@ from . import one_round, shared_memory
 from .hierarchy import ALGORITHMS as HIERARCHICAL_ALGORITHMS
 from .hierarchy import HIERARCHICAL, Hierarchy
 from .call import CallPeers, describe_call
+from .calls import CallSequencer
 from .executor import DEFAULT_PICKUP_DELAY, OVERSUBSCRIBED_PICKUP_DELAY, AsyncExecutor
 from .pickling import ObjectPolicy
-from .recorder import STARTED, FlightRecorder
-from .scratch import Scratch
+from .recorder import CallRecord, FlightRecorder
 from .shared_memory import CallSlots
 from .work import Work
 
@@ -78,42 +75,36 @@ class ProcessGroup:
                  backend: str, name: str, desc: str | None = None) -> None:
         self._mesh = mesh
         self._ranks = list(ranks)
+        self.members = self._ranks  # (the same list: read it, never change it)
         self._group_rank_of = {g: i for i, g in enumerate(self._ranks)}
         self._rank = self._group_rank_of[mesh.rank]
         self._channel: Channel = mesh.open_channel(group_id, self._ranks, describe_call)
-        self._seqs = itertools.count(1)  # next() is atomic under the GIL: call numbers
-        self._timeout = to_seconds(timeout)
-        self._broken: str | None = None
-        self._executor = AsyncExecutor(f"accord-{name}-async", OVERSUBSCRIBED_PICKUP_DELAY
-                                       if oversubscribed(len(mesh.local_ranks()))
-                                       else DEFAULT_PICKUP_DELAY)
-        self._queued_names: dict[str, str] = {}  # op → the name of its queued calls' Work
-        self._scratch = Scratch()
-        self._finished = 0  # the last call that ended: calls run in sequence order
-        self._turn = threading.Condition()
-        self._turn_waiters = 0
         self.tunables = config.Tunables.from_env()
         self.backend = backend
         self.group_name = name
         self.group_desc = desc or name
         self.group_id = group_id
+        queue = AsyncExecutor(f"accord-{name}-async", OVERSUBSCRIBED_PICKUP_DELAY
+                              if oversubscribed(len(mesh.local_ranks())) else DEFAULT_PICKUP_DELAY)
+        #: The group's call state: numbers, turns, broken state, timeout, recorder, scratch
+        self.calls = CallSequencer(to_seconds(timeout), self._where(mesh.rank),
+                                   FlightRecorder(self.tunables.flight_recorder_size), queue,
+                                   on_break=self._tell_peers)
+        self.recorder = self.calls.recorder
+        self._queued_names: dict[str, str] = {}  # op → the name of its queued calls' Work
         self._object_policy: ObjectPolicy | None = None
         self._shm: ShmDomain | None = None
-        self._call_slots: CallSlots | None = None
+        self.call_slots: CallSlots | None = None  # the shared-memory slots (None: no shared memory)
         self.plans: dict[Any, Any] = {}  # per call signature: what the short path needs
-        self.recorder = FlightRecorder(self.tunables.flight_recorder_size)
-        self.last_seq = 0  # the number of the last call issued (async ones included)
-        #: Set by the world: told when the group breaks (stuck report, flight-recorder dump);
-        #: ``monitor.group_failed(group, context, exc)`` may add to a timeout's message.
-        self.monitor: Any = None
+        self._monitor: Any = None
         self.companions: list[ProcessGroup] = []  # hidden groups of the same ranks (DETAIL checks)
         self._inner: list[ProcessGroup] = []  # the hierarchy's groups: they break with this one
         if shared_memory.eligible(mesh, self._ranks, self.tunables):
             self._shm = shared_memory.setup(mesh, self._channel, self._ranks, group_id, self.tunables,
-                                            Deadline.after(self._timeout), self.context("shared-memory set-up"))
+                                            Deadline.after(self.calls.timeout), self.context("shared-memory set-up"))
         if self._shm is not None:
-            self._call_slots = CallSlots(self._shm, self.tunables, describe_call, self._scratch_array,
-                                         self.context)
+            self.call_slots = CallSlots(self._shm, self.tunables, describe_call, self.calls.scratch.array,
+                                        self.calls.context)
         #: Members on several hosts, the same number on each: two-level algorithms (None: flat).
         self.hierarchy = None if self._shm is not None or not self.tunables.hierarchy else \
             Hierarchy.of(mesh.host_ids, self._ranks, self._rank, self._inner_group,
@@ -174,10 +165,28 @@ class ProcessGroup:
 
     @property
     def timeout(self) -> timedelta:
-        return timedelta(seconds=self._timeout)
+        return timedelta(seconds=self.calls.timeout)
 
     def set_timeout(self, timeout: timedelta) -> None:
-        self._timeout = to_seconds(timeout)
+        self.calls.timeout = to_seconds(timeout)
+
+    @property
+    def last_seq(self) -> int:
+        """The number of the last call numbered on this group (async ones included)."""
+        return self.calls.last_seq
+
+    @property
+    def monitor(self) -> Any:
+        """The world's monitor (set by the world): told when the group breaks (stuck report,
+        flight-recorder dump); ``monitor.group_failed(group, context, exc)`` may add to a
+        timeout's message."""
+        return self._monitor
+
+    @monitor.setter
+    def monitor(self, monitor: Any) -> None:
+        self._monitor = monitor
+        self.calls.explain = None if monitor is None else \
+            (lambda context, exc: monitor.group_failed(self, context, exc))
 
     def group_rank_of(self, global_rank: int) -> int:
         """The group rank of a global rank (ValueError if it is not a member)."""
@@ -198,13 +207,15 @@ class ProcessGroup:
                 f"backend {self.backend}>")
 
     # -- running a collective ------------------------------------------------------------------
-    def context(self, op: str, seq: int | None = None) -> str:
-        """'all_reduce #12 on rank 2', plus the group and group rank for subgroups."""
-        number = f" #{seq}" if seq is not None else ""
-        where = f"rank {self._mesh.rank}"
+    def _where(self, global_rank: int) -> str:
+        where = f"rank {global_rank}"
         if self.group_id != 0:
             where += f" (group {self.group_name!r}, group rank {self._rank})"
-        return f"{op}{number} on {where}"
+        return where
+
+    def context(self, op: str, seq: int | None = None) -> str:
+        """'all_reduce #12 on rank 2', plus the group and group rank for subgroups."""
+        return self.calls.context(op, seq)
 
     def choose_algorithm(self, collective: str, nbytes: int) -> Algorithm:
         """The algorithm of a ``collective`` call moving ``nbytes`` on this group: the
@@ -230,7 +241,7 @@ class ProcessGroup:
         """A hidden group of some members (the hierarchy's), the same id on each of them;
         shut down with this group."""
         digest = hashlib.blake2b(f"{self.group_id}/{key}".encode(), digest_size=4).digest()
-        inner = ProcessGroup(self._mesh, int.from_bytes(digest, "little") or 1, ranks, self._timeout,
+        inner = ProcessGroup(self._mesh, int.from_bytes(digest, "little") or 1, ranks, self.calls.timeout,
                              self.backend, f"{self.group_name}/{key}")
         # an ACCORD_ALGORITHM=…=hierarchical is for the outer group: the inner ones are flat
         inner.tunables = dataclasses.replace(self.tunables, algorithms={
@@ -242,7 +253,7 @@ class ProcessGroup:
     def twin(self, group_id: int, name: str) -> ProcessGroup:
         """A new group of the same ranks (every member makes it, in the same order), for
         checks that must not disturb this group's calls (DETAIL's argument check)."""
-        return ProcessGroup(self._mesh, group_id, self._ranks, self._timeout, self.backend, name)
+        return ProcessGroup(self._mesh, group_id, self._ranks, self.calls.timeout, self.backend, name)
 
     def fingerprint(self, op: str, algorithm: Algorithm | None, buf: Buffer | None, root: int = -1) -> Fingerprint:
         return Fingerprint(COLLECTIVES[op], algorithm.code if algorithm else 0,
@@ -260,20 +271,21 @@ class ProcessGroup:
         seconds, else the group's. ``inputs`` (the user's tensors) give the shapes of the
         call's event when torch's profiler records.
         """
-        deadline = Deadline.after(self._timeout if timeout is None else timeout)
+        deadline = Deadline.after(self.calls.timeout if timeout is None else timeout)
         event = self._begin_event(op, inputs)
 
         def execute() -> list[Any]:
             try:
-                seq = self.last_seq = next(self._seqs)
-                return self._execute(op, seq, fp, deadline, body, outputs, result, shared)
+                return self._execute(op, self.calls.number(), fp, deadline, body, outputs, result,
+                                     shared)
             finally:
                 if event is not None:
                     profiling.end(event)
 
         if not async_op:
-            if self._executor.pending():
-                self._executor.drain(deadline.remaining(), self.context(op))
+            queue = self.calls.queue
+            if queue.pending():
+                queue.drain(deadline.remaining(), self.context(op))
             execute()
             return None
         return self.defer(op, execute, result)
@@ -287,15 +299,15 @@ class ProcessGroup:
         While torch's profiler records, the call's event opens now, in the caller's thread
         (torch records no thread it did not see start: not the worker), and closes when the
         call ends, wherever it ran, as gloo's async works do (``inputs``: its shapes)."""
-        executor = self._executor
+        queue = self.calls.queue
         event = self._begin_event(op, inputs)
         if event is not None:
             run = self._in_event(run, event)
-        future = executor.submit(run)
+        future = queue.submit(run)
         name = self._queued_names.get(op)
         if name is None:
             name = self._queued_names[op] = f"{self.context(op)} (async)"
-        return Work(name, result, future, on_future=executor.hurry)
+        return Work(name, result, future, on_future=queue.hurry)
 
     def _begin_event(self, op: str, inputs: Sequence[Any]) -> Any:
         """The profiler's event of a call (None: not recording, or a queued call's event is
@@ -318,36 +330,36 @@ class ProcessGroup:
                  body: Callable[[Any], None], outputs: Sequence[Buffer], result: list[Any],
                  shared: bool) -> list[Any]:
         """Run call #seq now, in this thread, after the calls before it (run_collective)."""
+        calls = self.calls
         peers = CallPeers(self, op, seq, fp, deadline)
         if self._mesh.channel_closed(self._channel):
             raise self._destroyed(op)
-        if self._broken is not None or self._channel.error is not None:
+        if calls.broken is not None or self._channel.error is not None:
             self._raise_broken(str(peers))
-        if self._finished < seq - 1:
-            self._await_turn(seq, deadline, peers)
+        calls.await_turn(seq, deadline, peers)
         channel = self._channel
-        entry = self.recorder.start(seq, op, fp)
+        record = calls.start(seq, op, fp)
         try:
             channel.begin(seq, fp, peers)
             body(self._slots(peers, seq, fp, deadline) if shared else peers)
         except BaseException as exc:
-            self.recorder.end(entry, exc)
-            self._break(str(peers), exc)
+            try:
+                calls.fail(record, exc)
+            finally:
+                channel.end(seq)
             clear_frames_below(exc)
             raise
-        finally:
-            channel.end(seq)
-            self._end_turn(seq)
-        self.recorder.end(entry)
+        channel.end(seq)
+        calls.end(record)
         for out in outputs:
             out.finish()
         return result
 
     def _slots(self, peers: CallPeers, seq: int, fp: Fingerprint, deadline: Deadline) -> CallSlots:
-        slots = self._call_slots
+        slots = self.call_slots
         if slots is None:
-            raise self._destroyed(peers._op)
-        return slots.reset(peers._op, seq, fp, deadline.expires_at, deadline.budget)
+            raise self._destroyed(peers.op)
+        return slots.reset(peers.op, seq, fp, deadline.expires_at, deadline.budget)
 
     def run_planned(self, op: str, fp: Fingerprint, algorithm: Algorithm, args: Sequence[Any],
                     inputs: Sequence[Any] = ()) -> None:
@@ -355,23 +367,22 @@ class ProcessGroup:
         caller already has. A shared-memory algorithm runs with no Work, no Peers, the
         deadline made only if needed; a message algorithm (TCP) as ``run_collective`` runs it,
         less the Work and the closures. ``inputs``: as for run_collective."""
+        calls = self.calls
         if algorithm.kind == registry.MESSAGES:
             self._run_planned_messages(op, fp, algorithm, args, inputs)
             return
-        if self._executor.pending():
-            self._executor.drain(self._timeout, self.context(op))
-        seq = self.last_seq = next(self._seqs)
-        if self._broken is not None or self._channel.error is not None:
+        if calls.queue.pending():
+            calls.queue.drain(calls.timeout, self.context(op))
+        seq = calls.number()
+        if calls.broken is not None or self._channel.error is not None:
             self._raise_broken(self.context(op, seq))
-        if self._finished < seq - 1:
-            self._await_turn(seq, Deadline.after(self._timeout), self.context(op, seq))
-        slots = self._call_slots
+        if calls.finished < seq - 1:
+            calls.await_turn(seq, Deadline.after(calls.timeout), self.context(op, seq))
+        slots = self.call_slots
         if slots is None:
             raise self._destroyed(op)
-        slots.reset(op, seq, fp, time.monotonic() + self._timeout, self._timeout)
-        recorder = self.recorder  # recorder.start(), written out: this path is a few µs
-        entry = [seq, op, fp, time.monotonic(), 0.0, STARTED, None]
-        recorder.ring[seq % recorder.capacity] = recorder.current = entry
+        slots.reset(op, seq, fp, time.monotonic() + calls.timeout, calls.timeout)
+        record = calls.start(seq, op, fp)
         prof = _modules_get(_TORCH_PROFILER)  # None unless torch is imported: one dict lookup
         if prof is not None:  # torch is imported: is its profiler recording? (profiling.recording)
             try:
@@ -379,25 +390,23 @@ class ProcessGroup:
             except AttributeError:  # torch is being imported by another thread
                 recording = False
             if recording and not self._event_open:
-                self._run_profiled(op, seq, algorithm, slots, args, inputs, entry)
+                self._run_profiled(op, algorithm, slots, args, inputs, record)
                 return
         try:
             algorithm.run(slots, *args)
         except BaseException as exc:
-            recorder.end(entry, exc)
-            self._break(self.context(op, seq), exc)
+            calls.fail(record, exc)
             clear_frames_below(exc)
             raise
-        finally:
-            self._end_turn(seq)
-        recorder.end(entry)
+        calls.end(record)
 
     def _run_planned_messages(self, op: str, fp: Fingerprint, algorithm: Algorithm,
                               args: Sequence[Any], inputs: Sequence[Any]) -> None:
-        deadline = Deadline.after(self._timeout)
-        if self._executor.pending():
-            self._executor.drain(self._timeout, self.context(op))
-        seq = self.last_seq = next(self._seqs)
+        deadline = Deadline.after(self.calls.timeout)
+        queue = self.calls.queue
+        if queue.pending():
+            queue.drain(self.calls.timeout, self.context(op))
+        seq = self.calls.number()
         event = self._begin_event(op, inputs)
         try:
             self._execute(op, seq, fp, deadline, lambda peers: algorithm.run(peers, *args), (), [],
@@ -406,77 +415,45 @@ class ProcessGroup:
             if event is not None:
                 profiling.end(event)
 
-    def _run_profiled(self, op: str, seq: int, algorithm: Algorithm, slots: CallSlots,
-                      args: Sequence[Any], inputs: Sequence[Any], entry: list[Any]) -> None:
+    def _run_profiled(self, op: str, algorithm: Algorithm, slots: CallSlots, args: Sequence[Any],
+                      inputs: Sequence[Any], record: CallRecord) -> None:
         """run_planned's end while torch's profiler records: the call inside its event."""
         event = profiling.begin(op, inputs)
         try:
             algorithm.run(slots, *args)
         except BaseException as exc:
-            self.recorder.end(entry, exc)
-            self._break(self.context(op, seq), exc)
+            profiling.end(event)
+            self.calls.fail(record, exc)
             clear_frames_below(exc)
             raise
-        finally:
-            profiling.end(event)
-            self._end_turn(seq)
-        self.recorder.end(entry)
-
-    def _await_turn(self, seq: int, deadline: Deadline, context: object) -> None:
-        """Wait for the calls before this one (queued async calls) to end."""
-        with self._turn:
-            self._turn_waiters += 1
-            try:
-                while self._finished < seq - 1:
-                    remaining = deadline.remaining()
-                    if remaining <= 0:
-                        raise DistTimeoutError(f"{context}: the calls before it on this group did "
-                                               f"not finish in time (the last one ended is #{self._finished})")
-                    self._turn.wait(min(remaining, 0.5))
-            finally:
-                self._turn_waiters -= 1
-
-    def _end_turn(self, seq: int) -> None:
-        self._finished = seq
-        if self._turn_waiters:
-            with self._turn:
-                self._turn.notify_all()
+        profiling.end(event)
+        self.calls.end(record)
 
     def _destroyed(self, op: str) -> DestroyedGroupError:
         return DestroyedGroupError(
-            f"{self.context(op, self.last_seq)}: this process group was destroyed on this rank "
+            f"{self.context(op, self.calls.last_seq)}: this process group was destroyed on this rank "
             f"(destroy_process_group); create a new one with new_group")
 
     def _raise_broken(self, context: str) -> None:
-        if self._broken is None:
-            self._broken = str(self._channel.error)
-        error = PeerError(f"{context}: this group cannot be used since {self._broken}. "
+        calls = self.calls
+        if calls.broken is None:
+            calls.broken = str(self._channel.error)
+        error = PeerError(f"{context}: this group cannot be used since {calls.broken}. "
                           f"Destroy it (destroy_process_group) and create a new one")
         self._break_inner(context, error)  # members may already wait in them for this call
         raise error
 
-    def _break(self, context: str, exc: BaseException) -> None:
-        first = self._broken is None
-        monitor = self.monitor
-        if first and monitor is not None:
-            try:  # before anything is told to peers: a timeout's stuck report reads theirs
-                monitor.group_failed(self, context, exc)
-            except Exception:  # noqa: BLE001 — diagnostics must never hide the real error
-                pass
-        if first:
-            self._broken = f"{context.split(' on ')[0]} failed ({type(exc).__name__}: {exc})"
+    def _tell_peers(self, context: str, exc: BaseException) -> None:
+        """What breaking means on accord's engine (``calls.on_break``): the channel fails, the
+        peers are told (once), the hierarchy's groups break too."""
         self._channel.fail(exc, notify_peers=self._channel.error is None)
         self._break_inner(context, exc)
 
     def _break_inner(self, context: str, exc: BaseException) -> None:
         """Break the hierarchy's groups too: their members may wait there, not here."""
         for inner in self._inner:
-            if inner._channel.error is None:
-                inner._break(context, exc)
-
-    def _scratch_array(self, count: int, dtype: np.dtype, which: int = 0) -> np.ndarray:
-        """Scratch memory of this thread (``scratch.Scratch``): no allocation on the hot path."""
-        return self._scratch.array(count, dtype, which)
+            if not inner.is_broken():
+                inner.calls.break_group(context, exc)
 
     # -- lifetime ---------------------------------------------------------------------------
     @property
@@ -488,29 +465,30 @@ class ProcessGroup:
         return self._mesh
 
     def is_broken(self) -> bool:
-        return self._broken is not None or self._channel.error is not None
+        return self.calls.broken is not None or self._channel.error is not None
 
     def abort(self, reason: str | None = None) -> None:
         """Break this group now: pending and later calls raise, here and on the peers, who
         are told ``reason`` (torch's ProcessGroup.abort)."""
         text = reason or f"group {self.group_name!r} was aborted on rank {self._mesh.rank}"
         self._channel.fail(PeerError(text), notify_peers=True)
-        if self._broken is None:
-            self._broken = reason or "it was aborted"
+        if self.calls.broken is None:
+            self.calls.broken = reason or "it was aborted"
 
     def shutdown(self) -> None:
         """Stop the async worker, unmap shared memory, detach from the mesh (which stays open)."""
         for companion in self.companions:
             companion.shutdown()
         self.companions.clear()
-        self._executor.shutdown()
-        self._mesh.close_channel(self._channel, self._finished)
+        self.calls.queue.shutdown()
+        self.calls.close()
+        self._mesh.close_channel(self._channel, self.calls.finished)
         # The call slots hold views of the segments and bound methods of this group (a cycle
         # only the garbage collector would break): drop them first, so the mappings and
         # their descriptors go now, not whenever the collector runs.
-        if self._call_slots is not None:
-            self._call_slots.close()
-        self._call_slots = None
+        if self.call_slots is not None:
+            self.call_slots.close()
+        self.call_slots = None
         one_round.release(self.plans.values())  # their closures hold views of the segments
         self.plans = {}
         error = self._channel.error

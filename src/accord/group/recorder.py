@@ -6,10 +6,11 @@ point-to-point operations (send/recv/isend/irecv, the peer's global rank, tag, b
 state; numbered in the order this rank posted them) with those still open, the call in flight
 and the last one completed (what the stuck report publishes), and the running totals behind
 ``accord.comm_stats()`` (calls, bytes, total and longest time, failures per operation,
-point-to-point operations included). It is
-written on every call, so it is cheap: one small list and a few stores per call, no locks
+point-to-point operations included), and the typed records of both (``CallRecord``,
+``P2pRecord``), whose fields only it writes. It is
+written on every call, so it is cheap: one small slotted object and a few stores per call, no locks
 (a call is recorded by the one thread that runs it; readers take a snapshot under the GIL; a
-p2p operation may end in the transport's progress thread: its entry is its own, and the open
+p2p operation may end in the transport's progress thread: its record is its own, and the open
 set is a dict, whose single operations the GIL keeps whole).
 Must not know about stores, files, signals or the default world: dumping and publishing are
 done by the layers above with what ``snapshot()`` and ``progress()`` return.
@@ -41,13 +42,50 @@ def itemsize(dtype_code: int) -> int:
     return _ITEMSIZE.get(dtype_code, 0)
 
 
-# An entry is a list, for speed: [seq, op, fingerprint, start, end, state, error]
-_SEQ, _OP, _FP, _START, _END, _STATE, _ERROR = range(7)
-# A p2p entry: [n, op, peer (global rank; None: any source, until it is known), tag, nbytes,
-# start, end, state, error]
-_N, _POP, _PEER, _TAG, _NBYTES, _PSTART, _PEND, _PSTATE, _PERROR = range(9)
 #: How many open p2p operations a progress post lists (the oldest first)
 _OPEN_POSTED = 4
+
+
+class CallRecord:
+    """One collective call in the flight recorder (and the ticket its runner holds: the
+    group's ``calls.begin`` makes it, ``calls.end``/``calls.fail`` close it). Only
+    ``FlightRecorder`` writes its fields."""
+
+    __slots__ = ("seq", "op", "fp", "started", "ended", "state", "error")
+
+    def __init__(self, seq: int, op: str, fp: Fingerprint | None, started: float) -> None:
+        self.seq = seq
+        self.op = op
+        self.fp = fp
+        self.started = started
+        self.ended = 0.0  # (monotonic seconds; 0.0: not ended)
+        self.state = STARTED
+        self.error: str | None = None
+
+    def __repr__(self) -> str:
+        return f"<CallRecord {self.op} #{self.seq} {self.state}>"
+
+
+class P2pRecord:
+    """One point-to-point operation in the flight recorder, numbered in the order this rank
+    posted them (``peer``: the global rank; None: any source, until it is known)."""
+
+    __slots__ = ("n", "op", "peer", "tag", "nbytes", "started", "ended", "state", "error")
+
+    def __init__(self, n: int, op: str, peer: int | None, tag: int, nbytes: int,
+                 started: float) -> None:
+        self.n = n
+        self.op = op
+        self.peer = peer
+        self.tag = tag
+        self.nbytes = nbytes
+        self.started = started
+        self.ended = 0.0
+        self.state = STARTED
+        self.error: str | None = None
+
+    def __repr__(self) -> str:
+        return f"<P2pRecord {self.op} #{self.n} peer {self.peer} {self.state}>"
 
 
 class FlightRecorder:
@@ -59,37 +97,37 @@ class FlightRecorder:
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
         self.capacity = max(1, int(capacity))
-        self.ring: list[list[Any] | None] = [None] * self.capacity
+        self.ring: list[CallRecord | None] = [None] * self.capacity
         self._stats: dict[str, list[float]] = {}
-        self.current: list[Any] | None = None  # the call in flight (None between calls)
-        self.last_done: list[Any] | None = None  # the last call that completed
-        self.last_failed: list[Any] | None = None  # the last call that raised
+        self.current: CallRecord | None = None  # the call in flight (None between calls)
+        self.last_done: CallRecord | None = None  # the last call that completed
+        self.last_failed: CallRecord | None = None  # the last call that raised
         self._wall_offset = time.time() - time.monotonic()
-        self.p2p_ring: list[list[Any] | None] = [None] * self.capacity
-        self.p2p_open: dict[int, list[Any]] = {}  # n → entry, for p2p operations not ended
+        self.p2p_ring: list[P2pRecord | None] = [None] * self.capacity
+        self.p2p_open: dict[int, P2pRecord] = {}  # n → record, for p2p operations not ended
         self._p2p_numbers = itertools.count(1)  # next() is atomic: isend may come from threads
         self.p2p_ended = 0
-        self.p2p_failed: list[Any] | None = None  # the last p2p operation that failed
+        self.p2p_failed: P2pRecord | None = None  # the last p2p operation that failed
 
-    def start(self, seq: int, op: str, fp: Fingerprint | None) -> list[Any]:
-        """Record the start of call #seq; returns the entry to pass to ``end``."""
-        entry = [seq, op, fp, _clock(), 0.0, STARTED, None]
-        self.ring[seq % self.capacity] = self.current = entry
-        return entry
+    def start(self, seq: int, op: str, fp: Fingerprint | None) -> CallRecord:
+        """Record the start of call #seq; returns the record to pass to ``end``."""
+        record = CallRecord(seq, op, fp, _clock())
+        self.ring[seq % self.capacity] = self.current = record
+        return record
 
-    def end(self, entry: list[Any], error: BaseException | None = None) -> None:
-        """Record that the call of ``entry`` ended (``error``: how it failed).
+    def end(self, record: CallRecord, error: BaseException | None = None) -> None:
+        """Record that the call of ``record`` ended (``error``: how it failed).
 
         Written for speed (it runs on every call): no helper calls on the way of a success.
         """
-        now = entry[4] = _clock()
-        took = now - entry[3]
+        now = record.ended = _clock()
+        took = now - record.started
         try:
-            stats = self._stats[entry[1]]
+            stats = self._stats[record.op]
         except KeyError:
-            stats = self._stats[entry[1]] = [0, 0, 0.0, 0.0, 0]
+            stats = self._stats[record.op] = [0, 0, 0.0, 0.0, 0]
         stats[0] += 1
-        fp = entry[2]
+        fp = record.fp
         if fp is not None:
             stats[1] += fp[3] * _ITEMSIZE.get(fp[2], 0)
         stats[2] += took
@@ -97,48 +135,48 @@ class FlightRecorder:
             stats[3] = took
         self.current = None
         if error is None:
-            entry[5] = COMPLETED
-            self.last_done = entry
+            record.state = COMPLETED
+            self.last_done = record
             return
-        entry[5] = FAILED
-        self.last_failed = entry
-        entry[6] = f"{type(error).__name__}: {error}"[:500]
+        record.state = FAILED
+        self.last_failed = record
+        record.error = f"{type(error).__name__}: {error}"[:500]
         stats[4] += 1
 
-    def p2p_start(self, op: str, peer: int | None, tag: int, nbytes: int) -> list[Any]:
+    def p2p_start(self, op: str, peer: int | None, tag: int, nbytes: int) -> P2pRecord:
         """Record a point-to-point operation posted to (or, for a receive, from) global rank
-        ``peer`` (None: any source); returns the entry to pass to ``p2p_end``."""
+        ``peer`` (None: any source); returns the record to pass to ``p2p_end``."""
         n = next(self._p2p_numbers)
-        entry = [n, op, peer, tag, nbytes, _clock(), 0.0, STARTED, None]
-        self.p2p_ring[n % self.capacity] = self.p2p_open[n] = entry
-        return entry
+        record = P2pRecord(n, op, peer, tag, nbytes, _clock())
+        self.p2p_ring[n % self.capacity] = self.p2p_open[n] = record
+        return record
 
-    def p2p_end(self, entry: list[Any], error: BaseException | None = None,
+    def p2p_end(self, record: P2pRecord, error: BaseException | None = None,
                 peer: int | None = None) -> None:
-        """Record that the p2p operation of ``entry`` ended (``peer``: the source a receive
+        """Record that the p2p operation of ``record`` ended (``peer``: the source a receive
         from any rank got); a failed one moved no bytes."""
-        if self.p2p_open.pop(entry[0], None) is None:  # entry[_N], written out (hot path)
+        if self.p2p_open.pop(record.n, None) is None:
             return  # ended already (the waiter and the progress thread both saw it)
-        now = entry[6] = _clock()  # _PEND
-        took = now - entry[5]  # _PSTART
+        now = record.ended = _clock()
+        took = now - record.started
         if peer is not None:
-            entry[2] = peer  # _PEER
+            record.peer = peer
         self.p2p_ended += 1
         try:
-            stats = self._stats[entry[1]]  # _POP
+            stats = self._stats[record.op]
         except KeyError:
-            stats = self._stats[entry[1]] = [0, 0, 0.0, 0.0, 0]
+            stats = self._stats[record.op] = [0, 0, 0.0, 0.0, 0]
         stats[0] += 1
         stats[2] += took
         if took > stats[3]:
             stats[3] = took
         if error is None:
-            entry[7] = COMPLETED  # _PSTATE
-            stats[1] += entry[4]  # _NBYTES
+            record.state = COMPLETED
+            stats[1] += record.nbytes
             return
-        entry[_PSTATE] = FAILED
-        entry[_PERROR] = f"{type(error).__name__}: {error}"[:500]
-        self.p2p_failed = entry
+        record.state = FAILED
+        record.error = f"{type(error).__name__}: {error}"[:500]
+        self.p2p_failed = record
         stats[4] += 1
 
     def totals(self, op: str) -> list[float]:
@@ -161,19 +199,19 @@ class FlightRecorder:
         stats[4] += bool(failed)
 
     # -- reading -------------------------------------------------------------------------------
-    def describe(self, entry: list[Any] | None) -> dict[str, Any] | None:
-        """One entry as plain data (JSON-ready), times as Unix seconds."""
-        if entry is None:
+    def describe(self, record: CallRecord | None) -> dict[str, Any] | None:
+        """One record as plain data (JSON-ready), times as Unix seconds."""
+        if record is None:
             return None
-        fp: Fingerprint | None = entry[_FP]
-        item: dict[str, Any] = {"seq": entry[_SEQ], "op": entry[_OP], "state": entry[_STATE],
-                                **self._times(entry[_START], entry[_END])}
+        fp = record.fp
+        item: dict[str, Any] = {"seq": record.seq, "op": record.op, "state": record.state,
+                                **self._times(record.started, record.ended)}
         if fp is not None:
             item.update(dtype=DTYPE_NAMES.get(fp.dtype, "") if fp.dtype else "", count=fp.count,
                         root=fp.root, algo=fp.algo, op_code=fp.op,
                         nbytes=fp.count * _ITEMSIZE.get(fp.dtype, 0))
-        if entry[_ERROR]:
-            item["error"] = entry[_ERROR]
+        if record.error:
+            item["error"] = record.error
         return item
 
     def _times(self, started: float, ended: float) -> dict[str, float | None]:
@@ -185,25 +223,24 @@ class FlightRecorder:
 
     def entries(self) -> list[dict[str, Any]]:
         """The recorded calls, oldest first."""
-        live = [e for e in list(self.ring) if e is not None]
-        live.sort(key=lambda e: e[_SEQ])
-        return [d for d in (self.describe(e) for e in live) if d is not None]
+        live = [r for r in list(self.ring) if r is not None]
+        live.sort(key=lambda r: r.seq)
+        return [d for d in (self.describe(r) for r in live) if d is not None]
 
-    def describe_p2p(self, entry: list[Any]) -> dict[str, Any]:
-        """One p2p entry as plain data (JSON-ready), times as Unix seconds."""
-        item: dict[str, Any] = {"n": entry[_N], "op": entry[_POP], "peer": entry[_PEER],
-                                "tag": entry[_TAG], "nbytes": entry[_NBYTES],
-                                "state": entry[_PSTATE],
-                                **self._times(entry[_PSTART], entry[_PEND])}
-        if entry[_PERROR]:
-            item["error"] = entry[_PERROR]
+    def describe_p2p(self, record: P2pRecord) -> dict[str, Any]:
+        """One p2p record as plain data (JSON-ready), times as Unix seconds."""
+        item: dict[str, Any] = {"n": record.n, "op": record.op, "peer": record.peer,
+                                "tag": record.tag, "nbytes": record.nbytes, "state": record.state,
+                                **self._times(record.started, record.ended)}
+        if record.error:
+            item["error"] = record.error
         return item
 
     def p2p_entries(self) -> list[dict[str, Any]]:
         """The recorded p2p operations, in the order they were posted."""
-        live = [e for e in list(self.p2p_ring) if e is not None]
-        live.sort(key=lambda e: e[_N])
-        return [self.describe_p2p(e) for e in live]
+        live = [r for r in list(self.p2p_ring) if r is not None]
+        live.sort(key=lambda r: r.n)
+        return [self.describe_p2p(r) for r in live]
 
     def progress(self) -> dict[str, Any]:
         """Where this rank is on the group: the call in flight (or the one that failed, if
@@ -211,22 +248,22 @@ class FlightRecorder:
         operations still open (with how many are), or else the last p2p operation that
         failed, if it failed after the last collective call ended."""
         current, done, failed = self.current, self.last_done, self.last_failed
-        if current is None and failed is not None and (done is None or failed[_SEQ] > done[_SEQ]):
+        if current is None and failed is not None and (done is None or failed.seq > done.seq):
             current = failed
         post = {"current": self.describe(current), "last_done": self.describe(done)}
-        open_ops = sorted(list(self.p2p_open.values()), key=lambda e: e[_N])
+        open_ops = sorted(list(self.p2p_open.values()), key=lambda r: r.n)
         if open_ops:
-            post["p2p_open"] = [self.describe_p2p(e) for e in open_ops[:_OPEN_POSTED]]
+            post["p2p_open"] = [self.describe_p2p(r) for r in open_ops[:_OPEN_POSTED]]
             post["p2p_open_count"] = len(open_ops)
-        elif self.p2p_failed is not None and (done is None or self.p2p_failed[_PEND] > done[_END]):
+        elif self.p2p_failed is not None and (done is None or self.p2p_failed.ended > done.ended):
             post["p2p_failed"] = self.describe_p2p(self.p2p_failed)
         return post
 
     def stamp(self) -> tuple[int, int, int, int]:
         """A cheap token that changes whenever a call or a p2p operation starts or ends."""
         current, done = self.current, self.last_done
-        return (current[_SEQ] if current is not None else 0,
-                done[_SEQ] if done is not None else 0, len(self.p2p_open), self.p2p_ended)
+        return (current.seq if current is not None else 0,
+                done.seq if done is not None else 0, len(self.p2p_open), self.p2p_ended)
 
     def stats(self) -> dict[str, dict[str, Any]]:
         """Per operation: calls, bytes, total_s, max_s, mean_s, failed."""

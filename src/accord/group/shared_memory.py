@@ -139,7 +139,8 @@ class CallSlots:
 
     __slots__ = ("rank", "size", "slot_bytes", "tunables", "domain", "_hash", "_seq", "_fp",
                  "_tail", "_name", "others", "_describe", "_context", "_scratch", "_expires",
-                 "_budget", "_deadline", "_known", "_last_views", "posted_tails", "_last_known")
+                 "_budget", "_deadline", "_known", "_last_views", "posted_tails", "_last_known",
+                 "closed")
 
     def __init__(self, domain: ShmDomain, tunables: Tunables, describe: Callable[[Fingerprint, int], str],
                  scratch: Callable[..., np.ndarray], context: Callable[[str, int], str]) -> None:
@@ -155,6 +156,7 @@ class CallSlots:
         self._last_views: tuple[Any, ...] = (-1, None, [], [])
         self.posted_tails: list[bytes | None] = [None, None]  # detail words now in each parity
         self._last_known: tuple[Any, ...] = (None, (0, b""))  # (fingerprint, its known entry)
+        self.closed = False  # the group shut down: no call may use the slots
 
     def reset(self, name: str, seq: int, fp: Fingerprint, expires: float, budget: float) -> CallSlots:
         """Bind this object to call ``seq`` (named ``name``) with fingerprint ``fp``."""
@@ -185,6 +187,7 @@ class CallSlots:
 
     def close(self) -> None:
         """Drop the cached views of the slots (the group is shutting down)."""
+        self.closed = True
         self._last_views = (-1, None, [], [])
 
     # The methods below reach into the domain's words directly (one call each, not two):

@@ -240,8 +240,8 @@ def _compile_all_to_all(group: ProcessGroup, algorithm: Algorithm, fp: Fingerpri
                         dtype: np.dtype) -> Callable[..., bool] | None:
     """Every rank sends and receives ``count`` elements to and from every rank."""
     n = group.size()
-    if algorithm.run is not shm_exchange.all_to_all or group._call_slots is None \
-            or not round_bodies.all_to_all_fits(n, count, dtype.itemsize, group._call_slots.slot_bytes):
+    if algorithm.run is not shm_exchange.all_to_all or group.call_slots is None \
+            or not round_bodies.all_to_all_fits(n, count, dtype.itemsize, group.call_slots.slot_bytes):
         return None
     return one_round.compile_call(group, "all_to_all", fp, 8 * n + n * count * dtype.itemsize,
                                   round_bodies.all_to_all(group.rank(), n, count, dtype))

@@ -376,7 +376,7 @@ def _plan_scatter(group: ProcessGroup, tensor: np.ndarray, scatter_list: Any,
     root_list(group.rank(), group.size(), scatter_list, src, "scatter_list", "src", out, writable=False)
     algorithm, fp = choose(group, "scatter", out.nbytes, out, root=src)
     compiled = None
-    slots = group._call_slots
+    slots = group.call_slots
     if algorithm.run is shm_rooted.scatter and slots is not None:
         n, dtype = group.size(), out.flat.dtype
         region = round_bodies.scatter_region(slots.slot_bytes, n, dtype.itemsize)

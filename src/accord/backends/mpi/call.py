@@ -131,7 +131,7 @@ class MpiCall:
         buffer of its own for an async one (it outlives the next call)."""
         if self._deferred:
             return np.empty(count, dtype)
-        return self._group._scratch_array(count, dtype, which)
+        return self._group.calls.scratch.array(count, dtype, which)
 
 
 class _Handle:

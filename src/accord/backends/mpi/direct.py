@@ -14,17 +14,16 @@ not know about the API.
 from __future__ import annotations
 
 import sys
-import time
 from typing import Any
 
 import numpy as np
 
 from ... import profiling
 from ...arrays import as_buffer
-from ...group.recorder import COMPLETED, STARTED
 from ...reduce_ops import as_reduce_op, make_kernel
 from ...timeouts import Deadline
 from ...transport.wire import Fingerprint
+from ...group.recorder import CallRecord
 from . import runtime
 from .agreement import fold, fingerprint_hash
 from .algorithms import ALGORITHMS
@@ -34,7 +33,6 @@ _NDARRAY = np.ndarray
 _modules_get = sys.modules.get
 _SPINS = 200  # tests before a deadline is even made
 _PROFILER = profiling.TORCH_PROFILER
-_monotonic = time.monotonic
 _IN_PLACE = runtime.load().IN_PLACE
 _ARRIVAL = "the ranks' arrival at this call (accord's check before MPI's collective)"
 
@@ -44,6 +42,8 @@ class DirectPath(OtherCalls):
 
     def __init__(self, group: Any) -> None:
         self._group = group
+        self._calls = group.calls
+        self._rank = group.rank()
         self._plans: dict[Any, Any] = {}
         self._agreement = group.agreement
         self._in_place = _IN_PLACE
@@ -51,7 +51,7 @@ class DirectPath(OtherCalls):
 
     def _usable(self) -> bool:
         group = self._group
-        if group._broken is not None or group._destroyed_flag or group._queued:
+        if self._calls.broken is not None or group.destroyed or group.unstarted:
             return False  # (an async call not started yet: the long path starts after it)
         prof = _modules_get(profiling.TORCH_PROFILER)
         return prof is None or not profiling.recording()
@@ -61,8 +61,9 @@ class DirectPath(OtherCalls):
             return False
         flags = tensor.flags
         group = self._group
-        if not (flags.c_contiguous and flags.writeable) or group._broken is not None or group._queued \
-                or group._destroyed_flag or (_modules_get(_PROFILER) is not None and profiling.recording()):
+        if not (flags.c_contiguous and flags.writeable) or self._calls.broken is not None \
+                or group.unstarted or group.destroyed \
+                or (_modules_get(_PROFILER) is not None and profiling.recording()):
             return False
         key = (op, tensor.dtype, tensor.size)
         plan = self._plans.get(key)
@@ -70,13 +71,10 @@ class DirectPath(OtherCalls):
             plan = self._plans[key] = self._plan_all_reduce(tensor, op)
         fp, h, datatype, mpi_op, kernel, carried = plan
         flat = tensor if tensor.ndim == 1 else tensor.reshape(-1)
-        # _begin and _finish, written out: this path is a few µs
-        seq = group.last_seq = next(group._seqs)
-        recorder = group.recorder
-        entry = [seq, "all_reduce", fp, _monotonic(), 0.0, STARTED, None]
-        recorder.ring[seq % recorder.capacity] = recorder.current = entry
+        calls = self._calls
+        entry = calls.begin("all_reduce", fp)  # (_begin less the check: it may ride on the data)
         if carried is not None:  # the data rides on the check: one MPI call, folded here
-            mine, rows, pairwise, persistent, stats, nbytes = carried
+            mine, rows, pairwise, persistent = carried
             mine[...] = flat
             if persistent is not None:  # _check written out
                 record, hashes, request = persistent
@@ -86,31 +84,21 @@ class DirectPath(OtherCalls):
                 if not (test() or test() or test()):  # (the call to _wait costs, here)
                     self._wait(entry, request, _ARRIVAL)
                 if hashes.tolist().count(h) != len(rows):
-                    self._mismatch(entry, seq, fp)
+                    self._mismatch(entry, entry.seq, fp)
             else:
                 self._check(entry, h)
             if pairwise is not None:
                 pairwise(rows[0], rows[1], out=flat)  # fold's commonest case, written out
             else:
                 fold(flat, rows, kernel)
-            # recorder.end, written out
-            now = entry[4] = _monotonic()
-            took = now - entry[3]
-            stats[0] += 1
-            stats[1] += nbytes
-            stats[2] += took
-            if took > stats[3]:
-                stats[3] = took
-            recorder.current = None
-            entry[5] = COMPLETED
-            recorder.last_done = entry
+            calls.end(entry)
             return True
         if group.checks:
             self._check(entry, h)
         request = group.comm.Iallreduce(_IN_PLACE, [flat, datatype], mpi_op)
         if not request.Test():
             self._wait(entry, request, "the MPI collective")
-        recorder.end(entry)
+        calls.end(entry)
         if kernel.needs_finalize:
             kernel.finalize(flat, group.size())
         return True
@@ -123,8 +111,7 @@ class DirectPath(OtherCalls):
         if carried is not None:
             mine, rows = carried
             pairwise = kernel.ufunc if len(rows) == 2 and not kernel.needs_finalize else None
-            carried = (mine, rows, pairwise, self._agreement.persistent(),
-                       self._group.recorder.totals("all_reduce"), buf.flat.nbytes)
+            carried = (mine, rows, pairwise, self._agreement.persistent())
         return (fp, fingerprint_hash(fp), *runtime.reduction(buf.flat, kernel), kernel, carried)
 
     def _carried(self, flat: np.ndarray) -> Any:
@@ -140,8 +127,8 @@ class DirectPath(OtherCalls):
             return False
         flags = tensor.flags
         group = self._group
-        if not (flags.c_contiguous and (flags.writeable or group._rank == src)) \
-                or group._broken is not None or group._destroyed_flag or group._queued \
+        if not (flags.c_contiguous and (flags.writeable or self._rank == src)) \
+                or self._calls.broken is not None or group.destroyed or group.unstarted \
                 or (_modules_get(_PROFILER) is not None and profiling.recording()):
             return False
         plan = self._plans.get(("broadcast", src, tensor.dtype, tensor.size))
@@ -149,14 +136,11 @@ class DirectPath(OtherCalls):
             plan = self._plan_broadcast(tensor, src)
         fp, h, datatype, carried = plan
         flat = tensor if tensor.ndim == 1 else tensor.reshape(-1)
-        # _begin and _finish, written out: this path is a few µs
-        seq = group.last_seq = next(group._seqs)
-        recorder = group.recorder
-        entry = [seq, "broadcast", fp, _monotonic(), 0.0, STARTED, None]
-        recorder.ring[seq % recorder.capacity] = recorder.current = entry
+        calls = self._calls
+        entry = calls.begin("broadcast", fp)  # (_begin less the check: it may ride on the data)
         if carried is not None:  # the root's data rides on the check
-            mine, root_row, persistent, size, stats, nbytes = carried
-            if group._rank == src:
+            mine, root_row, persistent, size = carried
+            if self._rank == src:
                 mine[...] = flat
             if persistent is not None:  # _check written out
                 record, hashes, request = persistent
@@ -166,22 +150,12 @@ class DirectPath(OtherCalls):
                 if not (test() or test() or test()):  # (the call to _wait costs, here)
                     self._wait(entry, request, _ARRIVAL)
                 if hashes.tolist().count(h) != size:
-                    self._mismatch(entry, seq, fp)
+                    self._mismatch(entry, entry.seq, fp)
             else:
                 self._check(entry, h)
-            if group._rank != src:
+            if self._rank != src:
                 flat[...] = root_row
-            # recorder.end, written out
-            now = entry[4] = _monotonic()
-            took = now - entry[3]
-            stats[0] += 1
-            stats[1] += nbytes
-            stats[2] += took
-            if took > stats[3]:
-                stats[3] = took
-            recorder.current = None
-            entry[5] = COMPLETED
-            recorder.last_done = entry
+            calls.end(entry)
             return True
         message = [flat, datatype] if datatype is not None else runtime.as_bytes(flat)
         if group.checks:
@@ -189,7 +163,7 @@ class DirectPath(OtherCalls):
         request = group.comm.Ibcast(message, src)
         if not request.Test():
             self._wait(entry, request, "the MPI collective")
-        recorder.end(entry)
+        calls.end(entry)
         return True
 
     def _plan_broadcast(self, tensor: np.ndarray, src: int) -> tuple[Any, ...]:
@@ -200,8 +174,7 @@ class DirectPath(OtherCalls):
         carried = self._carried(buf.flat)
         if carried is not None:
             mine, rows = carried
-            carried = (mine, rows[src], self._agreement.persistent(), len(rows),
-                       group.recorder.totals("broadcast"), buf.flat.nbytes)
+            carried = (mine, rows[src], self._agreement.persistent(), len(rows))
         plan = self._plans[("broadcast", src, tensor.dtype, tensor.size)] = (
             fp, fingerprint_hash(fp), runtime.element_type(buf.flat.itemsize) if buf.flat.size else None,
             carried)
@@ -216,20 +189,16 @@ class DirectPath(OtherCalls):
             plan = self._plans["barrier"] = (fp, fingerprint_hash(fp))
         entry = self._begin("barrier", plan[0], plan[1])
         if self._group.checks:  # no rank leaves the check before every rank entered it
-            self._group.recorder.end(entry)
+            self._calls.end(entry)
         else:
             self._finish(entry, self._group.comm.Ibarrier())
         return True
 
     # -- one call ---------------------------------------------------------------------------
-    def _begin(self, op: str, fp: Fingerprint, h: int) -> list[Any]:
+    def _begin(self, op: str, fp: Fingerprint, h: int) -> CallRecord:
         """Number the call, record it, and check that every rank called the same."""
-        group = self._group
-        seq = group.last_seq = next(group._seqs)
-        recorder = group.recorder
-        entry = [seq, op, fp, _monotonic(), 0.0, STARTED, None]
-        recorder.ring[seq % recorder.capacity] = recorder.current = entry
-        if group.checks:
+        entry = self._calls.begin(op, fp)
+        if self._group.checks:
             self._check(entry, h)
         return entry
 
@@ -237,51 +206,47 @@ class DirectPath(OtherCalls):
         """One call not carried by the check: number and record it, check that every rank
         called the same, then ``start(*args)`` (MPI's nonblocking collective) and wait."""
         entry = self._begin(op, fp, h)
-        group = self._group
         try:
             request = start(*args)
         except BaseException as exc:  # MPI refused the call: as the long path fails
-            group.recorder.end(entry, exc)
-            group._break(group.context(op, entry[0]), exc)
+            self._calls.fail(entry, exc)
             raise
         if not request.Test():
             self._wait(entry, request, "the MPI collective")
-        group.recorder.end(entry)
+        self._calls.end(entry)
 
-    def _check(self, entry: list[Any], h: int) -> None:
+    def _check(self, entry: CallRecord, h: int) -> None:
         """Every rank called the same (sent the same hash), else the mismatch error."""
         agreement = self._agreement
         request = agreement.start(h)
         if not request.Test():
             self._wait(entry, request, _ARRIVAL)
         if not agreement.agreed(h):
-            self._mismatch(entry, entry[0], entry[2])
+            self._mismatch(entry, entry.seq, entry.fp)
 
-    def _finish(self, entry: list[Any], request: Any) -> None:
+    def _finish(self, entry: CallRecord, request: Any) -> None:
         if not request.Test():
             self._wait(entry, request, "the MPI collective")
-        self._group.recorder.end(entry)
+        self._calls.end(entry)
 
-    def _wait(self, entry: list[Any], request: Any, what: str) -> None:
+    def _wait(self, entry: CallRecord, request: Any, what: str) -> None:
         test = request.Test
         for _ in range(_SPINS):
             if test():
                 return
-        group = self._group
-        deadline = Deadline(entry[3] + group._timeout, group._timeout)
+        calls = self._calls
+        deadline = calls.deadline(entry)
         if runtime.wait_until(test, deadline):
             return
-        context = group.context(entry[1], entry[0])
-        exc = runtime.timed_out(context, deadline, what)
-        group.abandon([request], None)
-        group.recorder.end(entry, exc)
-        group._break(context, exc)
+        exc = runtime.timed_out(calls.context(entry.op, entry.seq), deadline, what)
+        self._group.abandon([request], None)
+        calls.fail(entry, exc)
         raise exc
 
-    def _mismatch(self, entry: list[Any], seq: int, fp: Fingerprint) -> None:
+    def _mismatch(self, entry: CallRecord, seq: int, fp: Fingerprint) -> None:
         group = self._group
         try:
-            group.explain_mismatch(seq, fp, Deadline.after(group._timeout))
+            group.explain_mismatch(seq, fp, Deadline.after(self._calls.timeout))
         except BaseException as exc:
-            group.recorder.end(entry, exc)
+            self._calls.fail(entry, exc, breaks=False)
             raise

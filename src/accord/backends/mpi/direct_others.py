@@ -23,6 +23,8 @@ from typing import Any, Callable
 import numpy as np
 
 from ...arrays import as_buffer
+from ...group.calls import CallSequencer
+from ...group.recorder import CallRecord
 from ...group.arguments import (all_gather_into_tensor_buffers, all_to_all_single_buffers,
                                 reduce_scatter_tensor_buffers, root_list)
 from ...reduce_ops import as_reduce_op, make_kernel
@@ -58,14 +60,16 @@ def _root_list(arrays: Any, size: int, writes: bool) -> tuple[Any, ...] | None:
 
 class OtherCalls:
     """The short paths of reduce, gather, scatter and the tensor forms of all_gather,
-    reduce_scatter and all_to_all (a mixin of ``DirectPath``, which provides ``_group``,
-    ``_plans``, ``_usable`` and ``_run``)."""
+    reduce_scatter and all_to_all (a mixin of ``DirectPath``, which provides ``_group``, its
+    ``_calls`` and ``_rank``, ``_plans``, ``_usable``, ``_begin`` and ``_run``)."""
 
     _group: Any
+    _calls: CallSequencer
+    _rank: int
     _plans: dict[Any, Any]
     _usable: Callable[[], bool]
     _run: Callable[..., None]
-    _begin: Callable[..., list[Any]]
+    _begin: Callable[..., CallRecord]
     _byte: Any
     _agreement: Any
 
@@ -108,7 +112,7 @@ class OtherCalls:
         group = self._group
         if type(dst) is not int or not 0 <= dst < group.size():
             return False
-        root = group._rank == dst
+        root = self._rank == dst
         if not (_plain(tensor, root) and tensor.size and self._usable()):
             return False
         key = ("reduce", op, dst, tensor.dtype, tensor.size)
@@ -126,7 +130,7 @@ class OtherCalls:
                     pairwise(rows[0], rows[1], out=flat)
                 else:
                     fold(flat, rows, kernel)
-            group.recorder.end(entry)
+            self._calls.end(entry)
             return True
         if root:
             self._run("reduce", fp, h, group.comm.Ireduce, (self._in_place, [flat, datatype], mpi_op, dst))
@@ -137,7 +141,7 @@ class OtherCalls:
         return True
 
     def _plan_reduce(self, tensor: np.ndarray, dst: int, op: Any) -> tuple[Any, ...]:
-        buf = as_buffer(tensor, writable=dst == self._group._rank)
+        buf = as_buffer(tensor, writable=dst == self._rank)
         kernel = make_kernel(as_reduce_op(op), buf.flat.dtype, buf.dtype_name)
         fp, h = self._fingerprint("reduce", buf, dst)
         carried = self._carry("reduce", fp, buf.flat.dtype)
@@ -160,7 +164,7 @@ class OtherCalls:
             return False
         if not (_plain(tensor, tensor_writes) and tensor.size and self._usable()):
             return False
-        is_root = group._rank == root
+        is_root = self._rank == root
         if is_root:
             signature = _root_list(tensors, group.size(), not tensor_writes)
             if signature is None:
@@ -189,7 +193,7 @@ class OtherCalls:
                         piece[...] = array.reshape(-1)
                 entry = self._begin(op, fp, h)
                 flat[...] = theirs
-            group.recorder.end(entry)
+            self._calls.end(entry)
             return True
         comm = group.comm
         if flat.nbytes >= PLACED_BYTES:  # MPI's v-form, straight into or out of the root's arrays
@@ -200,7 +204,7 @@ class OtherCalls:
             else:
                 self._run(op, fp, h, comm.Iscatter, (None, [flat, datatype], root))
             return True
-        joined = group._scratch_array(flat.size * len(tensors), flat.dtype)
+        joined = group.calls.scratch.array(flat.size * len(tensors), flat.dtype)
         rows = joined.reshape(len(tensors), flat.size)
         if op == "gather":
             self._run(op, fp, h, comm.Igather, ([flat, datatype], [joined, datatype], root))
@@ -231,11 +235,11 @@ class OtherCalls:
         group = self._group
         mine = as_buffer(tensor, writable=op == "scatter")
         role, what = ("dst", "gather_list") if op == "gather" else ("src", "scatter_list")
-        root_list(group._rank, group.size(), tensors, root, what, role, mine, writable=op == "gather")
+        root_list(self._rank, group.size(), tensors, root, what, role, mine, writable=op == "gather")
         fp, h = self._fingerprint(op, mine, root)
         carried: Any = self._carry(op, fp, mine.flat.dtype)
         if carried is not None and op == "scatter":  # (each rank's block of the root's record)
-            count, me = mine.count, group._rank
+            count, me = mine.count, self._rank
             ours, rows = carried
             carried = ([ours[i * count:(i + 1) * count] for i in range(group.size())],
                        rows[root][me * count:(me + 1) * count])
@@ -255,7 +259,7 @@ class OtherCalls:
             mine[...] = inp if inp.ndim == 1 else inp.reshape(-1)
             entry = self._begin("all_gather", fp, h)
             output.reshape(table.shape)[...] = table
-            self._group.recorder.end(entry)
+            self._calls.end(entry)
             return True
         if _shares(inp, output):
             return False  # MPI forbids it: the long path copies the input first (or goes in place)
@@ -294,14 +298,14 @@ class OtherCalls:
                 pairwise(blocks[0], blocks[1], out=flat)
             else:
                 fold(flat, blocks, kernel)
-            self._group.recorder.end(entry)
+            self._calls.end(entry)
             return True
         if _shares(inp, output):
             return False
         group = self._group
         if spaced is not None:  # large blocks: the long path's exchange (algorithms._exchanged)
-            flat, me, count = inp.reshape(-1), group._rank, output.size
-            joined = group._scratch_array(group.size() * count, flat.dtype, 1)
+            flat, me, count = inp.reshape(-1), self._rank, output.size
+            joined = group.calls.scratch.array(group.size() * count, flat.dtype, 1)
             byte = self._byte
             messages = ([flat.view(np.uint8), *spaced, byte], [joined.view(np.uint8), *spaced, byte])
             self._run("reduce_scatter", fp, h, group.comm.Ialltoallv, messages)
@@ -321,10 +325,10 @@ class OtherCalls:
         fp, h = self._fingerprint("reduce_scatter", o, count=i.count)
         carried: Any = self._carry("reduce_scatter", fp, o.flat.dtype)
         if carried is not None:  # (this rank's block of every rank's record)
-            start = self._group._rank * o.count
+            start = self._rank * o.count
             blocks = [row[start:start + o.count] for row in carried[1]]
             carried = (carried[0], blocks, self._pairwise(kernel, blocks))
-        size, me = self._group.size(), self._group._rank
+        size, me = self._group.size(), self._rank
         spaced = None
         if i.nbytes >= PLACED_BYTES * size:  # large blocks: the exchange, as on the long path
             spaced = layouts.blocks(size, o.nbytes, skip=me)
@@ -346,7 +350,7 @@ class OtherCalls:
             mine[...] = inp if inp.ndim == 1 else inp.reshape(-1)
             entry = self._begin("all_to_all", fp, h)
             output.reshape(column.shape)[...] = column
-            self._group.recorder.end(entry)
+            self._calls.end(entry)
             return True
         if _shares(inp, output):
             return False
@@ -356,13 +360,13 @@ class OtherCalls:
     def _plan_all_to_all(self, output: np.ndarray, inp: np.ndarray) -> Any:
         group = self._group
         size = group.size()
-        o, i, _, _, even = all_to_all_single_buffers(group._rank, size, output, inp, None, None)
+        o, i, _, _, even = all_to_all_single_buffers(self._rank, size, output, inp, None, None)
         if not even or o.count != i.count or i.count % size:
             return False  # (cached: this signature always takes the long path)
         fp, h = self._fingerprint("all_to_all", i, count=i.count)
         carried: Any = self._carry("all_to_all", fp, i.flat.dtype)
         if carried is not None:  # (this rank's block of every rank's record)
             block = i.count // size
-            start = group._rank * block
+            start = self._rank * block
             carried = (carried[0], self._agreement.table(i.flat.dtype, i.count)[:, start:start + block])
         return fp, h, runtime.element_type(i.flat.itemsize), carried

@@ -56,7 +56,7 @@ class MpiP2P:
         data = np.ascontiguousarray(buf.flat)
         entry = group.recorder.p2p_start(op, peer, tag, data.nbytes)
         request = group.comm.Isend(runtime.as_bytes(data), dst, tag)
-        return _Posted(request, data, entry, context, buf, peer, Deadline.after(group._timeout), False)
+        return _Posted(request, data, entry, context, buf, peer, Deadline.after(group.calls.timeout), False)
 
     def _post_recv(self, tensor: Any, src: int | None, tag: int, op: str) -> _Posted:
         group = self._group
@@ -67,7 +67,7 @@ class MpiP2P:
         context = f"{op} from {'any rank' if peer is None else f'rank {peer}'} (tag {tag}) on rank {group.global_rank}"
         entry = group.recorder.p2p_start(op, peer, tag, buf.nbytes)
         request = group.comm.Irecv(runtime.as_bytes(buf.flat), source, tag)
-        return _Posted(request, buf.flat, entry, context, buf, peer, Deadline.after(group._timeout), True)
+        return _Posted(request, buf.flat, entry, context, buf, peer, Deadline.after(group.calls.timeout), True)
 
     def _finish(self, posted: _Posted) -> int | None:
         """Wait for a posted send or receive; the sender's group rank of a receive."""
@@ -138,7 +138,7 @@ class MpiP2P:
         context = f"{op} to rank {group.global_rank_of(dst)} on rank {group.global_rank}"
         arrays = [np.frombuffer(f, dtype=np.uint8) for f in frames]
         requests = [group.msg_comm.Isend(runtime.as_bytes(a), dst, OBJECT_TAG) for a in arrays]
-        deadline = Deadline.after(group._timeout)
+        deadline = Deadline.after(group.calls.timeout)
         if not runtime.wait_until(lambda: runtime.load().Request.Testall(requests), deadline):
             group.abandon(requests, arrays)
             raise DistTimeoutError(f"{context}: not received in {format_seconds(deadline.budget)}. "
@@ -152,7 +152,7 @@ class MpiP2P:
         source = mpi.ANY_SOURCE if src is None else self._peer(src, "src")
         context = (f"{op} from {'any rank' if src is None else f'rank {group.global_rank_of(src)}'} "
                    f"on rank {group.global_rank}")
-        deadline = Deadline.after(group._timeout)
+        deadline = Deadline.after(group.calls.timeout)
         head, sender = self._probe_receive(source, deadline, context)
         frames = [head]
         for _ in range(pickling.buffer_count(head)):

@@ -14,7 +14,6 @@ beyond ``config``.
 
 from __future__ import annotations
 
-import itertools
 import threading
 import time
 from collections import deque
@@ -30,8 +29,8 @@ from ...errors import CollectiveMismatchError, DestroyedGroupError, DistTimeoutE
 from ...collectives.algorithm import COLLECTIVE_NAMES, COLLECTIVES
 from ...group.call import OBJECT_CALLS, describe_call
 from ...group.process_group import ProcessGroup
-from ...group.recorder import FlightRecorder
-from ...group.scratch import Scratch
+from ...group.calls import CallSequencer
+from ...group.recorder import CallRecord, FlightRecorder
 from ...group.work import Future, Work
 from ...timeouts import Deadline, to_seconds
 from ...transport.wire import Fingerprint
@@ -59,36 +58,32 @@ class MpiProcessGroup(ProcessGroup):
         self.comm = comm
         self.msg_comm = comm.Dup()
         self._ranks = list(ranks)
+        self.members = self._ranks
         self._group_rank_of = {g: i for i, g in enumerate(self._ranks)}
         self._rank = comm.Get_rank()
-        self._seqs = itertools.count(1)
-        self._timeout = to_seconds(timeout)
-        self._broken: str | None = None
-        self._scratch = Scratch()
-        self._finished = 0
-        self._turn = threading.Condition()
-        self._turn_waiters = 0
         #: async calls whose MPI part has not started yet (their check waits for the other
         #: ranks): started in order by whoever needs them first (``_start_until``)
-        self._queued: deque[_Started] = deque()
+        self.unstarted: deque[_Started] = deque()
         self._start_lock = threading.Lock()  # held while queued calls are started
         self._starter: threading.Thread | None = None
+        self._starter_lock = threading.Lock()  # (the starter may be deciding to stop)
         self.tunables = config.Tunables.from_env()
         self.backend = "mpi"
         self.group_name = name
         self.group_desc = desc or name
         self.group_id = group_id
+        self.calls = CallSequencer(to_seconds(timeout), self._where(self._ranks[self._rank]),
+                                   FlightRecorder(self.tunables.flight_recorder_size))
+        self.recorder = self.calls.recorder
         self._object_policy = None
         self._shm = None
-        self._call_slots = None
+        self.call_slots = None
         self.plans: dict[Any, Any] = {}
-        self.recorder = FlightRecorder(self.tunables.flight_recorder_size)
-        self.last_seq = 0
-        self.monitor: Any = None
+        self._monitor: Any = None
         self.companions: list[ProcessGroup] = []
         self.checks = config.mpi_checks()
         self._abandoned: list[Any] = []  # requests of failed calls, and their buffers
-        self._destroyed_flag = False
+        self.destroyed = False  # shut down on this rank (destroy_process_group)
         self.p2p_engine = MpiP2P(self)
         self.agreement = Agreement(comm, comm.Get_size())
         self.direct = DirectPath(self)
@@ -106,24 +101,17 @@ class MpiProcessGroup(ProcessGroup):
     def mesh(self) -> Any:
         return None
 
-    def context(self, op: str, seq: int | None = None) -> str:
-        number = f" #{seq}" if seq is not None else ""
-        where = f"rank {self.global_rank}"
-        if self.group_id != 0:
-            where += f" (group {self.group_name!r}, group rank {self._rank})"
-        return f"{op}{number} on {where}"
-
     def choose_algorithm(self, collective: str, nbytes: int) -> Algorithm:
         return ALGORITHMS[collective]
 
     def twin(self, group_id: int, name: str) -> MpiProcessGroup:
         self._settle_queued("new_group")
-        return MpiProcessGroup(self.comm.Dup(), self._ranks, group_id, self._timeout, name)
+        return MpiProcessGroup(self.comm.Dup(), self._ranks, group_id, self.calls.timeout, name)
 
     def _settle_queued(self, op: str) -> None:
         """Before a collective MPI call outside the collectives (a new communicator)."""
-        if self._queued:
-            self._start_until(None, Deadline.after(self._timeout), self.context(op))
+        if self.unstarted:
+            self._start_until(None, Deadline.after(self.calls.timeout), self.context(op))
 
     def subgroup(self, group_id: int, ranks: Sequence[int], timeout: float, backend: str, name: str,
                  desc: str | None) -> MpiProcessGroup:
@@ -150,23 +138,24 @@ class MpiProcessGroup(ProcessGroup):
                        inputs: Sequence[Any] = ()) -> Work | None:
         """Call #seq: check that every rank called the same, start MPI's part (``body``
         gets an MpiCall), then wait for it now or return the Work that waits for it."""
-        seq = self.last_seq = next(self._seqs)
-        deadline = Deadline.after(self._timeout if timeout is None else timeout)
+        calls = self.calls
+        seq = calls.number()
+        deadline = Deadline.after(calls.timeout if timeout is None else timeout)
         context = self.context(op, seq)
-        if self._destroyed_flag:
+        if self.destroyed:
             raise self._destroyed(op)
-        if self._broken is not None:
+        if calls.broken is not None:
             self._raise_broken(context)
-        if not async_op and self._queued:  # earlier async calls have not started: after them
+        if not async_op and self.unstarted:  # earlier async calls have not started: after them
             self._start_until(None, deadline, context)
         event = profiling.begin_if_recording(op, inputs)
-        entry = self.recorder.start(seq, op, fp)
+        entry = calls.start(seq, op, fp)
         call = MpiCall(self, op, seq, deadline, deferred=async_op, fp=fp)
 
         def start() -> None:
             """The check (which waits for every rank), then MPI's part started."""
             try:
-                if self._broken is not None:  # (an async call: an earlier one broke the group)
+                if calls.broken is not None:  # (an async call: an earlier one broke the group)
                     self._raise_broken(context)
                 if self.checks:
                     if fp.algo == MPI_ALGORITHM_CODE:  # MPI's collectives check in their function
@@ -187,8 +176,8 @@ class MpiProcessGroup(ProcessGroup):
         # thread, never in the caller, so that the caller may go on to calls the other ranks
         # need first (a send they receive before they reach this call). Calls start in order.
         started = _Started(start)
-        with self._turn:  # (the starter may be deciding to stop: see _start_late)
-            self._queued.append(started)
+        with self._starter_lock:  # (the starter may be deciding to stop: see _start_late)
+            self.unstarted.append(started)
             if self._starter is None:
                 self._starter = threading.Thread(target=self._start_late, daemon=True,
                                                  name=f"accord-mpi-{self.group_name}-start")
@@ -202,7 +191,7 @@ class MpiProcessGroup(ProcessGroup):
             raise DistTimeoutError(f"{context}: the async calls before it on this group did not "
                                    f"start in time (their ranks did not all reach them)")
         try:
-            queued = self._queued
+            queued = self.unstarted
             while queued and (target is None or not target.done):
                 started = queued[0]
                 try:
@@ -218,23 +207,23 @@ class MpiProcessGroup(ProcessGroup):
         """The group's starter: an async call nobody waited for starts ``_START_AFTER``
         seconds after it was made (its ranks may need this one's part before they wait)."""
         idle_since = time.monotonic()
-        while not self._destroyed_flag:
+        while not self.destroyed:
             time.sleep(_START_AFTER)
             try:
-                queued = self._queued
+                queued = self.unstarted
                 if queued and time.monotonic() - queued[0].made >= _START_AFTER:
-                    self._start_until(queued[-1], Deadline.after(self._timeout), "an async call")
+                    self._start_until(queued[-1], Deadline.after(self.calls.timeout), "an async call")
             except (DistTimeoutError, IndexError):
                 pass  # (a caller is starting them; or the queue emptied meanwhile)
-            if self._queued:
+            if self.unstarted:
                 idle_since = time.monotonic()
             elif time.monotonic() - idle_since > _STARTER_IDLE:
-                with self._turn:  # no async call for a while: stop (the next one starts a starter)
-                    if not self._queued:
+                with self._starter_lock:  # no async call for a while: stop (the next one starts one)
+                    if not self.unstarted:
                         self._starter = None
                         return
 
-    def _work(self, call: MpiCall, started: _Started, entry: list[Any], context: str,
+    def _work(self, call: MpiCall, started: _Started, entry: CallRecord, context: str,
               outputs: Sequence[Buffer], result: list[Any], event: Any) -> Work:
         settled = threading.Lock()
 
@@ -268,19 +257,18 @@ class MpiProcessGroup(ProcessGroup):
         future = Future(drive=lambda _timeout: settle(True), poll=lambda: settle(False))
         return Work(context, result, future)
 
-    def _succeed(self, entry: list[Any], outputs: Sequence[Buffer], event: Any) -> None:
-        self.recorder.end(entry)
+    def _succeed(self, entry: CallRecord, outputs: Sequence[Buffer], event: Any) -> None:
+        self.calls.end(entry)
         for out in outputs:
             out.finish()
         if event is not None:
             profiling.end(event)
 
-    def _fail(self, entry: list[Any], context: str, exc: BaseException, event: Any) -> None:
-        self.recorder.end(entry, exc)
+    def _fail(self, entry: CallRecord, context: str, exc: BaseException, event: Any) -> None:
         if event is not None:
             profiling.end(event)
-        if not isinstance(exc, (CollectiveMismatchError, ValueError, TypeError)):
-            self._break(context, exc)
+        self.calls.fail(entry, exc,
+                        breaks=not isinstance(exc, (CollectiveMismatchError, ValueError, TypeError)))
 
     def _agree(self, call: MpiCall, fp: Fingerprint, seq: int) -> None:
         """Every rank called the same collective (``agreement``'s one MPI call, carrying what
@@ -318,46 +306,38 @@ class MpiProcessGroup(ProcessGroup):
 
     # -- failure and lifetime ---------------------------------------------------------------
     def _raise_broken(self, context: str) -> None:
-        raise PeerError(f"{context}: this group cannot be used since {self._broken}. "
+        raise PeerError(f"{context}: this group cannot be used since {self.calls.broken}. "
                         f"Destroy it (destroy_process_group) and create a new one")
 
-    def _break(self, context: str, exc: BaseException) -> None:
-        if self._broken is not None:
-            return
-        if self.monitor is not None:
-            try:
-                self.monitor.group_failed(self, context, exc)
-            except Exception:  # noqa: BLE001 — diagnostics must never hide the real error
-                pass
-        self._broken = f"{context.split(' on ')[0]} failed ({type(exc).__name__}: {exc})"
-
     def is_broken(self) -> bool:
-        return self._broken is not None
+        return self.calls.broken is not None
 
     def abort(self, reason: str | None = None) -> None:
         """Break this group: later calls raise at once. (MPI cannot interrupt a call in
         flight; the MPI world's exception hook ends the job instead of leaving peers hanging.)"""
-        if self._broken is None:
-            self._broken = reason or "it was aborted"
+        if self.calls.broken is None:
+            self.calls.broken = reason or "it was aborted"
 
     def shutdown(self) -> None:
         for companion in self.companions:
             companion.shutdown()
         self.companions.clear()
-        if self._destroyed_flag:
+        if self.destroyed:
             return
-        if self._queued:  # queued async calls start (or fail) first
+        if self.unstarted:  # queued async calls start (or fail) first
             try:
-                self._start_until(None, Deadline.after(min(self._timeout, 5.0)), self.context("shutdown"))
+                self._start_until(None, Deadline.after(min(self.calls.timeout, 5.0)),
+                                  self.context("shutdown"))
             except DistTimeoutError:
                 pass
-        self._destroyed_flag = True
+        self.destroyed = True
+        self.calls.close()
         self.plans = {}
-        if self._queued:
+        if self.unstarted:
             return  # an async call still waits in its check: keep what MPI may use
         if self._abandoned:
             return  # MPI may still write into those buffers: keep the communicators as they are
-        if self._broken is not None or self.calls_raised:
+        if self.calls.broken is not None or self.calls_raised:
             # A call failed, or was refused here while the other ranks went on: their messages
             # may still arrive. A freed communicator's context is reused by the next one MPI
             # makes, and Open MPI hands it such a message (aborting, or as the new call's data).

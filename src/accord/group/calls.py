@@ -1,0 +1,157 @@
+"""A group's call state behind one public interface: ``CallSequencer``.
+
+Owns, for one process group: the numbers of its calls (``number``; ``last_seq``), whose turn
+it is (``finished``, ``await_turn``: calls run one at a time, in the order they were made, so
+a blocking call made after an async one waits for it), the call's flight-recorder record,
+which is also the call's ticket (``start``/``begin`` open it, ``end``/``fail`` close it and
+hand the turn on), whether the group is broken and why (``broken``, ``break_group``), the
+timeout a call's deadline counts (``timeout``, ``deadline``), the group's queue of async
+calls not yet run (``queue``) and its scratch memory (``scratch``).
+
+Every module that runs a call — the general path (``ProcessGroup``), the compiled
+shared-memory rounds (``one_round``), backend mpi's short paths — goes through this
+interface; none touches a group's private attributes. It is as cheap as what it replaced:
+the short paths read the public fields (``finished``, ``last_seq``, ``broken``) and make
+two calls per call (``begin``, ``end``).
+
+What breaking means for an engine (telling the peers, breaking inner groups) is its own:
+it gives ``on_break``; the world's monitor, which explains a failure before anything is
+told to the peers, is ``explain``. Must not know about the transport, shared memory, MPI,
+the API or torch.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from typing import Any, Callable
+
+from ..errors import DistTimeoutError
+from ..timeouts import Deadline
+from ..transport.wire import Fingerprint
+from .recorder import CallRecord, FlightRecorder
+from .scratch import Scratch
+
+#: explain(context, exc): the world's monitor, told first when the group breaks (it may add
+#: to a timeout's message: a stuck report)
+Explain = Callable[[str, BaseException], None]
+#: on_break(context, exc): what breaking means to the engine (tell peers, break inner groups)
+OnBreak = Callable[[str, BaseException], None]
+
+
+class CallSequencer:
+    """The call state of one process group (see the module docstring)."""
+
+    __slots__ = ("recorder", "scratch", "queue", "timeout", "last_seq", "finished", "broken",
+                 "where", "explain", "on_break", "_seqs", "_turn", "_turn_waiters")
+
+    def __init__(self, timeout: float, where: str, recorder: FlightRecorder,
+                 queue: Any = None, on_break: OnBreak | None = None) -> None:
+        self.recorder = recorder
+        self.scratch = Scratch()
+        #: the group's queue of async calls (``executor.AsyncExecutor``; None: the engine
+        #: keeps its own), which a call made after them runs first
+        self.queue = queue
+        self.timeout = timeout  # seconds: a call's deadline unless the call names another
+        self.last_seq = 0  # the number of the last call numbered (async ones included)
+        self.finished = 0  # the number of the last call that ended: the turn is last_seq's + 1
+        self.broken: str | None = None  # why the group cannot be used any more (None: it can)
+        self.where = where  # 'rank 3', or 'rank 3 (group 'tp', group rank 1)'
+        self.explain: Explain | None = None
+        self.on_break = on_break
+        self._seqs = itertools.count(1)  # next() is atomic under the GIL: call numbers
+        self._turn = threading.Condition()
+        self._turn_waiters = 0
+
+    def context(self, op: str, seq: int | None = None) -> str:
+        """'all_reduce #12 on rank 2', plus the group and group rank for subgroups."""
+        return f"{op} on {self.where}" if seq is None else f"{op} #{seq} on {self.where}"
+
+    # -- one call ----------------------------------------------------------------------------
+    def number(self) -> int:
+        """The next call's number (a call takes it when it starts: see ``await_turn``)."""
+        seq = self.last_seq = next(self._seqs)
+        return seq
+
+    def start(self, seq: int, op: str, fp: Fingerprint | None) -> CallRecord:
+        """Call #seq starts (its turn has come): its record, the ticket ``end``/``fail`` take."""
+        return self.recorder.start(seq, op, fp)
+
+    def begin(self, op: str, fp: Fingerprint | None) -> CallRecord:
+        """``number`` and ``start`` in one, for a caller that knows the turn is its own
+        (``finished == last_seq``: nothing queued or running before it)."""
+        seq = self.last_seq = next(self._seqs)
+        return self.recorder.start(seq, op, fp)
+
+    def end(self, record: CallRecord) -> None:
+        """The call of ``record`` completed: record it, hand the turn on."""
+        self.recorder.end(record)
+        self.finished = record.seq
+        if self._turn_waiters:
+            self._wake()
+
+    def fail(self, record: CallRecord, exc: BaseException, breaks: bool = True) -> None:
+        """The call of ``record`` raised ``exc``: record it, break the group (unless not
+        ``breaks``: an error that leaves the group usable, e.g. a refused argument), hand
+        the turn on."""
+        try:
+            self.recorder.end(record, exc)
+            if breaks:
+                self.break_group(self.context(record.op, record.seq), exc)
+        finally:
+            self.finished = record.seq
+            if self._turn_waiters:
+                self._wake()
+
+    def deadline(self, record: CallRecord) -> Deadline:
+        """The deadline of the call of ``record``, counted from its start."""
+        return Deadline(record.started + self.timeout, self.timeout)
+
+    # -- turns -------------------------------------------------------------------------------
+    def await_turn(self, seq: int, deadline: Deadline, context: object) -> None:
+        """Wait for the calls before #seq (queued async calls) to end."""
+        if self.finished >= seq - 1:
+            return
+        with self._turn:
+            self._turn_waiters += 1
+            try:
+                while self.finished < seq - 1:
+                    remaining = deadline.remaining()
+                    if remaining <= 0:
+                        raise DistTimeoutError(f"{context}: the calls before it on this group did "
+                                               f"not finish in time (the last one ended is #{self.finished})")
+                    self._turn.wait(min(remaining, 0.5))
+            finally:
+                self._turn_waiters -= 1
+
+    def pass_turn(self, seq: int) -> None:
+        """Call #seq ended without a record (``start`` was never reached): the next may run."""
+        self.finished = seq
+        if self._turn_waiters:
+            self._wake()
+
+    def _wake(self) -> None:
+        with self._turn:
+            self._turn.notify_all()
+
+    # -- failure -----------------------------------------------------------------------------
+    def break_group(self, context: str, exc: BaseException) -> None:
+        """The group cannot be used any more because the call of ``context`` raised ``exc``.
+        The first failure is explained (``explain``) before anything is told to the peers,
+        and is what ``broken`` says; the engine's ``on_break`` runs every time (it knows
+        whether its peers were told already)."""
+        if self.broken is None:
+            explain = self.explain
+            if explain is not None:
+                try:  # a timeout's stuck report reads the peers' posts: before they are told
+                    explain(context, exc)
+                except Exception:  # noqa: BLE001 — diagnostics must never hide the real error
+                    pass
+            self.broken = f"{context.split(' on ')[0]} failed ({type(exc).__name__}: {exc})"
+        if self.on_break is not None:
+            self.on_break(context, exc)
+
+    def close(self) -> None:
+        """The group shut down: drop the hooks (bound methods of the group: a cycle)."""
+        self.explain = None
+        self.on_break = None
