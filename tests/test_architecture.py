@@ -105,6 +105,68 @@ def test_no_import_circles_between_modules():
     assert not circles, "import circles:\n" + "\n".join(sorted(circles))
 
 
+#: Private names one accord module may use although another defines them, each with its
+#: reason. Everything else a module needs of another goes through a public name: a private
+#: one is free to change without reading the modules beyond its own.
+PRIVATE_REACHES_ALLOWED = {
+    # torch's own names, which accord's modules mirror or call on torch's objects
+    "_plugins": "torch's Backend._plugins registry (accord.Backend keeps the same attribute)",
+    "_make_nccl_premul_sum": "torch.distributed's own function (accord exports its twin)",
+    "_allgather_base": "a method of torch's ProcessGroup, called on torch's NCCL group",
+    "_reduce_scatter_base": "a method of torch's ProcessGroup, called on torch's NCCL group",
+    "_source_rank": "a method of torch's Work (the sender of an any-source receive)",
+}
+
+
+def _private_definitions() -> tuple[dict[str, set[str]], dict[str, ast.Module]]:
+    """name -> the modules that define it (a function, class, assignment or slot), and
+    every module's tree."""
+    defined: dict[str, set[str]] = {}
+    trees = {}
+    for path in PACKAGE.rglob("*.py"):
+        module = str(path.relative_to(PACKAGE))
+        tree = trees[module] = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names: list[str] = []
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names = [node.name]
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                names = [node.attr]
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names = [node.id]
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                names = [node.target.id]
+            elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__slots__"
+                                                      for t in node.targets):
+                names = [e.value for e in ast.walk(node.value)
+                         if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+            for name in names:
+                if name.startswith("_") and not name.startswith("__"):
+                    defined.setdefault(name, set()).add(module)
+    return defined, trees
+
+
+def test_no_module_reaches_into_another_modules_private_names():
+    """``x._name`` (x not self/cls) or ``from m import _name``, where ``_name`` is defined
+    only in other accord modules, is allowed only for the names listed with their reason."""
+    defined, trees = _private_definitions()
+    reaches = []
+    for module, tree in trees.items():
+        for node in ast.walk(tree):
+            used: list[str] = []
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") \
+                    and not node.attr.startswith("__") \
+                    and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+                used = [node.attr]
+            elif isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("accord")):
+                used = [a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+            for name in used:
+                owners = defined.get(name)
+                if owners and module not in owners and name not in PRIVATE_REACHES_ALLOWED:
+                    reaches.append(f"{module}:{node.lineno} uses {name} (defined in {', '.join(sorted(owners))})")
+    assert not reaches, "private names used across modules:\n" + "\n".join(sorted(reaches))
+
+
 def test_every_module_says_what_it_owns():
     missing = [str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
                if p.name != "__main__.py" and not ast.get_docstring(ast.parse(p.read_text(encoding="utf-8")))]

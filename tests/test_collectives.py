@@ -279,7 +279,7 @@ SHM_ALL_REDUCE = sorted(n for n, a in ALGORITHMS["all_reduce"].items() if a.kind
 @pytest.mark.parametrize("count", SHM_COUNTS)
 def test_shm_all_reduce(monkeypatch, algorithm, world_size, count):
     def body(rank):
-        assert dist.group.WORLD.shared
+        assert dist.group.WORLD.engine.shared
         data = np.arange(count, dtype=np.float64) * world_size + rank
         dist.all_reduce(data)
         more = np.full(7, rank + 1, dtype=np.int32)
@@ -329,7 +329,7 @@ def test_shm_and_tcp_groups_side_by_side(monkeypatch):
 
     def body(rank):
         tcp_world = dist.group.WORLD
-        assert not tcp_world.shared
+        assert not tcp_world.engine.shared
         x = np.ones(3)
         dist.all_reduce(x)
         return float(x[0])

@@ -34,7 +34,7 @@ def on_hosts(hosts: list[str], body, **kwargs):
 
 def every_collective(rank: int) -> dict:
     n = accord.get_world_size()
-    out: dict = {"hierarchy": accord.GroupMember.WORLD.hierarchy is not None}
+    out: dict = {"hierarchy": accord.GroupMember.WORLD.engine.hierarchy is not None}
     for count in (0, 1, 2, 5, 1001):
         x = np.arange(count, dtype=np.int64) + rank
         accord.all_reduce(x)
@@ -127,9 +127,9 @@ def test_the_choice_and_accord_algorithm(monkeypatch: pytest.MonkeyPatch) -> Non
         pg = accord.GroupMember.WORLD
         x = np.ones(1 << 16, np.float32)
         accord.all_reduce(x)
-        return {c: pg.choose_algorithm(c, 1 << 20).name for c in
+        return {c: pg.engine.choose_algorithm(c, 1 << 20).name for c in
                 ("all_reduce", "broadcast", "all_gather", "reduce_scatter", "barrier", "reduce", "all_to_all")} \
-            | {"sum": float(x[0]), "small": [pg.choose_algorithm(c, 8).name for c in
+            | {"sum": float(x[0]), "small": [pg.engine.choose_algorithm(c, 8).name for c in
                                             ("all_reduce", "broadcast", "all_gather", "barrier")]}
 
     got = on_hosts(LAYOUTS["2x2"], names)[0]
@@ -164,7 +164,7 @@ def test_a_subgroup_across_hosts_is_hierarchical_and_destroyed_with_its_inner_gr
         if group is not accord.GroupMember.NON_GROUP_MEMBER:
             x = np.full(1 << 15, rank, np.int64)  # 256 KiB: hierarchical by default
             accord.all_reduce(x, group=group)
-            out = {"sum": x[:3].tolist(), "hierarchy": group.hierarchy is not None,
+            out = {"sum": x[:3].tolist(), "hierarchy": group.engine.hierarchy is not None,
                    "inner": len(group.companions)}
             accord.destroy_process_group(group)
             out["after"] = len(group.companions)
@@ -197,7 +197,7 @@ def test_a_rank_dying_in_the_middle_is_named_quickly(pipeline: str, count: int, 
             try:
                 accord.all_reduce(data)
             except accord.DistError as exc:
-                measured = len(accord.GroupMember.WORLD.hierarchy.measured)
+                measured = len(accord.GroupMember.WORLD.engine.hierarchy.measured)
                 return (type(exc).__name__, str(exc), time.monotonic() - start, measured)
         return ("finished", "", 0.0, 0)
 
@@ -225,7 +225,7 @@ def test_a_pipelined_all_reduce_in_pieces(layout: str, monkeypatch: pytest.Monke
             x = np.arange(count, dtype=np.int64) * (rank + 1)
             accord.all_reduce(x)
             out[count] = (x == np.arange(count) * sum(range(1, n + 1))).all()
-            out[f"pieces{count}"] = len(pg.hierarchy.pieces(x.nbytes, count))
+            out[f"pieces{count}"] = len(pg.engine.hierarchy.pieces(x.nbytes, count))
         f = np.full(3001, rank + 1.0, np.float32)
         accord.all_reduce(f, op=accord.ReduceOp.AVG)
         out["avg"] = set(f.tolist())
@@ -261,7 +261,7 @@ def test_a_pipelined_broadcast_in_pieces(layout: str, monkeypatch: pytest.Monkey
         out["early"] = bool((early == n - 1).all())
         accord.all_reduce(np.ones(8, np.int64))  # the members agree here
         for count in counts:
-            out[f"pieces{count}"] = len(pg.hierarchy.pieces(count * 8, count))
+            out[f"pieces{count}"] = len(pg.engine.hierarchy.pieces(count * 8, count))
             for root in range(n):
                 x = np.arange(count, dtype=np.int64) * (rank + 1) if rank == root else \
                     np.full(count, -1, np.int64)
@@ -279,10 +279,10 @@ def test_the_members_agree_on_pipelining() -> None:
     """One member that does not pipeline (fewer cores, another setting): none does."""
     def body(rank: int) -> tuple:
         pg = accord.GroupMember.WORLD
-        pg.hierarchy.pipeline_bytes = 0 if rank == 2 else 4096
+        pg.engine.hierarchy.pipeline_bytes = 0 if rank == 2 else 4096
         x = np.ones(10000, np.float32)
         accord.all_reduce(x)
-        return set(x.tolist()), len(pg.hierarchy.pieces(x.nbytes, x.size))
+        return set(x.tolist()), len(pg.engine.hierarchy.pieces(x.nbytes, x.size))
 
     for got in on_hosts(LAYOUTS["2x2"], body):
         assert got == ({4.0}, 1)
@@ -302,19 +302,19 @@ def test_auto_pipelining_is_measured(pipelines: bool, monkeypatch: pytest.Monkey
 
     def body(rank: int) -> dict:
         pg = accord.GroupMember.WORLD
-        pg.hierarchy.pipeline_bytes = None  # auto
-        pg.hierarchy.bound = 0.0 if pipelines else float("inf")
+        pg.engine.hierarchy.pipeline_bytes = None  # auto
+        pg.engine.hierarchy.bound = 0.0 if pipelines else float("inf")
         out: dict = {"cuts": []}
         for call in range(hierarchy.PROBE_CALLS + 1):
             x = np.full(count, rank + 1.0, np.float32)
-            out["cuts"].append(len(pg.hierarchy.pieces(x.nbytes, count)))
+            out["cuts"].append(len(pg.engine.hierarchy.pieces(x.nbytes, count)))
             accord.all_reduce(x)
             out[f"ok{call}"] = bool((x == 10.0).all())
         small = np.full(1000, rank, np.int64)  # below PROBE_BYTES: measures nothing
         accord.all_reduce(small)
         out["small"] = bool((small == 6).all())
-        out["measured"] = len(pg.hierarchy.measured)
-        out["decided"] = pg.hierarchy.measured[-1]
+        out["measured"] = len(pg.engine.hierarchy.measured)
+        out["decided"] = pg.engine.hierarchy.measured[-1]
         return out
 
     got = on_hosts(LAYOUTS["2x2"], body)
@@ -341,9 +341,9 @@ def test_auto_piece_size() -> None:
 def test_one_member_that_measures_makes_every_member_measure() -> None:
     def body(rank: int) -> int | None:
         pg = accord.GroupMember.WORLD
-        pg.hierarchy.pipeline_bytes = None if rank == 1 else 4096
+        pg.engine.hierarchy.pipeline_bytes = None if rank == 1 else 4096
         accord.all_reduce(np.ones(100000, np.float32))  # above the small-message size
-        return pg.hierarchy._agreed
+        return pg.engine.hierarchy._agreed
 
     from accord.group.hierarchy import _MEASURE
     assert on_hosts(LAYOUTS["2x2"], body) == [_MEASURE] * 4
@@ -354,10 +354,10 @@ def test_where_the_choice_switches() -> None:
 
     def body(rank: int) -> dict:
         pg = accord.GroupMember.WORLD
-        out = {"names": [pg.choose_algorithm("all_reduce", small).name == "hierarchical",
-                         pg.choose_algorithm("all_reduce", small + 4).name == "hierarchical",
-                         pg.choose_algorithm("broadcast", segment - 4).name == "hierarchical",
-                         pg.choose_algorithm("broadcast", segment).name == "hierarchical"]}
+        out = {"names": [pg.engine.choose_algorithm("all_reduce", small).name == "hierarchical",
+                         pg.engine.choose_algorithm("all_reduce", small + 4).name == "hierarchical",
+                         pg.engine.choose_algorithm("broadcast", segment - 4).name == "hierarchical",
+                         pg.engine.choose_algorithm("broadcast", segment).name == "hierarchical"]}
         for nbytes in (small, small + 4):
             x = np.full(nbytes // 4, rank + 1, np.int32)
             accord.all_reduce(x)

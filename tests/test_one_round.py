@@ -280,7 +280,7 @@ def test_a_kept_error_does_not_keep_a_destroyed_groups_memory_mapped(count):
                 dist.broadcast(np.ones(count + 1), src=0, group=group)
         except (dist.CollectiveMismatchError, dist.PeerError) as exc:
             kept = exc
-        segments = list(group._shm._segments)
+        segments = list(group.engine._shm._segments)
         dist.destroy_process_group(group)
         return kept is not None, [s.mmap.closed for s in segments]
 

@@ -29,7 +29,7 @@ def shm_run(world_size, body, shared=True):
 
 def run(collective, fp_array, *args, root=-1):
     group = dist.group.WORLD
-    assert group.shared
+    assert group.engine.shared
     fp = as_buffer(fp_array, writable=False) if fp_array is not None else None
     launch(group, collective, fp.nbytes if fp else 0, fp, args, [], [], False, root=root)
 
@@ -155,7 +155,7 @@ def cma_run(monkeypatch, world_size, body, collective, name="cma"):
 @pytest.mark.parametrize("count", COUNTS)
 def test_cma_all_reduce_and_broadcast(monkeypatch, world_size, count):
     def body(rank):
-        assert dist.group.WORLD.cma
+        assert dist.group.WORLD.engine.cma
         data = np.arange(count, dtype=np.float64) + rank
         dist.all_reduce(data)
         root = world_size - 1
@@ -284,7 +284,7 @@ def test_large_uneven_all_to_all_after_the_size_round(monkeypatch, world_size, c
         return 9000 + 1000 * src + 7 * dst if src != 1 else 3 + dst  # rank 1 sends little
 
     def body(rank):
-        assert dist.group.WORLD.cma == cma
+        assert dist.group.WORLD.engine.cma == cma
         ins = [np.arange(count(rank, j), dtype=np.float64) + 1000 * rank + j for j in range(world_size)]
         outs = [np.zeros(count(r, rank)) for r in range(world_size)]
         run("all_to_all", None, outs, ins)

@@ -227,7 +227,7 @@ def test_a_call_on_a_destroyed_group_is_refused_before_anything_is_sent(shared):
     ArgumentError: ValueError and RuntimeError) at once; the world group goes on working."""
     def body(rank):
         sub = dist.new_group([0, 1])
-        assert sub.shared == shared
+        assert sub.engine.shared == shared
         dist.all_reduce(np.ones(2), group=sub)
         dist.destroy_process_group(sub)
         calls = {

@@ -15,6 +15,7 @@ import threading
 from typing import Any, Iterator, Sequence
 
 from .errors import InternalError, NotInitializedError
+from .group.mesh_engine import mesh_group
 from .group.process_group import ProcessGroup
 from .store.base import Store
 from .transport.mesh import Mesh
@@ -60,11 +61,13 @@ class World:
 
     def make_group(self, group_id: int, ranks: Sequence[int], timeout: float, backend: str,
                    name: str, desc: str | None) -> ProcessGroup:
-        """A new group of ``ranks`` (this rank among them) on this world's engine: the mesh,
-        or the default group's own (``default_group.subgroup``, e.g. an MPI communicator)."""
-        if self.mesh is None:
+        """A new group of ``ranks`` (this rank among them) on this world's engine (the
+        default group's: accord's mesh, or e.g. an MPI communicator; accord's mesh when the
+        default group is a plugin backend's)."""
+        if isinstance(self.default_group, ProcessGroup):
             return self.default_group.subgroup(group_id, ranks, timeout, backend, name, desc)
-        return ProcessGroup(self.mesh, group_id, ranks, timeout, backend, name, desc)
+        assert self.mesh is not None
+        return mesh_group(self.mesh, group_id, ranks, timeout, backend, name, desc)
 
     def all_groups(self) -> list[ProcessGroup]:
         """The default group, then every live subgroup of this rank."""

@@ -41,7 +41,7 @@ def _start(ctx: Ctx, port: int, transport: str, timeout: float = 60.0) -> Any:
         raise ValueError(f"unknown transport {transport!r}")
     _init(ctx, "tcp", timeout=timeout, port=port)
     group = dist.group.WORLD
-    ctx.report("initialized", shared=group.shared, pid=os.getpid())
+    ctx.report("initialized", shared=group.engine.shared, pid=os.getpid())
     return group
 
 
@@ -269,7 +269,7 @@ def leave_subgroup(ctx: Ctx, port: int, transport: str, blocked: str, timeout: f
     sub = dist.new_group(list(range(ctx.world_size)), timeout=timedelta(seconds=timeout))
     x = np.ones(4, dtype=np.float32)
     dist.all_reduce(x, group=sub)  # sub's call #1: everybody
-    ctx.report("used", total=float(x[0]), shared=sub.shared)
+    ctx.report("used", total=float(x[0]), shared=sub.engine.shared)
     start = time.monotonic()
     if ctx.rank == 0:
         try:

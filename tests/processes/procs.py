@@ -457,7 +457,7 @@ def colocated(ctx: Ctx, port: int, calls: int = 200, p2p: bool = False) -> None:
             break
     ok = bool((got == 1).all()) if p2p else bool((x == ctx.world_size ** call).all())
     group = resolve_group(None, "colocated")
-    moves = group.mesh.moves if p2p else group._shm.moves
+    moves = group.engine.mesh.moves if p2p else group.engine._shm.moves
     ctx.report("done", calls=call, cpus=cpus.tolist(), correct=ok, moves=moves,
                mask_kept=os.sched_getaffinity(0) == allowed)
     dist.destroy_process_group()

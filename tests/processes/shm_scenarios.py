@@ -67,6 +67,6 @@ def run_everything(rank: int, n: int) -> dict[str, Any]:
     objs = [None]
     dist.broadcast_object_list(objs if rank else [{"from": 0, "array": np.arange(3)}], src=0)
     dist.barrier()
-    mesh = group.mesh
-    return {"shared": group.shared, "cma": group.cma,
+    mesh = group.engine.mesh
+    return {"shared": group.engine.shared, "cma": group.engine.cma,
             "rings": sorted(getattr(mesh, "ring_peers", [])), "pid": os.getpid()}

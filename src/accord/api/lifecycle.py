@@ -22,6 +22,7 @@ from ..diagnostics.monitor import Monitor
 from ..diagnostics.progress import ProgressBoard
 from ..errors import DestroyedBeforeInitError
 from ..group.mesh_barrier import mesh_barrier
+from ..group.mesh_engine import mesh_group
 from ..group.process_group import ProcessGroup
 from ..rendezvous import rendezvous
 from ..store.base import Store
@@ -54,7 +55,7 @@ def build_world(store: Store | None, rank: int, world_size: int, backend: str, t
         func = Backend._plugins[backend][0]
         default_group = func(store, rank, world_size, timedelta(seconds=timeout))
     else:
-        default_group = ProcessGroup(mesh, 0, range(world_size), timeout, backend, "default_pg")
+        default_group = mesh_group(mesh, 0, range(world_size), timeout, backend, "default_pg")
     world = World(store, mesh, default_group, backend, owns_store)
     world.store_prefix = prefix
     try:

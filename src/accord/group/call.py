@@ -54,7 +54,6 @@ class CallSite(Protocol):
     so that call.py need not import process_group.py, which imports it."""
 
     members: list[int]  # the members' mesh ranks, in group-rank order (not to be changed)
-    channel: Channel
     calls: CallSequencer
     tunables: config.Tunables
 
@@ -73,10 +72,11 @@ class CallPeers:
     __slots__ = ("rank", "size", "tunables", "op", "_group", "_channel", "_ranks", "_seq", "_fp",
                  "_deadline", "_scratch")
 
-    def __init__(self, group: CallSite, op: str, seq: int, fp: Fingerprint, deadline: Deadline) -> None:
+    def __init__(self, group: CallSite, channel: Channel, op: str, seq: int, fp: Fingerprint,
+                 deadline: Deadline) -> None:
         members = group.members
         self.rank, self.size, self.tunables = group.rank(), len(members), group.tunables
-        self._group, self._channel, self._ranks = group, group.channel, members
+        self._group, self._channel, self._ranks = group, channel, members
         self._scratch = group.calls.scratch
         self.op, self._seq, self._fp, self._deadline = op, seq, fp, deadline
 

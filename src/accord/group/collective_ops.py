@@ -51,14 +51,14 @@ def launch(group: ProcessGroup, collective: str, nbytes: int, fp_buf: Buffer | N
     fast as a blocking call does, its short path and compiled round included.
     """
     algorithm, fp = choose(group, collective, nbytes, fp_buf, root, count)
-    if async_op and blocking is not None and group.plannable:
+    if async_op and blocking is not None and group.engine.plannable:
         def queued() -> list[Any]:
             blocking()
             return result
 
-        return group.defer(collective, queued, result, inputs)
+        return group.engine.defer(collective, queued, result, inputs)
     if algorithm.kind == HIERARCHICAL:  # calls on the group's inner groups, as one call of it
-        hierarchy = group.hierarchy
+        hierarchy = group.engine.hierarchy
 
         def composed(call: Any) -> None:
             try:
@@ -66,11 +66,11 @@ def launch(group: ProcessGroup, collective: str, nbytes: int, fp_buf: Buffer | N
             except DistError as exc:  # say which call of this group it was, then the inner one's words
                 raise with_context(exc, f"{call} (hierarchical: inside hosts, then between them)") from exc
 
-        return group.run_collective(collective, fp, composed, outputs, result, async_op, timeout,
+        return group.engine.run_collective(collective, fp, composed, outputs, result, async_op, timeout,
                                     inputs=inputs)
-    if timeout is None and group.plannable:
+    if timeout is None and group.engine.plannable:
         if not async_op and algorithm.kind != registry.MESSAGES:
-            group.run_planned(collective, fp, algorithm, args, inputs)  # shared memory: short path
+            group.engine.run_planned(collective, fp, algorithm, args, inputs)  # shared memory: short path
             for out in outputs:
                 out.finish()
             return None
@@ -78,7 +78,7 @@ def launch(group: ProcessGroup, collective: str, nbytes: int, fp_buf: Buffer | N
     def body(call: Any) -> None:
         algorithm.run(call, *args)
 
-    return group.run_collective(collective, fp, body, outputs, result, async_op, timeout,
+    return group.engine.run_collective(collective, fp, body, outputs, result, async_op, timeout,
                                 shared=algorithm.kind != registry.MESSAGES, inputs=inputs)
 
 

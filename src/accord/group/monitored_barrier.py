@@ -49,7 +49,7 @@ def monitored_barrier(group: ProcessGroup, timeout: float | None, wait_all_ranks
 
     # The others wait twice as long for the release, so that rank 0, which knows who is
     # missing, is the one that reports (a rank that timed out first would blame rank 0).
-    group.run_collective("monitored_barrier", fp, body, [], [], False,
+    group.engine.run_collective("monitored_barrier", fp, body, [], [], False,
                          seconds if group.rank() == 0 else 2 * seconds)
 
 

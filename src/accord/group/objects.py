@@ -144,7 +144,7 @@ def _exchange(group: ProcessGroup, op: str, count: int, root: int,
         for r, head in heads.items():
             got[r] = [head.buf, *(h.buf for h in rest[r])]
 
-    group.run_collective(op, fp, body, [], [], False)
+    group.engine.run_collective(op, fp, body, [], [], False)
     return got
 
 
@@ -166,10 +166,10 @@ def send_object_list(group: ProcessGroup, object_list: list[Any], dst: int) -> N
 
 
 def _send_objects(group: ProcessGroup, object_list: list[Any], dst: int) -> None:
-    if group.p2p_engine is not None:
-        group.p2p_engine.send_frames(pickling.dumps(list(object_list)), dst, "send_object_list")
+    if group.engine.p2p is not None:
+        group.engine.p2p.send_frames(pickling.dumps(list(object_list)), dst, "send_object_list")
         return
-    channel = group.channel
+    channel = group.engine.channel
     context = f"send_object_list to rank {group.global_rank_of(dst)} on rank {group.global_rank}"
     fp = Fingerprint(0, 0, _BYTES, len(object_list), -1)
     frames = pickling.dumps(list(object_list))
@@ -191,11 +191,11 @@ def recv_object_list(group: ProcessGroup, object_list: list[Any], src: int | Non
 
 
 def _recv_objects(group: ProcessGroup, object_list: list[Any], src: int | None) -> int:
-    if group.p2p_engine is not None:
-        frames, sender = group.p2p_engine.recv_frames(src, "recv_object_list")
+    if group.engine.p2p is not None:
+        frames, sender = group.engine.p2p.recv_frames(src, "recv_object_list")
         return _fill_received(group, object_list, frames, sender, f"recv_object_list on rank "
                               f"{group.global_rank}")
-    channel, deadline = group.channel, Deadline.after(group.calls.timeout)
+    channel, deadline = group.engine.channel, Deadline.after(group.calls.timeout)
     source = None if src is None else group.global_rank_of(src)
     context = (f"recv_object_list from {'any rank' if source is None else f'rank {source}'} "
                f"on rank {group.global_rank}")
@@ -225,8 +225,8 @@ def _fill_received(group: ProcessGroup, object_list: list[Any], frames: list[Any
 
 def _wait_recv(group: ProcessGroup, req: Any, deadline: Deadline, context: str) -> None:
     try:
-        group.channel.wait([req], deadline, context)
+        group.engine.channel.wait([req], deadline, context)
     except DistTimeoutError as exc:
-        if not group.channel.cancel(req) and req.claimed:
+        if not group.engine.channel.cancel(req) and req.claimed:
             group.calls.break_group(context, exc)
         raise

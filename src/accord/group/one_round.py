@@ -83,7 +83,7 @@ def compile_call(group: Any, op: str, fp: Fingerprint, nbytes: int,
     ``nbytes``: the most the round puts in one rank's slot (it must fit);
     ``make_body(round)`` builds the round's body.
     """
-    slots: CallSlots | None = group.call_slots
+    slots: CallSlots | None = group.engine.call_slots
     if slots is None or not 0 < nbytes <= slots.slot_bytes:
         return None
     domain = slots.domain
@@ -91,7 +91,7 @@ def compile_call(group: Any, op: str, fp: Fingerprint, nbytes: int,
     base, tail = hash(fp), TAIL.pack(*fp, 0, 0)
     posted = slots.posted_tails
     detail = [slice(at + 8, at + 64) for at in DETAIL_OFFSET]
-    calls, channel = group.calls, group.channel
+    calls, channel = group.calls, group.engine.channel
     begin, end, fail = calls.begin, calls.end, calls.fail
     queue = calls.queue
     queued = queue.items

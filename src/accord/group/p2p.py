@@ -56,7 +56,7 @@ def _post_send(group: ProcessGroup, tensor: Any, dst: int, tag: int,
     payload = byte_view(buf.flat)
     entry = group.recorder.p2p_start(op, peer, tag, payload.nbytes)
     try:
-        req = group.channel.isend(peer, FrameKind.P2P, 0, 0, tag, fp, payload, context)
+        req = group.engine.channel.isend(peer, FrameKind.P2P, 0, 0, tag, fp, payload, context)
     except BaseException as exc:
         group.recorder.p2p_end(entry, exc)
         raise
@@ -74,7 +74,7 @@ def _post_recv(group: ProcessGroup, tensor: Any, src: int | None, tag: int,
     expect = Fingerprint(0, 0, buf.dtype_code, buf.count, -1)
     entry = group.recorder.p2p_start(op, source, tag, buf.nbytes)
     try:
-        req = group.channel.irecv(source, FrameKind.P2P, 0, 0, tag, expect, byte_view(buf.flat),
+        req = group.engine.channel.irecv(source, FrameKind.P2P, 0, 0, tag, expect, byte_view(buf.flat),
                                   context)
     except BaseException as exc:
         group.recorder.p2p_end(entry, exc)
@@ -96,8 +96,8 @@ def _timed_out(group: ProcessGroup, exc: BaseException, req: SendRequest | RecvR
 
 def send(group: ProcessGroup, tensor: Any, dst: int, tag: int) -> None:
     """Blocking send, in the caller's thread (no Work, no background progress)."""
-    if group.p2p_engine is not None:
-        return group.p2p_engine.send(tensor, dst, tag)
+    if group.engine.p2p is not None:
+        return group.engine.p2p.send(tensor, dst, tag)
     event = _event("send", tensor)
     try:
         _send(group, tensor, dst, tag)
@@ -109,7 +109,7 @@ def send(group: ProcessGroup, tensor: Any, dst: int, tag: int) -> None:
 def _send(group: ProcessGroup, tensor: Any, dst: int, tag: int) -> None:
     req, deadline, context, entry = _post_send(group, tensor, dst, tag, "send")
     try:
-        group.channel.wait([req], deadline, context)
+        group.engine.channel.wait([req], deadline, context)
     except DistTimeoutError as exc:
         group.recorder.p2p_end(entry, exc)
         _timed_out(group, exc, req)
@@ -122,8 +122,8 @@ def _send(group: ProcessGroup, tensor: Any, dst: int, tag: int) -> None:
 
 def recv(group: ProcessGroup, tensor: Any, src: int | None, tag: int) -> int:
     """Blocking receive; returns the sender's group rank."""
-    if group.p2p_engine is not None:
-        return group.p2p_engine.recv(tensor, src, tag)
+    if group.engine.p2p is not None:
+        return group.engine.p2p.recv(tensor, src, tag)
     event = _event("recv" if src is not None else "recv_any", tensor)
     try:
         return _recv(group, tensor, src, tag)
@@ -135,10 +135,10 @@ def recv(group: ProcessGroup, tensor: Any, src: int | None, tag: int) -> int:
 def _recv(group: ProcessGroup, tensor: Any, src: int | None, tag: int) -> int:
     req, deadline, context, buf, entry = _post_recv(group, tensor, src, tag, "recv")
     try:
-        group.channel.wait([req], deadline, context)
+        group.engine.channel.wait([req], deadline, context)
     except DistTimeoutError as exc:
         group.recorder.p2p_end(entry, exc)
-        if not group.channel.cancel(req) and req.claimed:
+        if not group.engine.channel.cancel(req) and req.claimed:
             group.calls.break_group(context, exc)
         else:
             _timed_out(group, exc, req)
@@ -153,16 +153,16 @@ def _recv(group: ProcessGroup, tensor: Any, src: int | None, tag: int) -> int:
 
 
 def isend(group: ProcessGroup, tensor: Any, dst: int, tag: int) -> Work:
-    if group.p2p_engine is not None:
-        return group.p2p_engine.isend(tensor, dst, tag)
+    if group.engine.p2p is not None:
+        return group.engine.p2p.isend(tensor, dst, tag)
     req, deadline, context, entry = _post_send(group, tensor, dst, tag, "isend")
     return _work(group, req, deadline, context, [tensor], buf=None, event=_event("send", tensor),
                  entry=entry)
 
 
 def irecv(group: ProcessGroup, tensor: Any, src: int | None, tag: int) -> Work:
-    if group.p2p_engine is not None:
-        return group.p2p_engine.irecv(tensor, src, tag)
+    if group.engine.p2p is not None:
+        return group.engine.p2p.irecv(tensor, src, tag)
     req, deadline, context, buf, entry = _post_recv(group, tensor, src, tag, "irecv")
     event = _event("recv" if src is not None else "recv_any", tensor)
     return _work(group, req, deadline, context, [tensor], buf=buf, event=event, entry=entry)
@@ -172,7 +172,7 @@ def _work(group: ProcessGroup, req: SendRequest | RecvRequest, deadline: Deadlin
           result: list[Any], buf: Any, event: Any, entry: list[Any]) -> Work:
     """The Work of a posted isend/irecv; its profiler ``event`` (if any) and its recorder
     ``entry`` end with it."""
-    channel = group.channel
+    channel = group.engine.channel
     recorder = group.recorder
     events = [event] if event is not None else []
 
@@ -220,6 +220,6 @@ def _work(group: ProcessGroup, req: SendRequest | RecvRequest, deadline: Deadlin
         settle()
 
     future = Future(drive=drive, poll=settle)
-    group.mesh.watch(req, on_done=settle)  # completes the future in the background too
+    group.engine.mesh.watch(req, on_done=settle)  # completes the future in the background too
     source = (lambda: group.group_rank_of(req.source)) if isinstance(req, RecvRequest) else None
     return Work(context, result, future, source=source)

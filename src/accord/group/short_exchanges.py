@@ -37,8 +37,8 @@ _NDARRAY = np.ndarray
 def all_gather_into_tensor(group: ProcessGroup, output: Any, inp: Any) -> bool:
     if type(output) is not _NDARRAY or type(inp) is not _NDARRAY:
         output, inp = plain_view(output), plain_view(inp)
-    if group.direct is not None:
-        return group.direct.all_gather_into_tensor(output, inp)  # type: ignore[no-any-return]
+    if group.engine.direct is not None:
+        return group.engine.direct.all_gather_into_tensor(output, inp)  # type: ignore[no-any-return]
     run = _gathering(group, output, inp)
     if run is None:
         return False
@@ -51,13 +51,13 @@ def all_gather_into_tensor_async(group: ProcessGroup, output: Any, inp: Any) -> 
     now); None: take the long path. The queued call holds the caller's tensors."""
     views = plain_view(output), plain_view(inp)
     run = _gathering(group, *views)
-    return None if run is None else group.defer("all_gather", _returning(run, [output], inp),
+    return None if run is None else group.engine.defer("all_gather", _returning(run, [output], inp),
                                                 [output], (inp,))
 
 
 def _gathering(group: ProcessGroup, output: Any, inp: Any) -> Callable[[], None] | None:
     """The short path of one all_gather_into_tensor, ready to run (None: not plannable)."""
-    if not (group.plannable and plain_array(output, True) and plain_array(inp, False)):
+    if not (group.engine.plannable and plain_array(output, True) and plain_array(inp, False)):
         return None
     plan = cached_plan(group, ("all_gather_into_tensor", output.dtype, output.size, inp.dtype, inp.size),
                        _plan_all_gather_into_tensor, output, inp)
@@ -68,7 +68,7 @@ def _gathering(group: ProcessGroup, output: Any, inp: Any) -> Callable[[], None]
 
     def run() -> None:
         if compiled is None or not compiled(flat_in, flat_out):
-            group.run_planned("all_gather", plan[0], plan[1],
+            group.engine.run_planned("all_gather", plan[0], plan[1],
                               (flat_in, equal_chunks(flat_out, group.size())), (inp,))
 
     return run
@@ -92,7 +92,7 @@ def _compile_all_gather(group: ProcessGroup, algorithm: Algorithm, fp: Fingerpri
 
 def all_gather(group: ProcessGroup, outputs: Any, inp: Any) -> bool:
     outputs, inp = list_views(outputs), plain_view(inp)
-    if not (group.plannable and plain_array(inp, False)):
+    if not (group.engine.plannable and plain_array(inp, False)):
         return False
     scanned = scan_list(outputs, group.size(), True)
     if scanned is None:
@@ -118,8 +118,8 @@ def _plan_all_gather(group: ProcessGroup, outputs: list[np.ndarray],
 def reduce_scatter_tensor(group: ProcessGroup, output: Any, inp: Any, op: Any) -> bool:
     if type(output) is not _NDARRAY or type(inp) is not _NDARRAY:
         output, inp = plain_view(output), plain_view(inp)
-    if group.direct is not None:
-        return group.direct.reduce_scatter_tensor(output, inp, op)  # type: ignore[no-any-return]
+    if group.engine.direct is not None:
+        return group.engine.direct.reduce_scatter_tensor(output, inp, op)  # type: ignore[no-any-return]
     run = _scattering(group, output, inp, op)
     if run is None:
         return False
@@ -131,13 +131,13 @@ def reduce_scatter_tensor_async(group: ProcessGroup, output: Any, inp: Any, op: 
     """``reduce_scatter_tensor(async_op=True)``, as ``all_gather_into_tensor_async``."""
     views = plain_view(output), plain_view(inp)
     run = _scattering(group, *views, op)
-    return None if run is None else group.defer("reduce_scatter", _returning(run, [output], inp),
+    return None if run is None else group.engine.defer("reduce_scatter", _returning(run, [output], inp),
                                                 [output], (inp,))
 
 
 def _scattering(group: ProcessGroup, output: Any, inp: Any, op: Any) -> Callable[[], None] | None:
     """The short path of one reduce_scatter_tensor, ready to run (None: not plannable)."""
-    if not (group.plannable and plain_array(output, True) and plain_array(inp, False)):
+    if not (group.engine.plannable and plain_array(output, True) and plain_array(inp, False)):
         return None
     plan = cached_plan(group, ("reduce_scatter_tensor", op, output.dtype, output.size, inp.dtype, inp.size),
                        _plan_reduce_scatter_tensor, output, inp, op)
@@ -148,7 +148,7 @@ def _scattering(group: ProcessGroup, output: Any, inp: Any, op: Any) -> Callable
 
     def run() -> None:
         if compiled is None or not compiled(flat_out, flat_in):
-            group.run_planned("reduce_scatter", plan[0], plan[1],
+            group.engine.run_planned("reduce_scatter", plan[0], plan[1],
                               (flat_out, equal_chunks(flat_in, group.size()), plan[2]), (inp,))
 
     return run
@@ -184,7 +184,7 @@ def _compile_reduce_scatter(group: ProcessGroup, algorithm: Algorithm, fp: Finge
 
 def reduce_scatter(group: ProcessGroup, output: Any, inputs: Any, op: Any) -> bool:
     output, inputs = plain_view(output), list_views(inputs)
-    if not (group.plannable and plain_array(output, True)):
+    if not (group.engine.plannable and plain_array(output, True)):
         return False
     scanned = scan_list(inputs, group.size(), False)
     if scanned is None:
@@ -213,7 +213,7 @@ def _plan_reduce_scatter(group: ProcessGroup, output: np.ndarray, inputs: list[n
 def all_to_all(group: ProcessGroup, outputs: Any, inputs: Any) -> bool:
     outputs, inputs = list_views(outputs), list_views(inputs)
     n = group.size()
-    if not group.plannable:
+    if not group.engine.plannable:
         return False
     scanned_out, scanned_in = scan_list(outputs, n, True), scan_list(inputs, n, False)
     if scanned_out is None or scanned_in is None:
@@ -240,8 +240,8 @@ def _compile_all_to_all(group: ProcessGroup, algorithm: Algorithm, fp: Fingerpri
                         dtype: np.dtype) -> Callable[..., bool] | None:
     """Every rank sends and receives ``count`` elements to and from every rank."""
     n = group.size()
-    if algorithm.run is not shm_exchange.all_to_all or group.call_slots is None \
-            or not round_bodies.all_to_all_fits(n, count, dtype.itemsize, group.call_slots.slot_bytes):
+    if algorithm.run is not shm_exchange.all_to_all or group.engine.call_slots is None \
+            or not round_bodies.all_to_all_fits(n, count, dtype.itemsize, group.engine.call_slots.slot_bytes):
         return None
     return one_round.compile_call(group, "all_to_all", fp, 8 * n + n * count * dtype.itemsize,
                                   round_bodies.all_to_all(group.rank(), n, count, dtype))
@@ -252,12 +252,12 @@ def all_to_all_single(group: ProcessGroup, output: Any, inp: Any, output_split_s
     """The even form only (no split sizes): piece j of dim 0 goes to rank j."""
     if type(output) is not _NDARRAY or type(inp) is not _NDARRAY:
         output, inp = plain_view(output), plain_view(inp)
-    if group.direct is not None:
-        return group.direct.all_to_all_single(  # type: ignore[no-any-return]
+    if group.engine.direct is not None:
+        return group.engine.direct.all_to_all_single(  # type: ignore[no-any-return]
             output, inp, output_split_sizes, input_split_sizes)
     if output_split_sizes or input_split_sizes:
         return False
-    if not (group.plannable and plain_array(output, True) and plain_array(inp, False)):
+    if not (group.engine.plannable and plain_array(output, True) and plain_array(inp, False)):
         return False
     plan = cached_plan(group, ("all_to_all_single", output.dtype, output.shape, inp.dtype, inp.shape),
                        _plan_all_to_all_single, output, inp)
@@ -267,7 +267,7 @@ def all_to_all_single(group: ProcessGroup, output: Any, inp: Any, output_split_s
     compiled = plan[-1]
     if compiled is None or not compiled(flat_out, flat_in):
         n = group.size()
-        group.run_planned("all_to_all", plan[0], plan[1],
+        group.engine.run_planned("all_to_all", plan[0], plan[1],
                           (equal_chunks(flat_out, n), equal_chunks(flat_in, n)), (inp,))
     return True
 

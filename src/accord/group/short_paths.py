@@ -42,7 +42,7 @@ MAX_PLANS = 512
 def choose(group: ProcessGroup, collective: str, nbytes: int, fp_buf: Buffer | None, root: int = -1,
            count: int | None = None) -> tuple[Algorithm, Fingerprint]:
     """The algorithm for ``nbytes`` on this group, and the call's fingerprint."""
-    algorithm = group.choose_algorithm(collective, nbytes)
+    algorithm = group.engine.choose_algorithm(collective, nbytes)
     fp = group.fingerprint(collective, algorithm, fp_buf, root)
     if count is not None:
         fp = fp._replace(count=count)
@@ -113,8 +113,8 @@ def flat_view(array: np.ndarray) -> np.ndarray:
 def all_reduce(group: ProcessGroup, tensor: Any, op: Any) -> bool:
     if type(tensor) is not _NDARRAY:
         tensor = plain_view(tensor)  # a plain CPU torch tensor: its memory as an array
-    if group.direct is not None:  # another engine's own short path (backends.mpi)
-        return group.direct.all_reduce(tensor, op)  # type: ignore[no-any-return]
+    if group.engine.direct is not None:  # another engine's own short path (backends.mpi)
+        return group.engine.direct.all_reduce(tensor, op)  # type: ignore[no-any-return]
     if type(tensor) is _NDARRAY:  # (``direct`` None: the group is plannable)
         flags = tensor.flags  # written out: it is most of a small call's cost
         if flags.c_contiguous and flags.writeable:
@@ -127,7 +127,7 @@ def all_reduce(group: ProcessGroup, tensor: Any, op: Any) -> bool:
                 flat = tensor if tensor.ndim == 1 else tensor.reshape(-1)
                 compiled = plan[3]
                 if compiled is None or not compiled(flat):
-                    group.run_planned("all_reduce", plan[0], plan[1], (flat, plan[2]), (tensor,))
+                    group.engine.run_planned("all_reduce", plan[0], plan[1], (flat, plan[2]), (tensor,))
                 return True
     return False
 
@@ -138,7 +138,7 @@ def all_reduce_async(group: ProcessGroup, tensor: Any, op: Any, keep: Any = None
     ``tensor`` (or ``keep``, the tensors a view was made of) until it ran: a view of a plain
     torch tensor does not keep the tensor alive (``plain_view``)."""
     array = tensor if type(tensor) is _NDARRAY else plain_view(tensor)
-    if not (group.plannable and plain_array(array, True)):
+    if not (group.engine.plannable and plain_array(array, True)):
         return None
     key = ("all_reduce", op, array.dtype, array.size)
     plan = cached_plan(group, key, _plan_all_reduce, array, op)
@@ -149,37 +149,37 @@ def all_reduce_async(group: ProcessGroup, tensor: Any, op: Any, keep: Any = None
 
     def run() -> list[Any]:
         if compiled is None or not compiled(flat):
-            group.run_planned("all_reduce", fp, algorithm, (flat, kernel), (array,))
+            group.engine.run_planned("all_reduce", fp, algorithm, (flat, kernel), (array,))
         return result
 
-    return group.defer("all_reduce", run, result, result)
+    return group.engine.defer("all_reduce", run, result, result)
 
 
 def all_reduce_flat_async(group: ProcessGroup, flat: np.ndarray, op: Any, keep: Any) -> Work | None:
     """``all_reduce_async`` for a 1-D plain array the caller vouches for, once its plan
     exists (else None)."""
-    if group.plannable:
+    if group.engine.plannable:
         plan = group.plans.get(("all_reduce", op, flat.dtype, flat.size))
         if plan is not None:
             fp, algorithm, kernel, compiled = plan
 
             def run() -> Any:
                 if compiled is None or not compiled(flat):
-                    group.run_planned("all_reduce", fp, algorithm, (flat, kernel), (flat,))
+                    group.engine.run_planned("all_reduce", fp, algorithm, (flat, kernel), (flat,))
                 return keep
 
-            return group.defer("all_reduce", run, keep, keep)
+            return group.engine.defer("all_reduce", run, keep, keep)
     return None
 
 
 def all_reduce_flat(group: ProcessGroup, flat: np.ndarray, op: Any) -> bool:
     """``all_reduce`` for a 1-D plain array the caller vouches for, once its plan exists."""
-    if group.plannable:
+    if group.engine.plannable:
         plan = group.plans.get(("all_reduce", op, flat.dtype, flat.size))
         if plan is not None:
             compiled = plan[3]
             if compiled is None or not compiled(flat):
-                group.run_planned("all_reduce", plan[0], plan[1], (flat, plan[2]), (flat,))
+                group.engine.run_planned("all_reduce", plan[0], plan[1], (flat, plan[2]), (flat,))
             return True
     return False
 
@@ -207,16 +207,16 @@ def run_plan(group: ProcessGroup, op: str, plan: tuple[Any, ...], args: tuple[An
     run_planned with ``args`` (the schedule's)."""
     compiled = plan[-1]
     if compiled is None or not compiled(*compiled_args):
-        group.run_planned(op, plan[0], plan[1], args, inputs)
+        group.engine.run_planned(op, plan[0], plan[1], args, inputs)
 
 
 def broadcast(group: ProcessGroup, tensor: Any, src: int) -> bool:
     """(``src`` checked by the caller.)"""
     if type(tensor) is not _NDARRAY:
         tensor = plain_view(tensor)
-    if group.direct is not None:
-        return group.direct.broadcast(tensor, src)  # type: ignore[no-any-return]
-    if not (group.plannable and plain_array(tensor, group.rank() != src)):
+    if group.engine.direct is not None:
+        return group.engine.direct.broadcast(tensor, src)  # type: ignore[no-any-return]
+    if not (group.engine.plannable and plain_array(tensor, group.rank() != src)):
         return False
     plan = cached_plan(group, ("broadcast", src, tensor.dtype, tensor.size), _plan_broadcast, tensor, src)
     if plan is None:
@@ -230,7 +230,7 @@ def broadcast_async(group: ProcessGroup, tensor: Any, src: int, keep: Any = None
     """``broadcast(async_op=True)`` queued as its short path (``src`` checked by the
     caller); None: take the long path. ``keep``: as for ``all_reduce_async``."""
     array = tensor if type(tensor) is _NDARRAY else plain_view(tensor)
-    if not (group.plannable and plain_array(array, group.rank() != src)):
+    if not (group.engine.plannable and plain_array(array, group.rank() != src)):
         return None
     plan = cached_plan(group, ("broadcast", src, array.dtype, array.size), _plan_broadcast, array, src)
     if plan is None:
@@ -241,12 +241,12 @@ def broadcast_async(group: ProcessGroup, tensor: Any, src: int, keep: Any = None
         run_plan(group, "broadcast", plan, (flat, src), (flat,), (array,))
         return result
 
-    return group.defer("broadcast", run, result, result)
+    return group.engine.defer("broadcast", run, result, result)
 
 
 def broadcast_flat(group: ProcessGroup, flat: np.ndarray, src: int) -> bool:
     """``broadcast`` for a 1-D plain array the caller vouches for, once its plan exists."""
-    if group.plannable and 0 <= src < group.size():
+    if group.engine.plannable and 0 <= src < group.size():
         plan = group.plans.get(("broadcast", src, flat.dtype, flat.size))
         if plan is not None:
             run_plan(group, "broadcast", plan, (flat, src), (flat,), (flat,))
@@ -265,9 +265,9 @@ def _plan_broadcast(group: ProcessGroup, tensor: np.ndarray, src: int) -> tuple[
 
 
 def barrier(group: ProcessGroup) -> bool:
-    if group.direct is not None:
-        return group.direct.barrier()  # type: ignore[no-any-return]
-    if not group.plannable:
+    if group.engine.direct is not None:
+        return group.engine.direct.barrier()  # type: ignore[no-any-return]
+    if not group.engine.plannable:
         return False
     plan = cached_plan(group, ("barrier",), _plan_barrier)
     if plan is None:
@@ -289,9 +289,9 @@ def _plan_barrier(group: ProcessGroup) -> tuple[Any, ...] | None:
 def reduce(group: ProcessGroup, tensor: Any, dst: Any, op: Any) -> bool:
     if type(tensor) is not _NDARRAY:
         tensor = plain_view(tensor)
-    if group.direct is not None:
-        return group.direct.reduce(tensor, dst, op)  # type: ignore[no-any-return]
-    if not (group.plannable and type(dst) is int and plain_array(tensor, dst == group.rank())):
+    if group.engine.direct is not None:
+        return group.engine.direct.reduce(tensor, dst, op)  # type: ignore[no-any-return]
+    if not (group.engine.plannable and type(dst) is int and plain_array(tensor, dst == group.rank())):
         return False
     plan = cached_plan(group, ("reduce", op, dst, tensor.dtype, tensor.size), _plan_reduce, tensor, dst, op)
     if plan is None:
@@ -330,9 +330,9 @@ def _rooted(group: ProcessGroup, op: str, tensor: Any, tensors: Any, root: Any, 
         tensor = plain_view(tensor)
     if tensors is not None:
         tensors = list_views(tensors)
-    if group.direct is not None:
-        return getattr(group.direct, op)(tensor, tensors, root)  # type: ignore[no-any-return]
-    if not (group.plannable and type(root) is int and plain_array(tensor, tensor_writes)):
+    if group.engine.direct is not None:
+        return getattr(group.engine.direct, op)(tensor, tensors, root)  # type: ignore[no-any-return]
+    if not (group.engine.plannable and type(root) is int and plain_array(tensor, tensor_writes)):
         return False
     if group.rank() == root:
         scanned = scan_list(tensors, group.size(), not tensor_writes)
@@ -350,7 +350,7 @@ def _rooted(group: ProcessGroup, op: str, tensor: Any, tensors: Any, root: Any, 
     compiled = plan[-1]
     if compiled is None or not compiled(flat, flats):
         inputs = (tensor,) if op == "gather" else (tensors,) if flats is not None else ()
-        group.run_planned(op, plan[0], plan[1], (flat, flats, root), inputs)
+        group.engine.run_planned(op, plan[0], plan[1], (flat, flats, root), inputs)
     return True
 
 
@@ -376,7 +376,7 @@ def _plan_scatter(group: ProcessGroup, tensor: np.ndarray, scatter_list: Any,
     root_list(group.rank(), group.size(), scatter_list, src, "scatter_list", "src", out, writable=False)
     algorithm, fp = choose(group, "scatter", out.nbytes, out, root=src)
     compiled = None
-    slots = group.call_slots
+    slots = group.engine.call_slots
     if algorithm.run is shm_rooted.scatter and slots is not None:
         n, dtype = group.size(), out.flat.dtype
         region = round_bodies.scatter_region(slots.slot_bytes, n, dtype.itemsize)

@@ -51,7 +51,7 @@ class PeerState(enum.Enum):
     DEAD = "dead"   # vanished without GOODBYE
 
 
-def _default_describe(fp: Fingerprint, seq: int) -> str:
+def default_describe(fp: Fingerprint, seq: int) -> str:
     return f"collective #{seq} (op {fp.op}, dtype {fp.dtype}, count {fp.count}, root {fp.root})"
 
 

@@ -26,9 +26,9 @@ from typing import Any, Sequence
 from ..errors import CollectiveMismatchError, DestroyedGroupError, PeerError, with_context
 from .matching import (Matcher, Parked, RecvRequest, SendRequest, frame_error, match_key,
                        mismatch_error)
-from .channel import Channel, Describe, PeerState, _default_describe
+from .channel import Channel, Describe, PeerState, default_describe
 from .leaving import GOODBYE_ITEM, Leaving
-from .waiting import _TICK, Waiting
+from .waiting import TICK, Waiting
 from .wire import NO_FINGERPRINT, Fingerprint, FrameKind, Header, pack_header
 
 Request = "SendRequest | RecvRequest"
@@ -121,7 +121,7 @@ class Mesh(Waiting, Leaving, ABC):
         with self.lock:
             if group_id in self._channels:
                 raise ValueError(f"group id {group_id} is already open on this mesh")
-            channel = Channel(self, group_id, members, describe or _default_describe)
+            channel = Channel(self, group_id, members, describe or default_describe)
             channel.error = self._early_poison.pop(group_id, None)
             for peer in channel.members:
                 if self.peer_state[peer] is PeerState.DEAD and channel.error is None:
@@ -385,7 +385,7 @@ class Mesh(Waiting, Leaving, ABC):
             while self._driving:
                 self._waiters += 1
                 try:
-                    self.cond.wait(_TICK)
+                    self.cond.wait(TICK)
                 finally:
                     self._waiters -= 1
         return True

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from .channel import Channel
 
 #: Longest a waiting thread sleeps before it looks at the clock and its requests again.
-_TICK = 0.5
+TICK = 0.5
 
 
 def _is_p2p(req: SendRequest | RecvRequest) -> bool:
@@ -117,10 +117,10 @@ class Waiting:
             if drive:
                 self._driving = True
             else:
-                self._sleep(requests, channel, min(remaining, _TICK))
+                self._sleep(requests, channel, min(remaining, TICK))
         if drive:
             try:
-                self._drive(min(remaining, _TICK))
+                self._drive(min(remaining, TICK))
             finally:
                 with self.lock:
                     self._driving = False
@@ -198,13 +198,13 @@ class Waiting:
                 if idle or self._driving:
                     self._waiters += 1
                     try:
-                        self.cond.wait(_TICK)
+                        self.cond.wait(TICK)
                     finally:
                         self._waiters -= 1
                     continue
                 self._driving = True
             try:
-                self._drive(_TICK)
+                self._drive(TICK)
             finally:
                 with self.lock:
                     self._driving = False

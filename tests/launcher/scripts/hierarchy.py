@@ -107,7 +107,7 @@ def main() -> None:
         dist.destroy_process_group()
         return
     out = {"rank": rank, "results": results(rank, n),
-           "hierarchical": repr(dist.group.WORLD.hierarchy)}
+           "hierarchical": repr(dist.group.WORLD.engine.hierarchy)}
     os.environ["ACCORD_ALGORITHM"] = "all_reduce=ring"
     flat = dist.new_group(list(range(n)))
     del os.environ["ACCORD_ALGORITHM"]

@@ -4,6 +4,6 @@
 its ranks from MPI and runs every collective with MPI's (through mpi4py), every send and
 receive with MPI's, on NumPy arrays and CPU torch tensors. Modules: ``runtime`` (mpi4py,
 datatypes and ops, waiting), ``algorithms`` (the collectives), ``call`` (one call),
-``process_group`` (the group), ``p2p`` (sends and receives), ``world`` (init). Must not know
+``engine`` (the group's engine), ``p2p`` (sends and receives), ``world`` (init). Must not know
 about the other backends or the launcher.
 """

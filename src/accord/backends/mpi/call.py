@@ -26,12 +26,13 @@ Finish = Callable[[], None]
 class MpiCall:
     """The Peers and the completion of one collective call on an MPI group."""
 
-    def __init__(self, group: Any, op: str, seq: int, deadline: Deadline, deferred: bool,
+    def __init__(self, engine: Any, op: str, seq: int, deadline: Deadline, deferred: bool,
                  fp: Any = None) -> None:
+        group = engine.group
         self.rank, self.size, self.tunables = group.rank(), group.size(), group.tunables
-        self.comm, self.msg_comm = group.comm, group.msg_comm
+        self.comm, self.msg_comm = engine.comm, engine.msg_comm
         self.deadline = deadline
-        self._group, self._op, self._seq = group, op, seq
+        self._group, self._engine, self._op, self._seq = group, engine, op, seq
         self._deferred = deferred
         self._requests: list[Any] = []
         self._finishers: list[Finish] = []
@@ -41,7 +42,7 @@ class MpiCall:
         #: Set by the group when this call's MPI function runs the check that every rank
         #: called the same itself (``agree()``), maybe with its data in the check's record.
         self.agree: Callable[[], None] | None = None
-        self.agreement = group.agreement
+        self.agreement = engine.agreement
         #: The call's fingerprint: what decides, alike on every rank, whether its data rides
         #: on the check (``agreement.record_bytes``).
         self.fp = fp
@@ -80,7 +81,7 @@ class MpiCall:
             requests = self._requests
             test = requests[0].Test if len(requests) == 1 else lambda: mpi.Request.Testall(requests)
             if requests and not runtime.wait_until(test, self.deadline):
-                self._group.abandon(requests, self._keep)
+                self._engine.abandon(requests, self._keep)
                 raise runtime.timed_out(str(self), self.deadline, "the MPI collective")
             self._finish()
 
@@ -123,7 +124,7 @@ class MpiCall:
         pending = [h for h in handles if not h.done]
         for handle in pending:
             handle.cancel()
-        self._group.abandon([h.request for h in pending if h.request is not None],
+        self._engine.abandon([h.request for h in pending if h.request is not None],
                             [h.keep for h in pending])
 
     def scratch(self, count: int, dtype: np.dtype, which: int = 0) -> np.ndarray:

@@ -38,20 +38,21 @@ _ARRIVAL = "the ranks' arrival at this call (accord's check before MPI's collect
 
 
 class DirectPath(OtherCalls):
-    """The short paths of one MpiProcessGroup (the other collectives': ``OtherCalls``)."""
+    """The short paths of one group on MPI (``MpiEngine``) (the other collectives': ``OtherCalls``)."""
 
-    def __init__(self, group: Any) -> None:
-        self._group = group
+    def __init__(self, engine: Any) -> None:
+        self._engine = engine
+        self._group = group = engine.group
         self._calls = group.calls
         self._rank = group.rank()
         self._plans: dict[Any, Any] = {}
-        self._agreement = group.agreement
+        self._agreement = engine.agreement
         self._in_place = _IN_PLACE
         self._byte = runtime.load().BYTE
 
     def _usable(self) -> bool:
         group = self._group
-        if self._calls.broken is not None or group.destroyed or group.unstarted:
+        if self._calls.broken is not None or self._engine.destroyed or self._engine.unstarted:
             return False  # (an async call not started yet: the long path starts after it)
         prof = _modules_get(profiling.TORCH_PROFILER)
         return prof is None or not profiling.recording()
@@ -62,7 +63,7 @@ class DirectPath(OtherCalls):
         flags = tensor.flags
         group = self._group
         if not (flags.c_contiguous and flags.writeable) or self._calls.broken is not None \
-                or group.unstarted or group.destroyed \
+                or self._engine.unstarted or self._engine.destroyed \
                 or (_modules_get(_PROFILER) is not None and profiling.recording()):
             return False
         key = (op, tensor.dtype, tensor.size)
@@ -93,9 +94,9 @@ class DirectPath(OtherCalls):
                 fold(flat, rows, kernel)
             calls.end(entry)
             return True
-        if group.checks:
+        if self._engine.checks:
             self._check(entry, h)
-        request = group.comm.Iallreduce(_IN_PLACE, [flat, datatype], mpi_op)
+        request = self._engine.comm.Iallreduce(_IN_PLACE, [flat, datatype], mpi_op)
         if not request.Test():
             self._wait(entry, request, "the MPI collective")
         calls.end(entry)
@@ -118,7 +119,7 @@ class DirectPath(OtherCalls):
         """(this rank's record's data, every rank's) when a call like ``flat`` rides on the
         check, else None."""
         agreement = self._agreement
-        if not (self._group.checks and agreement.carries(flat.nbytes)):
+        if not (self._engine.checks and agreement.carries(flat.nbytes)):
             return None
         return agreement.views(flat.dtype, flat.size)
 
@@ -128,7 +129,7 @@ class DirectPath(OtherCalls):
         flags = tensor.flags
         group = self._group
         if not (flags.c_contiguous and (flags.writeable or self._rank == src)) \
-                or self._calls.broken is not None or group.destroyed or group.unstarted \
+                or self._calls.broken is not None or self._engine.destroyed or self._engine.unstarted \
                 or (_modules_get(_PROFILER) is not None and profiling.recording()):
             return False
         plan = self._plans.get(("broadcast", src, tensor.dtype, tensor.size))
@@ -158,9 +159,9 @@ class DirectPath(OtherCalls):
             calls.end(entry)
             return True
         message = [flat, datatype] if datatype is not None else runtime.as_bytes(flat)
-        if group.checks:
+        if self._engine.checks:
             self._check(entry, h)
-        request = group.comm.Ibcast(message, src)
+        request = self._engine.comm.Ibcast(message, src)
         if not request.Test():
             self._wait(entry, request, "the MPI collective")
         calls.end(entry)
@@ -188,17 +189,17 @@ class DirectPath(OtherCalls):
             fp = self._group.fingerprint("barrier", ALGORITHMS["barrier"], None)
             plan = self._plans["barrier"] = (fp, fingerprint_hash(fp))
         entry = self._begin("barrier", plan[0], plan[1])
-        if self._group.checks:  # no rank leaves the check before every rank entered it
+        if self._engine.checks:  # no rank leaves the check before every rank entered it
             self._calls.end(entry)
         else:
-            self._finish(entry, self._group.comm.Ibarrier())
+            self._finish(entry, self._engine.comm.Ibarrier())
         return True
 
     # -- one call ---------------------------------------------------------------------------
     def _begin(self, op: str, fp: Fingerprint, h: int) -> CallRecord:
         """Number the call, record it, and check that every rank called the same."""
         entry = self._calls.begin(op, fp)
-        if self._group.checks:
+        if self._engine.checks:
             self._check(entry, h)
         return entry
 
@@ -239,14 +240,14 @@ class DirectPath(OtherCalls):
         if runtime.wait_until(test, deadline):
             return
         exc = runtime.timed_out(calls.context(entry.op, entry.seq), deadline, what)
-        self._group.abandon([request], None)
+        self._engine.abandon([request], None)
         calls.fail(entry, exc)
         raise exc
 
     def _mismatch(self, entry: CallRecord, seq: int, fp: Fingerprint) -> None:
         group = self._group
         try:
-            group.explain_mismatch(seq, fp, Deadline.after(self._calls.timeout))
+            self._engine.explain_mismatch(seq, fp, Deadline.after(self._calls.timeout))
         except BaseException as exc:
             self._calls.fail(entry, exc, breaks=False)
             raise

@@ -60,10 +60,11 @@ def _root_list(arrays: Any, size: int, writes: bool) -> tuple[Any, ...] | None:
 
 class OtherCalls:
     """The short paths of reduce, gather, scatter and the tensor forms of all_gather,
-    reduce_scatter and all_to_all (a mixin of ``DirectPath``, which provides ``_group``, its
+    reduce_scatter and all_to_all (a mixin of ``DirectPath``, which provides ``_group``, ``_engine``, the group's
     ``_calls`` and ``_rank``, ``_plans``, ``_usable``, ``_begin`` and ``_run``)."""
 
     _group: Any
+    _engine: Any
     _calls: CallSequencer
     _rank: int
     _plans: dict[Any, Any]
@@ -99,7 +100,7 @@ class OtherCalls:
         ``fp`` rides on the check, as the long path decides (``algorithms._carried``); else None."""
         agreement = self._agreement
         nbytes = record_bytes(op, fp.count, dtype.itemsize, self._group.size())
-        if not self._group.checks or nbytes is None or not agreement.carries(nbytes):
+        if not self._engine.checks or nbytes is None or not agreement.carries(nbytes):
             return None
         return agreement.views(dtype, nbytes // dtype.itemsize)
 
@@ -133,11 +134,11 @@ class OtherCalls:
             self._calls.end(entry)
             return True
         if root:
-            self._run("reduce", fp, h, group.comm.Ireduce, (self._in_place, [flat, datatype], mpi_op, dst))
+            self._run("reduce", fp, h, self._engine.comm.Ireduce, (self._in_place, [flat, datatype], mpi_op, dst))
             if kernel.needs_finalize:
                 kernel.finalize(flat, group.size())
         else:
-            self._run("reduce", fp, h, group.comm.Ireduce, ([flat, datatype], None, mpi_op, dst))
+            self._run("reduce", fp, h, self._engine.comm.Ireduce, ([flat, datatype], None, mpi_op, dst))
         return True
 
     def _plan_reduce(self, tensor: np.ndarray, dst: int, op: Any) -> tuple[Any, ...]:
@@ -195,7 +196,7 @@ class OtherCalls:
                 flat[...] = theirs
             self._calls.end(entry)
             return True
-        comm = group.comm
+        comm = self._engine.comm
         if flat.nbytes >= PLACED_BYTES:  # MPI's v-form, straight into or out of the root's arrays
             return self._placed(op, fp, h, flat, tensors if is_root else None, root)
         if not is_root:
@@ -218,7 +219,7 @@ class OtherCalls:
 
     def _placed(self, op: str, fp: Any, h: int, flat: np.ndarray, tensors: Any, root: int) -> bool:
         """A large gather or scatter by MPI's v-form (``tensors``: the root's list, else None)."""
-        comm = self._group.comm
+        comm = self._engine.comm
         mine = runtime.as_bytes(flat)  # bytes on both sides, as the long path sends them
         theirs = None
         if tensors is not None:
@@ -263,7 +264,7 @@ class OtherCalls:
             return True
         if _shares(inp, output):
             return False  # MPI forbids it: the long path copies the input first (or goes in place)
-        comm = self._group.comm
+        comm = self._engine.comm
         if spaced is not None:  # large blocks: Iallgatherv, as the long path's list form
             into = [output.reshape(-1).view(np.uint8), *spaced, self._byte]
             self._run("all_gather", fp, h, comm.Iallgatherv, (runtime.as_bytes(inp.reshape(-1)), into))
@@ -308,12 +309,12 @@ class OtherCalls:
             joined = group.calls.scratch.array(group.size() * count, flat.dtype, 1)
             byte = self._byte
             messages = ([flat.view(np.uint8), *spaced, byte], [joined.view(np.uint8), *spaced, byte])
-            self._run("reduce_scatter", fp, h, group.comm.Ialltoallv, messages)
+            self._run("reduce_scatter", fp, h, self._engine.comm.Ialltoallv, messages)
             rows = [(flat if j == me else joined)[j * count:(j + 1) * count]
                     for j in range(group.size())]
             fold(output.reshape(-1), rows, kernel)
             return True
-        self._run("reduce_scatter", fp, h, group.comm.Ireduce_scatter_block,
+        self._run("reduce_scatter", fp, h, self._engine.comm.Ireduce_scatter_block,
                   ([inp, datatype], [output, datatype], mpi_op))
         if kernel.needs_finalize:
             kernel.finalize(output.reshape(-1), group.size())
@@ -354,7 +355,7 @@ class OtherCalls:
             return True
         if _shares(inp, output):
             return False
-        self._run("all_to_all", fp, h, self._group.comm.Ialltoall, ([inp, datatype], [output, datatype]))
+        self._run("all_to_all", fp, h, self._engine.comm.Ialltoall, ([inp, datatype], [output, datatype]))
         return True
 
     def _plan_all_to_all(self, output: np.ndarray, inp: np.ndarray) -> Any:

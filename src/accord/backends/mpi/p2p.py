@@ -25,10 +25,11 @@ OBJECT_TAG = 30001  # object frames on the message communicator (collectives use
 
 
 class MpiP2P:
-    """The sends and receives of one MpiProcessGroup."""
+    """The sends and receives of one group on MPI (``MpiEngine``)."""
 
-    def __init__(self, group: Any) -> None:
-        self._group = group
+    def __init__(self, engine: Any) -> None:
+        self._engine = engine
+        self._group = engine.group
 
     def _tag(self, tag: Any) -> int:
         if isinstance(tag, bool) or not isinstance(tag, int):
@@ -55,7 +56,7 @@ class MpiP2P:
         context = f"{op} to rank {peer} (tag {tag}) on rank {group.global_rank}"
         data = np.ascontiguousarray(buf.flat)
         entry = group.recorder.p2p_start(op, peer, tag, data.nbytes)
-        request = group.comm.Isend(runtime.as_bytes(data), dst, tag)
+        request = self._engine.comm.Isend(runtime.as_bytes(data), dst, tag)
         return _Posted(request, data, entry, context, buf, peer, Deadline.after(group.calls.timeout), False)
 
     def _post_recv(self, tensor: Any, src: int | None, tag: int, op: str) -> _Posted:
@@ -66,7 +67,7 @@ class MpiP2P:
         peer = None if src is None else group.global_rank_of(src)
         context = f"{op} from {'any rank' if peer is None else f'rank {peer}'} (tag {tag}) on rank {group.global_rank}"
         entry = group.recorder.p2p_start(op, peer, tag, buf.nbytes)
-        request = group.comm.Irecv(runtime.as_bytes(buf.flat), source, tag)
+        request = self._engine.comm.Irecv(runtime.as_bytes(buf.flat), source, tag)
         return _Posted(request, buf.flat, entry, context, buf, peer, Deadline.after(group.calls.timeout), True)
 
     def _finish(self, posted: _Posted) -> int | None:
@@ -79,7 +80,7 @@ class MpiP2P:
                 f"{'send' if posted.receive else 'recv'} with the same tag?")
             if posted.receive:
                 posted.request.Cancel()
-            group.abandon([posted.request], posted.data)
+            self._engine.abandon([posted.request], posted.data)
             group.recorder.p2p_end(posted.entry, exc)
             if group.monitor is not None:
                 group.monitor.p2p_timed_out(group, exc, posted.peer)
@@ -137,10 +138,10 @@ class MpiP2P:
         dst = self._peer(dst, "dst")
         context = f"{op} to rank {group.global_rank_of(dst)} on rank {group.global_rank}"
         arrays = [np.frombuffer(f, dtype=np.uint8) for f in frames]
-        requests = [group.msg_comm.Isend(runtime.as_bytes(a), dst, OBJECT_TAG) for a in arrays]
+        requests = [self._engine.msg_comm.Isend(runtime.as_bytes(a), dst, OBJECT_TAG) for a in arrays]
         deadline = Deadline.after(group.calls.timeout)
         if not runtime.wait_until(lambda: runtime.load().Request.Testall(requests), deadline):
-            group.abandon(requests, arrays)
+            self._engine.abandon(requests, arrays)
             raise DistTimeoutError(f"{context}: not received in {format_seconds(deadline.budget)}. "
                                    f"Did the peer call recv_object_list?")
 
@@ -161,7 +162,7 @@ class MpiP2P:
 
     def _probe_receive(self, source: int, deadline: Deadline, context: str) -> tuple[memoryview, int]:
         mpi = runtime.load()
-        comm = self._group.msg_comm
+        comm = self._engine.msg_comm
         status = mpi.Status()
         found: list[Any] = []
 

@@ -28,7 +28,7 @@ from ...store.base import Store
 from ...store.tcp_store import TCPStore
 from ...world import World, current_world
 from . import runtime
-from .process_group import MpiProcessGroup
+from .engine import mpi_group
 
 log = logging.getLogger("accord")
 _hook_lock = threading.Lock()
@@ -42,7 +42,7 @@ def init_world(*, init_method: str | None, timeout: float, world_size: int, rank
     mpi = runtime.load()
     size, me = mpi.COMM_WORLD.Get_size(), mpi.COMM_WORLD.Get_rank()
     _check_launch(size, me, world_size, rank)
-    default = MpiProcessGroup(mpi.COMM_WORLD.Dup(), range(size), 0, timeout, "default_pg")
+    default = mpi_group(mpi.COMM_WORLD.Dup(), range(size), 0, timeout, "default_pg")
     diagnostics, owns_store = (store, False) if store is not None else (_diagnostics_store(size, me, timeout), True)
     world = World(diagnostics, None, default, "mpi", owns_store)
     board = None

@@ -1,6 +1,7 @@
-"""``MpiProcessGroup``: an accord ProcessGroup whose calls run on an MPI communicator.
+"""``MpiEngine``: the engine of a ProcessGroup whose calls run on an MPI communicator.
 
-Owns: the group's two communicators (``comm`` for MPI's collectives and the user's sends
+Owns: ``mpi_group`` (a ProcessGroup on a communicator) and, per group, its engine: the
+two communicators (``comm`` for MPI's collectives and the user's sends
 and receives, ``msg_comm`` for accord's message-based calls), the check that every rank
 called the same collective before MPI is asked to run it (``agreement``; each collective
 runs it in its MPI function, where small data rides on it; a
@@ -29,10 +30,9 @@ from ...errors import CollectiveMismatchError, DestroyedGroupError, DistTimeoutE
 from ...collectives.algorithm import COLLECTIVE_NAMES, COLLECTIVES
 from ...group.call import OBJECT_CALLS, describe_call
 from ...group.process_group import ProcessGroup
-from ...group.calls import CallSequencer
-from ...group.recorder import CallRecord, FlightRecorder
+from ...group.recorder import CallRecord
 from ...group.work import Future, Work
-from ...timeouts import Deadline, to_seconds
+from ...timeouts import Deadline
 from ...transport.wire import Fingerprint
 from . import runtime
 from .algorithms import ALGORITHMS, MPI_ALGORITHM_CODE
@@ -49,64 +49,49 @@ _OBJECT = COLLECTIVES["object"]
 _GATHER = {name: code for code, name in OBJECT_CALLS.items()}["gather_object"]
 
 
-class MpiProcessGroup(ProcessGroup):
-    """A process group on an MPI communicator (backend "mpi")."""
+def mpi_group(comm: Any, ranks: Sequence[int], group_id: int, timeout: timedelta | float,
+              name: str, desc: str | None = None) -> ProcessGroup:
+    """A process group of ``ranks`` (global ranks) on MPI communicator ``comm`` (backend "mpi")."""
+    return ProcessGroup(lambda group: MpiEngine(group, comm), ranks, comm.Get_rank(), group_id,
+                        timeout, "mpi", name, desc)
 
-    def __init__(self, comm: Any, ranks: Sequence[int], group_id: int, timeout: timedelta | float,
-                 name: str, desc: str | None = None) -> None:  # noqa: D107 — no mesh: see ProcessGroup
+
+class MpiEngine:
+    """The engine of one group on an MPI communicator (see the module docstring)."""
+
+    plannable = False  # its short paths are its own (``direct``)
+    shared = False
+    cma = False
+    hierarchy = None
+
+    def __init__(self, group: ProcessGroup, comm: Any) -> None:
         from .p2p import MpiP2P
+        self.group = group
+        self.calls = group.calls
         self.comm = comm
         self.msg_comm = comm.Dup()
-        self._ranks = list(ranks)
-        self.members = self._ranks
-        self._group_rank_of = {g: i for i, g in enumerate(self._ranks)}
-        self._rank = comm.Get_rank()
         #: async calls whose MPI part has not started yet (their check waits for the other
         #: ranks): started in order by whoever needs them first (``_start_until``)
         self.unstarted: deque[_Started] = deque()
         self._start_lock = threading.Lock()  # held while queued calls are started
         self._starter: threading.Thread | None = None
         self._starter_lock = threading.Lock()  # (the starter may be deciding to stop)
-        self.tunables = config.Tunables.from_env()
-        self.backend = "mpi"
-        self.group_name = name
-        self.group_desc = desc or name
-        self.group_id = group_id
-        self.calls = CallSequencer(to_seconds(timeout), self._where(self._ranks[self._rank]),
-                                   FlightRecorder(self.tunables.flight_recorder_size))
-        self.recorder = self.calls.recorder
-        self._object_policy = None
-        self._shm = None
-        self.call_slots = None
-        self.plans: dict[Any, Any] = {}
-        self._monitor: Any = None
-        self.companions: list[ProcessGroup] = []
         self.checks = config.mpi_checks()
         self._abandoned: list[Any] = []  # requests of failed calls, and their buffers
         self.destroyed = False  # shut down on this rank (destroy_process_group)
-        self.p2p_engine = MpiP2P(self)
         self.agreement = Agreement(comm, comm.Get_size())
+        self.p2p = MpiP2P(self)
         self.direct = DirectPath(self)
 
-    # -- what the base class reads from the mesh -------------------------------------------
-    @property
-    def global_rank(self) -> int:
-        return self._ranks[self._rank]
-
-    @property
-    def channel(self) -> Any:
-        raise DestroyedGroupError("an MPI group has no accord channel")
-
-    @property
-    def mesh(self) -> Any:
-        return None
+    def context(self, op: str, seq: int | None = None) -> str:
+        return self.calls.context(op, seq)
 
     def choose_algorithm(self, collective: str, nbytes: int) -> Algorithm:
         return ALGORITHMS[collective]
 
-    def twin(self, group_id: int, name: str) -> MpiProcessGroup:
+    def twin(self, group_id: int, name: str) -> ProcessGroup:
         self._settle_queued("new_group")
-        return MpiProcessGroup(self.comm.Dup(), self._ranks, group_id, self.calls.timeout, name)
+        return mpi_group(self.comm.Dup(), self.group.members, group_id, self.calls.timeout, name)
 
     def _settle_queued(self, op: str) -> None:
         """Before a collective MPI call outside the collectives (a new communicator)."""
@@ -114,22 +99,22 @@ class MpiProcessGroup(ProcessGroup):
             self._start_until(None, Deadline.after(self.calls.timeout), self.context(op))
 
     def subgroup(self, group_id: int, ranks: Sequence[int], timeout: float, backend: str, name: str,
-                 desc: str | None) -> MpiProcessGroup:
+                 desc: str | None) -> ProcessGroup:
         """A group of ``ranks`` (global ranks, this one among them), made by the members
         only (MPI_Comm_create_group), as new_group's every member calls it in the same order."""
         mpi = runtime.load()
         self._settle_queued("new_group")
         world = self.comm.Get_group()
-        members = world.Incl([self.group_rank_of(r) for r in ranks])
+        members = world.Incl([self.group.group_rank_of(r) for r in ranks])
         try:
             comm = self.comm.Create_group(members, group_id % (1 << 15))
         finally:
             members.Free()
             world.Free()
         if comm == mpi.COMM_NULL:
-            raise PeerError(f"new_group on rank {self.global_rank}: MPI made no communicator for "
+            raise PeerError(f"new_group on rank {self.group.global_rank}: MPI made no communicator for "
                             f"ranks {list(ranks)}")
-        return MpiProcessGroup(comm, ranks, group_id, timeout, name, desc)
+        return mpi_group(comm, ranks, group_id, timeout, name, desc)
 
     # -- running a collective ----------------------------------------------------------------
     def run_collective(self, op: str, fp: Fingerprint, body: Callable[[Any], None],
@@ -180,7 +165,7 @@ class MpiProcessGroup(ProcessGroup):
             self.unstarted.append(started)
             if self._starter is None:
                 self._starter = threading.Thread(target=self._start_late, daemon=True,
-                                                 name=f"accord-mpi-{self.group_name}-start")
+                                                 name=f"accord-mpi-{self.group.group_name}-start")
                 self._starter.start()
         return self._work(call, started, entry, context, outputs, result, event)
 
@@ -287,15 +272,16 @@ class MpiProcessGroup(ProcessGroup):
     def explain_mismatch(self, seq: int, fp: Fingerprint, deadline: Deadline) -> None:
         """The ranks' calls differ (every rank knows it): exchange them and raise the
         CollectiveMismatchError that shows each rank's call, on every rank."""
-        everyone = np.zeros((self.size(), len(fp)), dtype=np.int64)
+        group = self.group
+        everyone = np.zeros((group.size(), len(fp)), dtype=np.int64)
         request = self.comm.Iallgather(np.array(fp, dtype=np.int64), everyone)
         context = self.context(COLLECTIVE_NAMES.get(fp.op, "collective"), seq)
         if not runtime.wait_until(request.Test, deadline):
             self.abandon([request], everyone)
             raise runtime.timed_out(context, deadline, "the exchange of the ranks' calls")
-        calls = "; ".join(f"rank {self.global_rank_of(r)}: "
+        calls = "; ".join(f"rank {group.global_rank_of(r)}: "
                           f"{describe_call(Fingerprint(*map(int, everyone[r])), seq)}"
-                          for r in range(self.size()))
+                          for r in range(group.size()))
         raise CollectiveMismatchError(f"{context}: the ranks did not call the same collective ({calls}). "
                                       f"Nothing was sent; every rank must call the same collectives "
                                       f"in the same order")
@@ -305,6 +291,11 @@ class MpiProcessGroup(ProcessGroup):
         self._abandoned.append((list(requests), keep))
 
     # -- failure and lifetime ---------------------------------------------------------------
+    def _destroyed(self, op: str) -> DestroyedGroupError:
+        return DestroyedGroupError(
+            f"{self.context(op, self.calls.last_seq)}: this process group was destroyed on this rank "
+            f"(destroy_process_group); create a new one with new_group")
+
     def _raise_broken(self, context: str) -> None:
         raise PeerError(f"{context}: this group cannot be used since {self.calls.broken}. "
                         f"Destroy it (destroy_process_group) and create a new one")
@@ -319,9 +310,6 @@ class MpiProcessGroup(ProcessGroup):
             self.calls.broken = reason or "it was aborted"
 
     def shutdown(self) -> None:
-        for companion in self.companions:
-            companion.shutdown()
-        self.companions.clear()
         if self.destroyed:
             return
         if self.unstarted:  # queued async calls start (or fail) first
@@ -331,13 +319,12 @@ class MpiProcessGroup(ProcessGroup):
             except DistTimeoutError:
                 pass
         self.destroyed = True
-        self.calls.close()
-        self.plans = {}
+        self.group.plans.clear()
         if self.unstarted:
             return  # an async call still waits in its check: keep what MPI may use
         if self._abandoned:
             return  # MPI may still write into those buffers: keep the communicators as they are
-        if self.calls.broken is not None or self.calls_raised:
+        if self.calls.broken is not None or self.group.calls_raised:
             # A call failed, or was refused here while the other ranks went on: their messages
             # may still arrive. A freed communicator's context is reused by the next one MPI
             # makes, and Open MPI hands it such a message (aborting, or as the new call's data).

@@ -1,0 +1,95 @@
+"""The engine interface: what runs a process group's calls.
+
+Owns: ``Engine``, the ``Protocol`` that a ``ProcessGroup`` is composed with, and
+``Planner``, the capabilities an engine has when the short paths may plan its blocking calls
+(``Engine.plannable``). Two engines implement it: accord's own, over a mesh of shared memory
+and TCP (``group.mesh_engine.MeshEngine``), and MPI's (``backends.mpi.engine.MpiEngine``).
+Everything above an engine — argument checks, buffers, fingerprints, the call state
+(``group.calls``), the flight recorder, Work, the object collectives — is the group's and
+the same on both. Must not know about meshes, MPI or the API.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
+
+from ..arrays import Buffer
+from ..collectives.registry import Algorithm
+from ..transport.wire import Fingerprint
+from .work import Work
+
+if TYPE_CHECKING:
+    from .hierarchy import Hierarchy
+    from .shared_memory import CallSlots
+
+#: A ``group.process_group.ProcessGroup`` (not imported: it imports this module)
+ProcessGroup = Any
+
+
+class Engine(Protocol):
+    """What a ``ProcessGroup`` asks of the engine that runs its calls."""
+
+    #: Whether the short paths may run this engine's blocking calls from cached plans (then
+    #: it is a ``Planner`` too). accord's engine is; MPI's has short paths of its own.
+    plannable: bool
+    #: Whether the members share memory (one host): shared-memory algorithms may run.
+    shared: bool
+    #: Whether members may read each other's memory directly (single-copy algorithms).
+    cma: bool
+    #: The two-level plan of a group whose members are on several hosts (None: flat).
+    hierarchy: Hierarchy | None
+    #: Who carries the group's sends and receives when not accord's mesh (an object with
+    #: ``send``/``recv``/``isend``/``irecv``/``send_frames``/``recv_frames``); None: the mesh.
+    p2p: Any
+    #: The engine's own short paths of blocking calls (methods that return False to take the
+    #: long path); None: accord's shared-memory short paths (``group.short_paths``).
+    direct: Any
+
+    def choose_algorithm(self, collective: str, nbytes: int) -> Algorithm:
+        """The algorithm of a ``collective`` call moving ``nbytes`` on this group."""
+        ...
+
+    def run_collective(self, op: str, fp: Fingerprint, body: Callable[[Any], None],
+                       outputs: Sequence[Buffer], result: list[Any], async_op: bool,
+                       timeout: float | None = None, shared: bool = False,
+                       inputs: Sequence[Any] = ()) -> Work | None:
+        """Run ``body`` as the group's next call: now (None), or as the returned Work."""
+        ...
+
+    def twin(self, group_id: int, name: str) -> ProcessGroup:
+        """A new group of the same members, made by each of them in the same order."""
+        ...
+
+    def subgroup(self, group_id: int, ranks: Sequence[int], timeout: float, backend: str,
+                 name: str, desc: str | None) -> ProcessGroup:
+        """A new group of ``ranks`` (global ranks, this one among them), made by its members."""
+        ...
+
+    def is_broken(self) -> bool:
+        """Whether the group cannot be used any more (here or as a peer said)."""
+        ...
+
+    def abort(self, reason: str | None) -> None:
+        """Break the group now (torch's ProcessGroup.abort)."""
+        ...
+
+    def shutdown(self) -> None:
+        """Release what the engine holds for the group (destroy_process_group)."""
+        ...
+
+
+class Planner(Engine, Protocol):
+    """An engine whose blocking calls the short paths plan (``plannable``): accord's."""
+
+    #: The shared-memory slots (None: the members do not share memory).
+    call_slots: CallSlots | None
+
+    def run_planned(self, op: str, fp: Fingerprint, algorithm: Algorithm, args: Sequence[Any],
+                    inputs: Sequence[Any] = ()) -> None:
+        """Run a blocking call whose plan the caller already has."""
+        ...
+
+    def defer(self, op: str, run: Callable[[], Any], result: list[Any],
+              inputs: Sequence[Any] = ()) -> Work:
+        """Queue ``run`` (an async call run as the blocking one) and return its Work."""
+        ...
