@@ -13,7 +13,7 @@ import sys
 
 
 def _create(*args, **kwargs):  # type: ignore[no-untyped-def]
-    from accord.backends.torch.context import create
+    from accord.integrations.torch.context import create
 
     return create(*args, **kwargs)
 

@@ -13,11 +13,13 @@ import accord
 
 PACKAGE = pathlib.Path(accord.__file__).parent
 LAYERS = [("errors", "timeouts", "config", "auth", "tls", "reduce_ops", "arrays", "profiling"), ("store",), ("rendezvous",),
-          ("transport",), ("collectives",), ("group",), ("api", "world", "backend_names", "diagnostics"),
-          ("launcher", "backends", "bench")]
+          ("transport",), ("collectives",), ("group",), ("engines", "devices"),
+          ("api", "world", "backend_names", "diagnostics"), ("integrations",), ("launcher", "bench")]
 RANK = {name: i for i, names in enumerate(LAYERS) for name in names}
-# transport and collectives are siblings: neither may import the other
-SIBLINGS = {("collectives", "transport"), ("transport", "collectives")}
+# siblings may not import each other: transport and collectives (an algorithm never sees a
+# socket), the other engines and the device routing
+SIBLINGS = {("collectives", "transport"), ("transport", "collectives"), ("engines", "devices"),
+            ("devices", "engines")}
 
 
 def _layer(parts: list[str]) -> str | None:

@@ -46,7 +46,7 @@ def _register_with_torch() -> None:
     if "torch" not in _sys.modules:
         return
     try:
-        from .backends.torch import register
+        from .integrations.torch import register
         register()
     except Exception:  # noqa: BLE001 — accord's own API must work whatever torch's state
         import logging

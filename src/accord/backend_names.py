@@ -61,7 +61,7 @@ CPU_BACKENDS = {Backend.ACCORD, Backend.GLOO}
 
 #: Backends that run a whole world on another engine: name → "module:function", imported
 #: when used. The function takes init_process_group's keywords and returns the World.
-WORLD_PROVIDERS = {Backend.MPI: "accord.backends.mpi.world:init_world"}
+WORLD_PROVIDERS = {Backend.MPI: "accord.engines.mpi.world:init_world"}
 
 
 def is_mpi_available() -> bool:
@@ -96,7 +96,7 @@ def world_provider(name: str) -> Callable[..., Any] | None:
 
 #: Device backends: a tensor of the device kind goes to this backend's torch process group,
 #: made by "module:function" (imported when a world names it).
-DEVICE_PROVIDERS = {Backend.NCCL: "accord.backends.nccl.device_group:create"}
+DEVICE_PROVIDERS = {Backend.NCCL: "accord.devices.nccl.device_group:create"}
 _DEVICE_KINDS = {Backend.NCCL: "cuda"}
 
 

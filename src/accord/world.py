@@ -28,7 +28,7 @@ class World:
                  owns_store: bool, monitor: Any = None) -> None:
         self.store = store
         self.monitor = monitor  # diagnostics.monitor.Monitor: stuck reports, dumps, statistics
-        self.mesh = mesh  # None: another engine carries the groups (backends.mpi)
+        self.mesh = mesh  # None: another engine carries the groups (engines.mpi)
         self.default_group = default_group
         self.backend = backend
         self.rank = mesh.rank if mesh is not None else default_group.global_rank

@@ -1,4 +1,4 @@
-"""Scenarios for backend "mpi"'s list forms where the arrays lie (``backends/mpi/layouts``):
+"""Scenarios for backend "mpi"'s list forms where the arrays lie (``engines/mpi/layouts``):
 all_gather, reduce_scatter and all_to_all on lists of separate arrays, in every dtype, in
 layouts that catch a wrong byte offset — separate arrays, views of one buffer in reversed
 address order, views with guarded holes between them, strided views, arrays more than 2 GiB

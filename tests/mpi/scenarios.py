@@ -128,7 +128,7 @@ def carried(rank: int, n: int) -> Any:
     strided views) and async calls meet in one call; sizes on both sides of the limit."""
     import torch
     out: dict[str, Any] = {}
-    from accord.backends.mpi import agreement
+    from accord.engines.mpi import agreement
     limit = agreement.CARRY_BYTES
     for dtype, itemsize in (("int8", 1), ("int32", 4), ("float64", 8), ("complex64", 8)):
         for nbytes in (0, itemsize, limit, limit + itemsize, 4 * limit):
@@ -172,7 +172,7 @@ def carried(rank: int, n: int) -> Any:
     # ranks that disagree, one of them carrying data: an error everywhere, and the group goes on
     out["mismatch"] = None
     try:
-        if not dist.group.WORLD.checks:  # (MPI itself would hang)
+        if not dist.group.WORLD.engine.checks:  # (MPI itself would hang)
             pass
         elif rank == 0:
             dist.all_reduce(np.ones(2, np.float32))
@@ -185,8 +185,8 @@ def carried(rank: int, n: int) -> Any:
     y = np.ones(3, np.int16)
     dist.all_reduce(y)
     out["after"] = y.tolist()
-    out["checks"] = dist.group.WORLD.checks
-    from accord.backends.mpi import runtime
+    out["checks"] = dist.group.WORLD.engine.checks
+    from accord.engines.mpi import runtime
     from accord.reduce_ops import as_reduce_op, make_kernel
     kernel = make_kernel(as_reduce_op(dist.ReduceOp.SUM), np.dtype(np.int8), "int8")
     out["int8_sum_on_mpi_sum"] = runtime.reduction(np.zeros(32, np.int8), kernel)[1] == runtime.load().SUM
@@ -249,7 +249,7 @@ def others_mixed(rank: int, n: int) -> Any:
     dist.gather(mine, listed, dst=0)
     out["gather_into_own_tensor"] = [int(a.sum()) for a in listed] if listed else None
     try:  # rank 0 gathers where the others scatter, all on the short path: an error everywhere
-        if not dist.group.WORLD.checks:  # (MPI itself would hang)
+        if not dist.group.WORLD.engine.checks:  # (MPI itself would hang)
             pass
         elif rank == 0:
             dist.gather(np.ones(2, np.float32), [np.zeros(2, np.float32) for _ in range(n)], dst=0)
@@ -483,8 +483,8 @@ def refused_then_groups(rank: int, n: int) -> Any:
             x = np.full(4, rank + 1.0)
             dist.all_reduce(x, group=g)
             sums.append(x.tolist())
-    return {"raised": raised, "kept": [g.comm != MPI.COMM_NULL for g in (refusing, unpicklable)],
-            "healthy_freed": healthy.comm == MPI.COMM_NULL, "sums": sums}
+    return {"raised": raised, "kept": [g.engine.comm != MPI.COMM_NULL for g in (refusing, unpicklable)],
+            "healthy_freed": healthy.engine.comm == MPI.COMM_NULL, "sums": sums}
 
 
 @scenario
@@ -533,13 +533,13 @@ SCENARIOS.update(LIST_SCENARIOS)
 def main() -> None:
     name = sys.argv[1]
     if "ACCORD_TEST_GATHER_MAX_WORLD" in os.environ:  # the check of larger groups, on a small one
-        from accord.backends.mpi import agreement
+        from accord.engines.mpi import agreement
         agreement.GATHER_MAX_WORLD = int(os.environ["ACCORD_TEST_GATHER_MAX_WORLD"])
     if os.environ.get("ACCORD_TEST_NO_PERSISTENT"):  # an MPI library before MPI 4
-        from accord.backends.mpi import agreement
+        from accord.engines.mpi import agreement
         agreement.Agreement._persistent_request = lambda self, comm: None
     if os.environ.get("ACCORD_TEST_SUMS_SATURATE"):  # as on Open MPI: small sums by accord's kernel
-        from accord.backends.mpi import runtime
+        from accord.engines.mpi import runtime
         runtime._saturating[:] = [True]
     dist.init_process_group(os.environ.get("ACCORD_TEST_BACKEND", "mpi"), timeout=timedelta(seconds=float(os.environ.get("ACCORD_TEST_TIMEOUT", "20"))))
     rank, n = dist.get_rank(), dist.get_world_size()

@@ -249,7 +249,7 @@ def test_a_blocking_call_whose_backend_returns_no_work() -> None:
     """torch's NCCL returns None, not a Work, for many blocking calls (it synchronized the
     stream in C++; torch's front end then skips the wait): accord's route must too. Seen on
     an H200 with torch 2.11: every blocking bfloat16/float64 all_reduce raised AttributeError."""
-    from accord.backends.nccl.device_group import DeviceGroup
+    from accord.devices.nccl.device_group import DeviceGroup
 
     class NoWork:
         def __getattr__(self, name: str) -> Any:

@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 dist = pytest.importorskip("torch.distributed")
 
-from accord.backends.torch.tensors import fast_op, plain_array  # noqa: E402
+from accord.integrations.torch.tensors import fast_op, plain_array  # noqa: E402
 from accord.reduce_ops import RedOpType  # noqa: E402
 
 

@@ -27,7 +27,7 @@ if os.environ.get("BACKEND") and os.environ.get("WORLD_SIZE") and os.environ.get
 
     if os.environ["BACKEND"] == "accord" or as_gloo:
         if "ACCORD" not in dist.Backend._plugins:  # the entry point was disabled
-            from accord.backends.torch import register
+            from accord.integrations.torch import register
 
             register()
         for feature in ("ddp", "subgroup", "plugin"):

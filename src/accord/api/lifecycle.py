@@ -22,6 +22,7 @@ from ..diagnostics.monitor import Monitor
 from ..diagnostics.progress import ProgressBoard
 from ..errors import DestroyedBeforeInitError
 from ..group.mesh_barrier import mesh_barrier
+from ..group.engine import WorldParts
 from ..group.mesh_engine import mesh_group
 from ..group.process_group import ProcessGroup
 from ..rendezvous import rendezvous
@@ -59,10 +60,7 @@ def build_world(store: Store | None, rank: int, world_size: int, backend: str, t
     world = World(store, mesh, default_group, backend, owns_store)
     world.store_prefix = prefix
     try:
-        world.monitor = Monitor(rank, world_size, _progress_board(store, prefix, rank, world_size),
-                                world.all_groups, _job_label(store, prefix, rank))
-        if isinstance(default_group, ProcessGroup):
-            world.monitor.attach(default_group)
+        _watch(world, store, prefix, rank, world_size, _job_label(store, prefix, rank))
         # Every store read of init is above: nobody leaves init (and perhaps exits, taking
         # the store it hosts along) before every rank is done with them.
         mesh_barrier(mesh, deadline)
@@ -70,6 +68,28 @@ def build_world(store: Store | None, rank: int, world_size: int, backend: str, t
         world.destroy()
         raise
     return world
+
+
+def engine_world(parts: WorldParts, backend: str) -> World:
+    """The world of an engine that found its own ranks (backend "mpi"), watched as accord's
+    own worlds are (``build_world``)."""
+    world = World(parts.store, None, parts.default_group, backend, parts.owns_store)
+    try:
+        _watch(world, parts.store, parts.prefix, parts.rank, parts.size, parts.job_label)
+    except BaseException:
+        world.destroy()
+        raise
+    return world
+
+
+def _watch(world: World, store: Store | None, prefix: str, rank: int, world_size: int,
+           job_label: str) -> None:
+    """The world's monitor (stuck reports, flight-recorder dumps), with its progress board
+    on ``store`` (none without one), watching the default group."""
+    board = None if store is None else _progress_board(store, prefix, rank, world_size)
+    world.monitor = Monitor(rank, world_size, board, world.all_groups, job_label)
+    if isinstance(world.default_group, ProcessGroup):
+        world.monitor.attach(world.default_group)
 
 
 def _job_label(store: Store, prefix: str, rank: int) -> str:
@@ -118,8 +138,8 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     seconds = to_seconds(timeout, default=DEFAULT_PG_TIMEOUT)
     provider = world_provider(name)
     if provider is not None:  # another engine (MPI): it finds its own ranks and needs no store
-        world = provider(init_method=init_method, timeout=seconds, world_size=world_size,
-                         rank=rank, store=store)
+        world = engine_world(provider(init_method=init_method, timeout=seconds,
+                                      world_size=world_size, rank=rank, store=store), name)
         _with_devices(world, devices, device_id)
         set_process_world(world)
         install_process_hooks(_destroy_default_world, current_world, dump_flight_recorder_for_signal)

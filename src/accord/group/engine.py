@@ -1,9 +1,10 @@
 """The engine interface: what runs a process group's calls.
 
-Owns: ``Engine``, the ``Protocol`` that a ``ProcessGroup`` is composed with, and
+Owns: ``Engine``, the ``Protocol`` that a ``ProcessGroup`` is composed with,
 ``Planner``, the capabilities an engine has when the short paths may plan its blocking calls
-(``Engine.plannable``). Two engines implement it: accord's own, over a mesh of shared memory
-and TCP (``group.mesh_engine.MeshEngine``), and MPI's (``backends.mpi.engine.MpiEngine``).
+(``Engine.plannable``), and ``WorldParts``, what an engine that finds its own ranks (MPI)
+hands the API to build a world from (``api.lifecycle`` builds every world the same way). Two engines implement it: accord's own, over a mesh of shared memory
+and TCP (``group.mesh_engine.MeshEngine``), and MPI's (``engines.mpi.engine.MpiEngine``).
 Everything above an engine — argument checks, buffers, fingerprints, the call state
 (``group.calls``), the flight recorder, Work, the object collectives — is the group's and
 the same on both. Must not know about meshes, MPI or the API.
@@ -11,6 +12,7 @@ the same on both. Must not know about meshes, MPI or the API.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
 from ..arrays import Buffer
@@ -93,3 +95,19 @@ class Planner(Engine, Protocol):
               inputs: Sequence[Any] = ()) -> Work:
         """Queue ``run`` (an async call run as the blocking one) and return its Work."""
         ...
+
+
+@dataclass
+class WorldParts:
+    """What an engine that finds its own ranks gives the API for a world (backend "mpi":
+    ``engines.mpi.world.init_world``); the API adds the monitor and progress board."""
+
+    rank: int
+    size: int
+    default_group: Any  # the world's ProcessGroup on the engine
+    #: where the progress board posts (None: no board; a timeout cannot name where the
+    #: other ranks are), whether the world closes it, and the board's key prefix
+    store: Any
+    owns_store: bool
+    prefix: str
+    job_label: str  # the same on every rank (it names the flight-recorder directory)

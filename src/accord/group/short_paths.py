@@ -113,7 +113,7 @@ def flat_view(array: np.ndarray) -> np.ndarray:
 def all_reduce(group: ProcessGroup, tensor: Any, op: Any) -> bool:
     if type(tensor) is not _NDARRAY:
         tensor = plain_view(tensor)  # a plain CPU torch tensor: its memory as an array
-    if group.engine.direct is not None:  # another engine's own short path (backends.mpi)
+    if group.engine.direct is not None:  # another engine's own short path (engines.mpi)
         return group.engine.direct.all_reduce(tensor, op)  # type: ignore[no-any-return]
     if type(tensor) is _NDARRAY:  # (``direct`` None: the group is plannable)
         flags = tensor.flags  # written out: it is most of a small call's cost

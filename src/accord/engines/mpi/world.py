@@ -1,12 +1,14 @@
-"""``init_process_group("mpi")``: a World whose groups run on MPI communicators.
+"""``init_process_group("mpi")``: the parts of a world whose groups run on MPI communicators.
 
 Owns: finding the ranks (MPI's, not MASTER_ADDR/PORT: no store is needed), the clear errors
 when the program was not started by an MPI launcher or disagrees with it, the default group
 on a duplicate of MPI_COMM_WORLD (a program's own mpi4py calls never meet accord's), the
 diagnostics store (a TCPStore on rank 0, found through MPI, for the stuck report's progress
 board; the user's ``store=`` instead when given), and the exception hook that ends the MPI
-job when a rank dies of an uncaught exception, so that its peers do not wait for it.
-Must not know about the API or the launcher.
+job when a rank dies of an uncaught exception, so that its peers do not wait for it
+(armed while the world's default group lives). The API builds the world from these parts
+(``group.engine.WorldParts``), as it builds accord's own. Must not know about the API, the
+world, the diagnostics or the launcher.
 """
 
 from __future__ import annotations
@@ -22,12 +24,10 @@ from datetime import timedelta
 from typing import Any
 
 from ... import config
-from ...diagnostics.monitor import Monitor
-from ...diagnostics.progress import ProgressBoard
+from ...group.engine import WorldParts
 from ...store.base import Store
 from ...store.tcp_store import TCPStore
-from ...world import World, current_world
-from . import runtime
+from . import engine, runtime
 from .engine import mpi_group
 
 log = logging.getLogger("accord")
@@ -37,23 +37,15 @@ _FORWARD_S = 0.5
 
 
 def init_world(*, init_method: str | None, timeout: float, world_size: int, rank: int,
-               store: Store | None) -> World:
-    """The World of this MPI rank (``init_method`` is not needed: MPI knows the ranks)."""
+               store: Store | None) -> WorldParts:
+    """The parts of this MPI rank's world (``init_method`` is not needed: MPI knows the ranks)."""
     mpi = runtime.load()
     size, me = mpi.COMM_WORLD.Get_size(), mpi.COMM_WORLD.Get_rank()
     _check_launch(size, me, world_size, rank)
     default = mpi_group(mpi.COMM_WORLD.Dup(), range(size), 0, timeout, "default_pg")
     diagnostics, owns_store = (store, False) if store is not None else (_diagnostics_store(size, me, timeout), True)
-    world = World(diagnostics, None, default, "mpi", owns_store)
-    board = None
-    interval = config.progress_interval()
-    if diagnostics is not None and size > 1 and interval > 0:
-        board = ProgressBoard(_clone(diagnostics), "accord/mpi", me, interval,
-                              owns_store=True)
-    world.monitor = Monitor(me, size, board, world.all_groups, _job_label(mpi))
-    world.monitor.attach(default)
     _install_abort_hook()
-    return world
+    return WorldParts(me, size, default, diagnostics, owns_store, "accord/mpi", _job_label(mpi))
 
 
 def _check_launch(size: int, me: int, world_size: int, rank: int) -> None:
@@ -115,13 +107,6 @@ def _host_address() -> str:
         return socket.gethostname()
 
 
-def _clone(store: Store) -> Store:
-    try:
-        return store.clone()
-    except Exception:  # noqa: BLE001 — a store without clone: share it
-        return store
-
-
 def _job_label(mpi: Any) -> str:
     label = config.run_id()
     if label:
@@ -143,12 +128,12 @@ def _install_abort_hook() -> None:
 
         def accord_mpi_excepthook(exc_type: type[BaseException], exc: BaseException, tb: Any) -> None:
             previous(exc_type, exc, tb)
-            world = current_world(required=False)
-            if world is None or world.backend != "mpi" or world.size < 2:
-                return
-            sys.stderr.write(f"accord: rank {world.rank} of the MPI job raised {exc_type.__name__} "
+            comm = runtime.load().COMM_WORLD
+            if not engine.world_alive() or comm.Get_size() < 2:
+                return  # (the MPI world was destroyed, or is one rank)
+            sys.stderr.write(f"accord: rank {comm.Get_rank()} of the MPI job raised {exc_type.__name__} "
                              f"(above); ending the job (MPI_Abort) so that the other "
-                             f"{world.size - 1} ranks do not wait for it\n")
+                             f"{comm.Get_size() - 1} ranks do not wait for it\n")
             sys.stderr.flush()
             time.sleep(_FORWARD_S)  # the launcher forwards our output before it kills everyone
             runtime.load().COMM_WORLD.Abort(1)

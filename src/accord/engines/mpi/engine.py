@@ -49,6 +49,14 @@ _OBJECT = COLLECTIVES["object"]
 _GATHER = {name: code for code, name in OBJECT_CALLS.items()}["gather_object"]
 
 
+_live_worlds = 0  # default groups of an MPI world not yet shut down (the abort hook's check)
+
+
+def world_alive() -> bool:
+    """Whether an MPI world's default group is live in this process (not destroyed)."""
+    return _live_worlds > 0
+
+
 def mpi_group(comm: Any, ranks: Sequence[int], group_id: int, timeout: timedelta | float,
               name: str, desc: str | None = None) -> ProcessGroup:
     """A process group of ``ranks`` (global ranks) on MPI communicator ``comm`` (backend "mpi")."""
@@ -82,6 +90,9 @@ class MpiEngine:
         self.agreement = Agreement(comm, comm.Get_size())
         self.p2p = MpiP2P(self)
         self.direct = DirectPath(self)
+        if group.group_id == 0:
+            global _live_worlds
+            _live_worlds += 1
 
     def context(self, op: str, seq: int | None = None) -> str:
         return self.calls.context(op, seq)
@@ -319,6 +330,9 @@ class MpiEngine:
             except DistTimeoutError:
                 pass
         self.destroyed = True
+        if self.group.group_id == 0:
+            global _live_worlds
+            _live_worlds -= 1
         self.group.plans.clear()
         if self.unstarted:
             return  # an async call still waits in its check: keep what MPI may use

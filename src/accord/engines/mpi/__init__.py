@@ -5,5 +5,5 @@ its ranks from MPI and runs every collective with MPI's (through mpi4py), every 
 receive with MPI's, on NumPy arrays and CPU torch tensors. Modules: ``runtime`` (mpi4py,
 datatypes and ops, waiting), ``algorithms`` (the collectives), ``call`` (one call),
 ``engine`` (the group's engine), ``p2p`` (sends and receives), ``world`` (init). Must not know
-about the other backends or the launcher.
+about the API, the world, the other engines or the launcher.
 """

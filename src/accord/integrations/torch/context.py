@@ -84,8 +84,8 @@ _worlds_of_subgroups: set[World] = set()
 
 
 def _subgroup(world: World, ranks: list[int], name: str, seconds: float) -> AccordProcessGroup:
-    group = ProcessGroup(world.mesh, _group_id(world, name, ranks), ranks, seconds, BACKEND_NAME,
-                         name or f"accord-subgroup-{ranks}")
+    group = world.make_group(_group_id(world, name, ranks), ranks, seconds, BACKEND_NAME,
+                             name or f"accord-subgroup-{ranks}", None)
     group.object_policy = getattr(world.default_group, "object_policy", None)
     world.attach(group)
 
