@@ -23,7 +23,7 @@ group, torch's profiler recording — makes the closure return False before the 
 and the caller takes ``run_planned``. A slow wait (a peer not there at the first look), a
 fingerprint that disagrees and a failure go through the same ``ShmDomain.wait_slow``,
 ``CallSlots`` errors and ``ProcessGroup._break`` as on the long path. Must not know about the
-API or torch.
+API or torch, nor what a schedule writes in its round (its body, in ``collectives``, does).
 """
 
 from __future__ import annotations
