@@ -1,24 +1,31 @@
-"""Shared-memory algorithms: all_reduce (one-shot, two-shot), broadcast, barrier.
+"""Shared-memory algorithms: all_reduce (one-shot, reduce-broadcast, two-shot), broadcast, barrier.
 
 Owns: the schedules over ``Slots``. Buffers larger than a slot go in chunks, one round per
 chunk; consecutive rounds use alternate slots, so a rank may fill the next chunk while the
 others still read the last one. Every rank combines in rank order, so results are
-bit-identical everywhere. Must not know about segments or sockets: only ``Slots``.
+bit-identical everywhere. Beside each schedule with a one-round case, its compiled form
+(``<schedule>_round``, over ``slots.Round``): the same round, the same words in the same
+order, for a call signature known to fit one slot (``group.one_round`` runs it). Must not
+know about segments or sockets: only ``Slots`` and ``Round``.
 
 Costs below: S bytes per rank, n ranks, traffic in bytes moved through memory per rank.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from ..reduce_ops import Kernel
 from .algorithm import SHARED_MEMORY, Algorithm
 from .patterns import chunk_bounds
-from .slots import Slots, typed
+from .slots import ROOT, Body, Finalize, Round, Slots, others, typed
 
 
-def _chunks(slots: Slots, buf: np.ndarray) -> list[tuple[int, int]] | tuple[tuple[int, int]]:
+def chunks(slots: Slots, buf: np.ndarray) -> list[tuple[int, int]] | tuple[tuple[int, int]]:
+    """The (start, stop) element ranges of ``buf`` that fit one slot each."""
     if buf.nbytes <= slots.slot_bytes:
         return ((0, buf.size),) if buf.size else ()
     per = max(slots.slot_bytes // max(buf.itemsize, 1), 1)
@@ -30,7 +37,7 @@ def one_shot(slots: Slots, buf: np.ndarray, kernel: Kernel) -> None:
     traffic ≈ (n+3)·S — the choice for small S (and for two ranks)."""
     n, me, dtype, combine = slots.size, slots.rank, buf.dtype, kernel.combine
     whole = buf.nbytes <= slots.slot_bytes  # the usual case: one round, no slicing
-    for start, stop in ((0, buf.size),) if whole and buf.size else _chunks(slots, buf):
+    for start, stop in ((0, buf.size),) if whole and buf.size else chunks(slots, buf):
         k = slots.begin()
         views = slots.views(k, (stop - start) * buf.itemsize, dtype)
         out = buf if whole else buf[start:stop]
@@ -46,6 +53,36 @@ def one_shot(slots: Slots, buf: np.ndarray, kernel: Kernel) -> None:
         kernel.finalize(buf, n)
 
 
+def one_shot_round(me: int, n: int, count: int, dtype: np.dtype, ufunc: Any,
+                   finalize: Finalize) -> Callable[[Round], Body]:
+    """``one_shot``, one round, compiled: everyone copies in, everyone reduces every slot (the
+    commonest small call: the wait's first look and the fold are written out)."""
+    waited, rest = others(me, n), range(2, n)
+
+    def make(rnd: Round) -> Body:
+        mine, words, wait, both = rnd.mine, rnd.words, rnd.wait, rnd.views(count * dtype.itemsize, dtype)
+        ready, done, fp = rnd.READY, rnd.DONE, rnd.FP
+
+        def body(k: int, h: int, seq: int, parity: int, buf: np.ndarray) -> None:
+            views = both[parity]
+            views[me][...] = buf
+            mine[ready] = k
+            at = fp + parity
+            for r in waited:
+                theirs = words[r]
+                if theirs[ready] < k or theirs[at] != h:
+                    wait(waited, k, h, seq)
+                    break
+            ufunc(views[0], views[1], out=buf)
+            for r in rest:
+                ufunc(buf, views[r], out=buf)
+            mine[done] = k
+            if finalize is not None:
+                finalize(buf, n)
+        return body
+    return make
+
+
 def reduce_broadcast(slots: Slots, buf: np.ndarray, kernel: Kernel) -> None:
     """all_reduce: the others copy in; rank 0 reduces every slot in rank order into its own
     slot, says ``reduced``; the others copy the result out. Two syncs per chunk, but only
@@ -53,7 +90,7 @@ def reduce_broadcast(slots: Slots, buf: np.ndarray, kernel: Kernel) -> None:
     often (one-shot's n·(n−1) folds cost more than the second sync, and its ranks finish
     out of step, half of its calls taking twice the mean)."""
     n, me, dtype = slots.size, slots.rank, buf.dtype
-    for start, stop in _chunks(slots, buf):
+    for start, stop in chunks(slots, buf):
         nbytes = (stop - start) * buf.itemsize
         k = slots.begin()
         views = slots.views(k, nbytes, dtype)
@@ -77,11 +114,48 @@ def reduce_broadcast(slots: Slots, buf: np.ndarray, kernel: Kernel) -> None:
         slots.done(k)
 
 
+def reduce_broadcast_round(me: int, n: int, count: int, dtype: np.dtype, ufunc: Any,
+                           finalize: Finalize) -> Callable[[Round], Body]:
+    """``reduce_broadcast``, one round, compiled: the others copy in; rank 0 reduces into its
+    slot, says reduced; the others copy the result out."""
+    waited, rest = others(me, n), range(2, n)
+
+    def make(rnd: Round) -> Body:
+        mine, words, wait, both = rnd.mine, rnd.words, rnd.wait, rnd.views(count * dtype.itemsize, dtype)
+        ready, done, reduced, reduced_wait = rnd.READY, rnd.DONE, rnd.REDUCED, rnd.reduced_wait
+
+        def reduce_here(k: int, h: int, seq: int, parity: int, buf: np.ndarray) -> None:
+            views = both[parity]
+            acc = views[0]
+            mine[ready] = k
+            wait(waited, k, h, seq)
+            ufunc(buf, views[1], out=acc)
+            for r in rest:
+                ufunc(acc, views[r], out=acc)
+            if finalize is not None:
+                finalize(acc, n)
+            buf[...] = acc
+            mine[reduced] = k
+            mine[done] = k
+
+        def contribute(k: int, h: int, seq: int, parity: int, buf: np.ndarray) -> None:
+            views = both[parity]
+            views[me][...] = buf
+            mine[ready] = k
+            if words[0][reduced] < k:
+                reduced_wait(k, seq)
+            wait(ROOT, k, h, seq)  # rank 0's fingerprint agrees (it checked everyone's)
+            buf[...] = views[0]
+            mine[done] = k
+        return reduce_here if me == 0 else contribute
+    return make
+
+
 def two_shot(slots: Slots, buf: np.ndarray, kernel: Kernel) -> None:
     """all_reduce: copy in; rank r reduces slice r of every slot into its own slot; then
     everyone copies the reduced slices out. Two syncs per chunk; traffic ≈ 5·S."""
     n, me, dtype = slots.size, slots.rank, buf.dtype
-    for start, stop in _chunks(slots, buf):
+    for start, stop in chunks(slots, buf):
         nbytes = (stop - start) * buf.itemsize
         k = slots.begin()
         chunk = buf[start:stop]
@@ -120,7 +194,7 @@ def broadcast(slots: Slots, buf: np.ndarray, root: int) -> None:
             buf[...] = view
         slots.done(k)
         return
-    for start, stop in _chunks(slots, buf):
+    for start, stop in chunks(slots, buf):
         nbytes = (stop - start) * buf.itemsize
         k = slots.begin()
         if me == root:
@@ -134,12 +208,51 @@ def broadcast(slots: Slots, buf: np.ndarray, root: int) -> None:
         slots.done(k)
 
 
+def broadcast_round(me: int, n: int, root: int, count: int, dtype: np.dtype) -> Callable[[Round], Body]:
+    """``broadcast``'s one-round case, compiled: the root writes its slot, the others copy it out."""
+    waited = others(me, n)
+
+    def make(rnd: Round) -> Body:
+        mine, wait, both = rnd.mine, rnd.wait, rnd.views(count * dtype.itemsize, dtype)
+        ready, done = rnd.READY, rnd.DONE
+        theirs = (both[0][root], both[1][root])
+
+        def send(k: int, h: int, seq: int, parity: int, buf: np.ndarray) -> None:
+            theirs[parity][...] = buf
+            mine[ready] = k
+            wait(waited, k, h, seq)  # every rank's fingerprint agrees (another root raises)
+            mine[done] = k
+
+        def receive(k: int, h: int, seq: int, parity: int, buf: np.ndarray) -> None:
+            mine[ready] = k
+            wait((root,), k, h, seq)
+            buf[...] = theirs[parity]
+            mine[done] = k
+        return send if me == root else receive
+    return make
+
+
 def barrier(slots: Slots) -> None:
     """Everyone says ready and waits for everyone: one round, no data."""
     k = slots.begin()
     slots.ready(k)
     slots.wait_ready(k)
     slots.done(k)
+
+
+def barrier_round(me: int, n: int) -> Callable[[Round], Body]:
+    """``barrier``, compiled."""
+    waited = others(me, n)
+
+    def make(rnd: Round) -> Body:
+        mine, wait, ready, done = rnd.mine, rnd.wait, rnd.READY, rnd.DONE
+
+        def body(k: int, h: int, seq: int, parity: int) -> None:
+            mine[ready] = k
+            wait(waited, k, h, seq)
+            mine[done] = k
+        return body
+    return make
 
 
 def _all_reduce_rule(nbytes: int, size: int, tunables: object) -> str:

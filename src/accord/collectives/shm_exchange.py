@@ -8,12 +8,16 @@ no rank knows what the others send each other; a disagreement with what a receiv
 a CollectiveMismatchError. Where the group may read its members' memory and the sizes show
 more than the first round holds, every rank then reads its blocks straight from the peers'
 inputs instead (the list form and the uneven tensor form, whose size is not known up front,
-would otherwise copy everything twice). Must not know about segments or sockets.
+would otherwise copy everything twice). Beside each schedule's one-round case (equal sizes
+that fit one slot), that case compiled (``<schedule>_round``, over ``slots.Round``; see
+``shm``). Must not know about segments or sockets.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -21,7 +25,7 @@ from ..errors import CollectiveMismatchError
 from ..reduce_ops import Kernel
 from .algorithm import SHARED_MEMORY, Algorithm
 from .shm_cma import LIST_MAX, THRESHOLD
-from .slots import Slots, typed
+from .slots import Body, Finalize, Round, Slots, fold, others, typed
 
 _INT64 = np.dtype(np.int64)
 
@@ -71,6 +75,30 @@ def all_gather(slots: Slots, inp: np.ndarray, outs: list[np.ndarray]) -> None:
         slots.done(k)
 
 
+def all_gather_round(me: int, n: int, count: int, dtype: np.dtype) -> Callable[[Round], Body]:
+    """``all_gather``'s one-round case (equal sizes), compiled: everyone copies in and every
+    slot out. ``outs``: a list of n arrays, or one flat array of n·count (the tensor form)."""
+    waited = others(me, n)
+
+    def make(rnd: Round) -> Body:
+        mine, wait, both = rnd.mine, rnd.wait, rnd.views(count * dtype.itemsize, dtype)
+        ready, done = rnd.READY, rnd.DONE
+
+        def body(k: int, h: int, seq: int, parity: int, inp: np.ndarray, outs: Any) -> None:
+            if type(outs) is not list:
+                outs = outs.reshape(n, count)
+            outs[me][...] = inp
+            views = both[parity]
+            views[me][...] = inp
+            mine[ready] = k
+            wait(waited, k, h, seq)
+            for r in waited:
+                outs[r][...] = views[r]
+            mine[done] = k
+        return body
+    return make
+
+
 def reduce_scatter(slots: Slots, out: np.ndarray, ins: list[np.ndarray], kernel: Kernel) -> None:
     """Every rank puts its blocks (concatenated) through its slot; rank j reduces block j of
     every slot, in rank order. One sync per round; ≈3·S through memory — never a full
@@ -116,6 +144,36 @@ def _reduce_scatter_one_round(slots: Slots, out: np.ndarray, ins: list[np.ndarra
     kernel.finalize(out, n)
 
 
+def reduce_scatter_round(me: int, n: int, count: int, dtype: np.dtype, ufunc: Any,
+                         finalize: Finalize) -> Callable[[Round], Body]:
+    """``_reduce_scatter_one_round``, compiled: block j at j·count of every slot; rank j
+    reduces block j of every slot in rank order. ``ins``: a list of n arrays, or one flat
+    array of n·count (the tensor form: one copy in)."""
+    waited, combine = others(me, n), fold(ufunc, n)
+
+    def make(rnd: Round) -> Body:
+        mine, wait, both = rnd.mine, rnd.wait, rnd.views(n * count * dtype.itemsize, dtype)
+        ready, done = rnd.READY, rnd.DONE
+        blocks = [views[me].reshape(n, count) for views in both]  # this rank's slot, by block
+        parts = [[view[me * count:(me + 1) * count] for view in views] for views in both]
+
+        def body(k: int, h: int, seq: int, parity: int, out: np.ndarray, ins: Any) -> None:
+            if type(ins) is list:
+                slot = blocks[parity]
+                for j, block in enumerate(ins):
+                    slot[j] = block
+            else:
+                both[parity][me][...] = ins
+            mine[ready] = k
+            wait(waited, k, h, seq)
+            combine(parts[parity], out)
+            mine[done] = k
+            if finalize is not None:
+                finalize(out, n)
+        return body
+    return make
+
+
 def size_mismatch(slots: Slots, matrix: list[list[int]], outs: list[np.ndarray]) -> CollectiveMismatchError | None:
     """The error of an all_to_all whose senders' sizes (``matrix[r][me]``) disagree with this
     rank's outputs, naming the first rank that disagrees (None: they agree)."""
@@ -139,7 +197,7 @@ def all_to_all(slots: Slots, outs: list[np.ndarray], ins: list[np.ndarray]) -> N
     dtype = ins[0].dtype if ins else np.dtype(np.uint8)
     header = 8 * n
     m = ins[me].size if ins else 0
-    if m and header + n * m * item <= slots.slot_bytes and header % item == 0 \
+    if all_to_all_fits(n, m, item, slots.slot_bytes) \
             and all(b.size == m for b in ins) and all(o.size == m for o in outs):
         _all_to_all_even(slots, outs, ins, m, dtype)  # the usual small case
         return
@@ -229,6 +287,56 @@ def _all_to_all_even(slots: Slots, outs: list[np.ndarray], ins: list[np.ndarray]
     slots.done(k)
     if error is not None:
         raise error
+
+
+def all_to_all_fits(n: int, count: int, itemsize: int, slot_bytes: int) -> bool:
+    """Whether ``all_to_all`` of ``count`` elements to and from every rank takes its even
+    one-round case (``_all_to_all_even``): the header of sizes, then n blocks, in one slot."""
+    header = 8 * n
+    return count > 0 and header + n * count * itemsize <= slot_bytes and header % itemsize == 0
+
+
+def all_to_all_round(me: int, n: int, count: int, dtype: np.dtype) -> Callable[[Round], Body]:
+    """``_all_to_all_even``, compiled: the sizes (n int64) then block j for rank j in every
+    slot; each rank copies its block out of every slot. ``outs``/``ins``: lists of n arrays,
+    or flat arrays of n·count (the tensor form)."""
+    waited = others(me, n)
+    skip = n * 8 // dtype.itemsize  # the header, in elements
+
+    def make(rnd: Round) -> Body:
+        mine, wait, bound, ready, done = rnd.mine, rnd.wait, rnd.bound, rnd.READY, rnd.DONE
+        sizes = rnd.views(8 * n, _INT64)
+        data = rnd.views(8 * n + n * count * dtype.itemsize, dtype)
+        blocks = [views[me][skip:].reshape(n, count) for views in data]
+        parts = [[view[skip + me * count:skip + (me + 1) * count] for view in views] for views in data]
+
+        def body(k: int, h: int, seq: int, parity: int, outs: Any, ins: Any) -> None:
+            said = sizes[parity]
+            said[me][...] = count
+            if type(ins) is list:
+                slot = blocks[parity]
+                for j, block in enumerate(ins):
+                    slot[j] = block
+            else:
+                data[parity][me][skip:] = ins
+                ins = ins.reshape(n, count)
+                outs = outs.reshape(n, count)
+            mine[ready] = k
+            wait(waited, k, h, seq)
+            part = parts[parity]
+            wrong = False
+            for r in waited:
+                if said[r][me] != count:
+                    wrong = True
+                else:
+                    outs[r][...] = part[r]
+            outs[me][...] = ins[me]
+            error = size_mismatch(bound(seq), [row.tolist() for row in said], outs) if wrong else None
+            mine[done] = k
+            if error is not None:
+                raise error
+        return body
+    return make
 
 
 def _copy_out(slots: Slots, k: int, outs: list[np.ndarray], offsets: list[list[int]],

@@ -3,17 +3,21 @@
 Owns: the three rooted schedules over ``Slots``, chunked one round per slot's worth. The root
 reads the others' slots (reduce, gather) or the others read the root's (scatter). Every rank
 runs the same rounds; they depend only on sizes all ranks agree on (checked by the
-fingerprint). Must not know about segments or sockets.
+fingerprint). Beside each schedule, its one-round case compiled (``<schedule>_round``, over
+``slots.Round``; see ``shm``). Must not know about segments or sockets.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from ..reduce_ops import Kernel
 from .algorithm import SHARED_MEMORY, Algorithm
-from .shm import _chunks
-from .slots import Slots, typed
+from .shm import chunks
+from .slots import Body, Finalize, Round, Slots, fold, others, typed
 
 
 def reduce(slots: Slots, buf: np.ndarray, kernel: Kernel, root: int) -> None:
@@ -34,7 +38,7 @@ def reduce(slots: Slots, buf: np.ndarray, kernel: Kernel, root: int) -> None:
         if me == root:
             kernel.finalize(buf, n)
         return
-    for start, stop in _chunks(slots, buf):
+    for start, stop in chunks(slots, buf):
         nbytes = (stop - start) * buf.itemsize
         k = slots.begin()
         typed(slots.slot(me, k), nbytes, dtype)[...] = buf[start:stop]
@@ -48,6 +52,33 @@ def reduce(slots: Slots, buf: np.ndarray, kernel: Kernel, root: int) -> None:
         slots.done(k)
     if me == root:
         kernel.finalize(buf, n)
+
+
+def reduce_round(me: int, n: int, root: int, count: int, dtype: np.dtype, ufunc: Any,
+                 finalize: Finalize) -> Callable[[Round], Body]:
+    """``reduce``'s one-round case, compiled: everyone copies in, the root reduces every slot."""
+    waited, combine = others(me, n), fold(ufunc, n)
+
+    def make(rnd: Round) -> Body:
+        mine, wait, both = rnd.mine, rnd.wait, rnd.views(count * dtype.itemsize, dtype)
+        ready, done = rnd.READY, rnd.DONE
+
+        def reduce_here(k: int, h: int, seq: int, parity: int, buf: np.ndarray) -> None:
+            views = both[parity]
+            views[me][...] = buf
+            mine[ready] = k
+            wait(waited, k, h, seq)
+            combine(views, buf)
+            mine[done] = k
+            if finalize is not None:
+                finalize(buf, n)
+
+        def contribute(k: int, h: int, seq: int, parity: int, buf: np.ndarray) -> None:
+            both[parity][me][...] = buf
+            mine[ready] = k
+            mine[done] = k
+        return reduce_here if me == root else contribute
+    return make
 
 
 def gather(slots: Slots, inp: np.ndarray, outs: list[np.ndarray] | None, root: int) -> None:
@@ -69,7 +100,7 @@ def gather(slots: Slots, inp: np.ndarray, outs: list[np.ndarray] | None, root: i
                     out[...] = views[r]
         slots.done(k)
         return
-    for start, stop in _chunks(slots, inp):
+    for start, stop in chunks(slots, inp):
         nbytes = (stop - start) * inp.itemsize
         k = slots.begin()
         if me != root:
@@ -84,10 +115,41 @@ def gather(slots: Slots, inp: np.ndarray, outs: list[np.ndarray] | None, root: i
         slots.done(k)
 
 
+def gather_round(me: int, n: int, root: int, count: int, dtype: np.dtype) -> Callable[[Round], Body]:
+    """``gather``'s one-round case, compiled: the others copy in, the root copies every slot out."""
+    waited = others(me, n)
+
+    def make(rnd: Round) -> Body:
+        mine, wait, both = rnd.mine, rnd.wait, rnd.views(count * dtype.itemsize, dtype)
+        ready, done = rnd.READY, rnd.DONE
+
+        def collect(k: int, h: int, seq: int, parity: int, inp: np.ndarray,
+                    outs: list[np.ndarray]) -> None:
+            outs[me][...] = inp
+            views = both[parity]
+            mine[ready] = k
+            wait(waited, k, h, seq)
+            for r in waited:
+                outs[r][...] = views[r]
+            mine[done] = k
+
+        def contribute(k: int, h: int, seq: int, parity: int, inp: np.ndarray, outs: None) -> None:
+            both[parity][me][...] = inp
+            mine[ready] = k
+            mine[done] = k
+        return collect if me == root else contribute
+    return make
+
+
+def scatter_region(slot_bytes: int, n: int, itemsize: int) -> int:
+    """Elements per rank in one round of ``scatter``."""
+    return max((slot_bytes // n) // max(itemsize, 1), 1)
+
+
 def scatter(slots: Slots, out: np.ndarray, ins: list[np.ndarray] | None, root: int) -> None:
     """The root fills its slot with one piece per rank; each rank copies its piece out."""
     n, me, dtype = slots.size, slots.rank, out.dtype
-    region = max((slots.slot_bytes // n) // max(out.itemsize, 1), 1)  # elements per rank per round
+    region = scatter_region(slots.slot_bytes, n, out.itemsize)
     if ins is not None:
         out[...] = ins[me]
     if 0 < out.size <= region:  # the usual small case: one round, one cached view of the root's slot
@@ -121,6 +183,36 @@ def scatter(slots: Slots, out: np.ndarray, ins: list[np.ndarray] | None, root: i
             slots.wait_ready(k, (root,))
             out[start:stop] = raw[me * width:me * width + (stop - start) * out.itemsize].view(dtype)
         slots.done(k)
+
+
+def scatter_round(me: int, n: int, root: int, count: int, dtype: np.dtype,
+                  region: int) -> Callable[[Round], Body]:
+    """``scatter``'s one-round case (``0 < count <= region``: ``scatter_region``), compiled:
+    the root writes a piece per rank, each copies its own. (The root's own piece, which
+    nobody reads, stays out of its slot.)"""
+    waited = others(me, n)
+
+    def make(rnd: Round) -> Body:
+        mine, wait, both = rnd.mine, rnd.wait, rnd.views(n * region * dtype.itemsize, dtype)
+        ready, done = rnd.READY, rnd.DONE
+        pieces = [[views[root][r * region:r * region + count] for r in range(n)] for views in both]
+
+        def send(k: int, h: int, seq: int, parity: int, out: np.ndarray, ins: list[np.ndarray]) -> None:
+            out[...] = ins[me]
+            slot = pieces[parity]
+            for r in waited:
+                slot[r][...] = ins[r]
+            mine[ready] = k
+            wait(waited, k, h, seq)  # every rank's fingerprint agrees (another root raises)
+            mine[done] = k
+
+        def receive(k: int, h: int, seq: int, parity: int, out: np.ndarray, ins: None) -> None:
+            mine[ready] = k
+            wait((root,), k, h, seq)
+            out[...] = pieces[parity][me]
+            mine[done] = k
+        return send if me == root else receive
+    return make
 
 
 ALGORITHMS = [

@@ -6,8 +6,9 @@ shared-memory group, a closure that runs the whole call: the bookkeeping of
 group's ``CallSequencer``, bound once) and
 the round protocol of ``CallSlots`` (begin, fingerprint words, ready, wait, done), with every
 object it touches looked up once, when the plan is made, instead of on every call; and
-``release``, which drops what compiled calls hold when their group shuts down. The bodies of
-the one-round schedules are in ``round_bodies``.
+``release``, which drops what compiled calls hold when their group shuts down; and ``Round``,
+the ``collectives.slots.Round`` a body is made over. The bodies of the one-round schedules
+are in ``collectives`` (``shm``, ``shm_rooted``, ``shm_exchange``), each beside its schedule.
 
 Why: a small collective's time is Python's, not memory's. With more ranks than cores it is
 paid once per rank on each core per call, and cold (each switch of rank evicts the other's
@@ -23,7 +24,7 @@ group, torch's profiler recording — makes the closure return False before the 
 and the caller takes ``run_planned``. A slow wait (a peer not there at the first look), a
 fingerprint that disagrees and a failure go through the same ``ShmDomain.wait_slow``,
 ``CallSlots`` errors and ``calls.fail`` (the group's ``CallSequencer``) as on the long path. Must not know about the
-API or torch.
+API or torch, nor what a schedule writes in its round (its body, in ``collectives``, does).
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from .. import profiling
+from ..collectives import shm, shm_exchange, shm_rooted
+from ..collectives.slots import ROOT, Body
 from ..errors import clear_frames_below
 from ..timeouts import Deadline
 from ..transport.shm import DETAIL_OFFSET, DONE, FP, READY, REDUCED, SEQ
@@ -41,19 +44,18 @@ from ..transport.wire import Fingerprint
 from .shared_memory import HASH_MASK, SEQ_MIX, TAIL, CallSlots
 
 _modules_get = sys.modules.get
-_OURS = (__name__, __name__.rpartition(".")[0] + ".round_bodies")  # where compiled closures are made
+#: where compiled closures are made: here, and the bodies beside their schedules
+_OURS = (__name__, shm.__name__, shm_rooted.__name__, shm_exchange.__name__)
 _TORCH_PROFILER = profiling.TORCH_PROFILER
-
-#: body(k, h, seq, parity, *args): the round after begin (k: the round, h: its hash).
-Body = Callable[..., None]
-ROOT = (0,)  # the ranks a call reduced by rank 0 waits for
 
 
 class Round:
-    """What a body needs from its compiled call, looked up once (a body keeps what it uses
-    in locals): this rank's control words, the wait, and views of every rank's slot."""
+    """``collectives.slots.Round`` over a ``ShmDomain``: what a body needs from its compiled
+    call, looked up once (a body keeps what it uses in locals): this rank's control words and
+    where each word is, the wait, and views of every rank's slot."""
 
     __slots__ = ("mine", "words", "wait", "bound", "_domain")
+    READY, DONE, REDUCED, FP = READY, DONE, REDUCED, FP  # the words' indices (transport.shm)
 
     def __init__(self, mine: Any, wait: Callable[[Sequence[int], int, int, int], None],
                  bound: Callable[[int], CallSlots], domain: Any) -> None:

@@ -21,7 +21,7 @@ from ..collectives import shm_exchange
 from ..collectives.registry import Algorithm
 from ..reduce_ops import Kernel, as_reduce_op, make_kernel
 from ..transport.wire import Fingerprint
-from . import one_round, round_bodies
+from . import one_round
 from .arguments import (all_gather_buffers, all_gather_into_tensor_buffers, all_to_all_buffers,
                         all_to_all_single_buffers, equal_chunks, reduce_scatter_buffers,
                         reduce_scatter_tensor_buffers)
@@ -86,7 +86,7 @@ def _compile_all_gather(group: ProcessGroup, algorithm: Algorithm, fp: Fingerpri
     """Every rank gives ``inp.count`` elements (the plan's signature says so)."""
     if algorithm.run is not shm_exchange.all_gather:
         return None
-    return one_round.compile_call(group, "all_gather", fp, inp.nbytes, round_bodies.all_gather(
+    return one_round.compile_call(group, "all_gather", fp, inp.nbytes, shm_exchange.all_gather_round(
         group.rank(), group.size(), inp.count, inp.flat.dtype))
 
 
@@ -178,7 +178,7 @@ def _compile_reduce_scatter(group: ProcessGroup, algorithm: Algorithm, fp: Finge
     if algorithm.run is not shm_exchange.reduce_scatter or kernel.ufunc is None or out.count == 0:
         return None
     n = group.size()
-    return one_round.compile_call(group, "reduce_scatter", fp, n * out.nbytes, round_bodies.reduce_scatter(
+    return one_round.compile_call(group, "reduce_scatter", fp, n * out.nbytes, shm_exchange.reduce_scatter_round(
         group.rank(), n, out.count, out.flat.dtype, kernel.ufunc, finalizer(kernel)))
 
 
@@ -241,10 +241,10 @@ def _compile_all_to_all(group: ProcessGroup, algorithm: Algorithm, fp: Fingerpri
     """Every rank sends and receives ``count`` elements to and from every rank."""
     n = group.size()
     if algorithm.run is not shm_exchange.all_to_all or group.engine.call_slots is None \
-            or not round_bodies.all_to_all_fits(n, count, dtype.itemsize, group.engine.call_slots.slot_bytes):
+            or not shm_exchange.all_to_all_fits(n, count, dtype.itemsize, group.engine.call_slots.slot_bytes):
         return None
     return one_round.compile_call(group, "all_to_all", fp, 8 * n + n * count * dtype.itemsize,
-                                  round_bodies.all_to_all(group.rank(), n, count, dtype))
+                                  shm_exchange.all_to_all_round(group.rank(), n, count, dtype))
 
 
 def all_to_all_single(group: ProcessGroup, output: Any, inp: Any, output_split_sizes: Any,

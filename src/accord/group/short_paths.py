@@ -28,7 +28,7 @@ from ..collectives.registry import Algorithm
 from ..reduce_ops import Kernel, as_reduce_op, make_kernel
 from ..transport.wire import Fingerprint
 from .arguments import root_list
-from . import one_round, round_bodies
+from . import one_round
 from .hierarchy import HIERARCHICAL
 from .process_group import ProcessGroup
 from .work import Work
@@ -189,7 +189,7 @@ def _plan_all_reduce(group: ProcessGroup, tensor: np.ndarray, op: Any) -> tuple[
     kernel = make_kernel(as_reduce_op(op), buf.flat.dtype, buf.dtype_name)
     algorithm, fp = choose(group, "all_reduce", buf.nbytes, buf)
     compiled = None
-    bodies = {shm.one_shot: round_bodies.all_reduce, shm.reduce_broadcast: round_bodies.all_reduce_by_rank0}
+    bodies = {shm.one_shot: shm.one_shot_round, shm.reduce_broadcast: shm.reduce_broadcast_round}
     body = bodies.get(algorithm.run)
     if body is not None and kernel.ufunc is not None:
         compiled = one_round.compile_call(group, "all_reduce", fp, buf.nbytes, body(
@@ -259,7 +259,7 @@ def _plan_broadcast(group: ProcessGroup, tensor: np.ndarray, src: int) -> tuple[
     algorithm, fp = choose(group, "broadcast", buf.nbytes, buf, root=src)
     compiled = None
     if algorithm.run is shm.broadcast:
-        compiled = one_round.compile_call(group, "broadcast", fp, buf.nbytes, round_bodies.broadcast(
+        compiled = one_round.compile_call(group, "broadcast", fp, buf.nbytes, shm.broadcast_round(
             group.rank(), group.size(), src, buf.count, buf.flat.dtype))
     return shared_plan(algorithm, fp, compiled)
 
@@ -281,7 +281,7 @@ def _plan_barrier(group: ProcessGroup) -> tuple[Any, ...] | None:
     compiled = None
     if algorithm.run is shm.barrier:  # no data: the round's views are one byte
         compiled = one_round.compile_call(group, "barrier", fp, 1,
-                                          round_bodies.barrier(group.rank(), group.size()))
+                                          shm.barrier_round(group.rank(), group.size()))
     return shared_plan(algorithm, fp, compiled)
 
 
@@ -309,7 +309,7 @@ def _plan_reduce(group: ProcessGroup, tensor: np.ndarray, dst: int, op: Any) -> 
     algorithm, fp = choose(group, "reduce", buf.nbytes, buf, root=dst)
     compiled = None
     if algorithm.run is shm_rooted.reduce and kernel.ufunc is not None:
-        compiled = one_round.compile_call(group, "reduce", fp, buf.nbytes, round_bodies.reduce(
+        compiled = one_round.compile_call(group, "reduce", fp, buf.nbytes, shm_rooted.reduce_round(
             group.rank(), group.size(), dst, buf.count, buf.flat.dtype, kernel.ufunc, finalizer(kernel)))
     return shared_plan(algorithm, fp, kernel, compiled)
 
@@ -363,7 +363,7 @@ def _plan_gather(group: ProcessGroup, tensor: np.ndarray, gather_list: Any,
     algorithm, fp = choose(group, "gather", inp.nbytes, inp, root=dst)
     compiled = None
     if algorithm.run is shm_rooted.gather:
-        compiled = one_round.compile_call(group, "gather", fp, inp.nbytes, round_bodies.gather(
+        compiled = one_round.compile_call(group, "gather", fp, inp.nbytes, shm_rooted.gather_round(
             group.rank(), group.size(), dst, inp.count, inp.flat.dtype))
     return shared_plan(algorithm, fp, compiled)
 
@@ -379,8 +379,8 @@ def _plan_scatter(group: ProcessGroup, tensor: np.ndarray, scatter_list: Any,
     slots = group.engine.call_slots
     if algorithm.run is shm_rooted.scatter and slots is not None:
         n, dtype = group.size(), out.flat.dtype
-        region = round_bodies.scatter_region(slots.slot_bytes, n, dtype.itemsize)
+        region = shm_rooted.scatter_region(slots.slot_bytes, n, dtype.itemsize)
         if 0 < out.count <= region:
             compiled = one_round.compile_call(group, "scatter", fp, n * region * dtype.itemsize,
-                                              round_bodies.scatter(group.rank(), n, src, out.count, dtype, region))
+                                              shm_rooted.scatter_round(group.rank(), n, src, out.count, dtype, region))
     return shared_plan(algorithm, fp, compiled)
