@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 
 class Backend(str):
@@ -28,11 +29,11 @@ class Backend(str):
     FAKE = "fake"
     ACCORD = "accord"
 
-    backend_list = [UNDEFINED, GLOO, NCCL, UCC, MPI, XCCL, FAKE, ACCORD]
-    default_device_backend_map = {"cpu": ACCORD}
-    backend_capability: dict[str, list[str]] = {GLOO: ["cpu"], ACCORD: ["cpu"], MPI: ["cpu"], NCCL: ["cuda"]}
-    backend_type_map: dict[str, int] = {UNDEFINED: 0, GLOO: 1, NCCL: 2, UCC: 3, MPI: 4, XCCL: 5, FAKE: 6, ACCORD: 7}
-    _plugins: dict[str, tuple[Callable[..., Any], bool, list[str]]] = {}
+    backend_list: ClassVar[list[str]] = [UNDEFINED, GLOO, NCCL, UCC, MPI, XCCL, FAKE, ACCORD]
+    default_device_backend_map: ClassVar[dict[str, str]] = {"cpu": ACCORD}
+    backend_capability: ClassVar[dict[str, list[str]]] = {GLOO: ["cpu"], ACCORD: ["cpu"], MPI: ["cpu"], NCCL: ["cuda"]}
+    backend_type_map: ClassVar[dict[str, int]] = {UNDEFINED: 0, GLOO: 1, NCCL: 2, UCC: 3, MPI: 4, XCCL: 5, FAKE: 6, ACCORD: 7}
+    _plugins: ClassVar[dict[str, tuple[Callable[..., Any], bool, list[str]]]] = {}
 
     def __new__(cls, name: str) -> Backend:
         if not isinstance(name, str):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
-from typing import Sequence
+from collections.abc import Sequence
 
 from .launcher.cli import run
 from .launcher.options import get_args_parser

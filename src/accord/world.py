@@ -12,7 +12,8 @@ import contextlib
 import contextvars
 import hashlib
 import threading
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from .errors import InternalError, NotInitializedError
 from .group.process_group import ProcessGroup

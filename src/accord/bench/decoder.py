@@ -13,10 +13,11 @@ heads: the attention reads its local head count off q's width, so one module ser
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import torch
-import torch.nn.functional as F
+import torch.nn.functional as F  # noqa: N812 (torch's own idiom)
 from torch import nn
 
 from .shape import DecoderConfig

@@ -20,8 +20,8 @@ from dataclasses import asdict, dataclass, field
 from multiprocessing.connection import wait
 from typing import Any
 
-from .shape import DecoderConfig
 from .runner import free_port
+from .shape import DecoderConfig
 
 #: torch.distributed on backend accord; on gloo; one process without tensor parallelism
 IMPLEMENTATIONS = ("accord", "gloo", "one")

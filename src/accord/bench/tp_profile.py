@@ -32,8 +32,9 @@ communication and is not counted. Must not know how workers run; works on plain 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 #: the record_function name the decoding loop puts around each profiled token
 TOKEN_EVENT = "tp:token"
@@ -130,7 +131,7 @@ def spans(events: Iterable[tuple[str, float, float]]) -> list[Interval]:
     if len(issues) != len(waits):
         return []
     paired = [(issued, wait_start, done) for issued, (wait_start, done) in zip(issues, waits)]
-    nexts = issues[1:] + [float("inf")]
+    nexts = [*issues[1:], float("inf")]
     if any(not issued <= wait_start <= done <= after  # one collective at a time
            for (issued, wait_start, done), after in zip(paired, nexts)):
         return []

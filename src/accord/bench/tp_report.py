@@ -10,8 +10,9 @@ JSON form. Must not know how workers run.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 
 @dataclass
@@ -77,7 +78,7 @@ def combine(runs: list[list[TpRow]]) -> list[TpRow]:
             grouped.setdefault(row.impl, []).append(row)
     out = []
     for impl, rows in grouped.items():
-        def med(key: str) -> float:
+        def med(key: str, rows: list[TpRow] = rows) -> float:
             return statistics.median(getattr(r, key) for r in rows)
         out.append(TpRow(impl, med("ms_per_token"), med("p90_ms"), med("comm_share"),
                          med("comm_ms"), med("issue_ms"), med("wait_ms"), med("backend_ms"),

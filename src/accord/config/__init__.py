@@ -13,9 +13,11 @@ module; every one is importable from here.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
+# Grouped by launcher (torchrun, Slurm, Open MPI, PMI, MVAPICH), not sorted:
+# isort: off
 from .launchers import (  # noqa: F401 — re-exported: config.MASTER_ADDR and the rest
     MASTER_ADDR,
     MASTER_PORT,
@@ -53,9 +55,9 @@ from .launchers import (  # noqa: F401 — re-exported: config.MASTER_ADDR and t
     MV2_LOCAL_RANK,
     MV2_LOCAL_SIZE,
 )
-from .setting import SETTINGS, Setting  # noqa: F401 — re-exported
+# isort: on
+from .setting import SETTINGS, Setting  # re-exported
 from .setting import register as _setting
-
 
 # -- store -----------------------------------------------------------------------------------
 STORE_EXIT_GRACE = _setting(

@@ -17,7 +17,8 @@ import enum
 import logging
 import math
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import CollectiveMismatchError
 from ..group import objects as group_objects

@@ -15,8 +15,9 @@ from __future__ import annotations
 import sys
 import threading
 import traceback
+from collections.abc import Callable
 from types import TracebackType
-from typing import Any, Callable
+from typing import Any
 
 _lock = threading.Lock()
 _installed = False

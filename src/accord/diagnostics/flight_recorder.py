@@ -31,7 +31,8 @@ import socket
 import tempfile
 import threading
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from .. import config
 from ..group.process_group import ProcessGroup

@@ -11,7 +11,8 @@ of groups. Must not know about the API or the launcher.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..errors import DistTimeoutError, PeerError
 from ..group.process_group import ProcessGroup

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import socket
-from typing import Callable
+from collections.abc import Callable
 
 _PROC = "/proc"
 

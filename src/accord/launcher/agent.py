@@ -13,7 +13,8 @@ import os
 import signal
 import socket
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .. import config
 from ..errors import DistStoreError
@@ -24,8 +25,17 @@ from .options import LaunchConfig
 from .output import Console, OutputPump, RunDir, line_prefix, stream_targets
 from .procs import LocalGroup, Reaper, WorkerExit, worker_command
 from .report import Failure, format_report, make_failure
-from .rounds import (FAILED, INTERRUPTED, RESTART, STOPPED, SUCCEEDED, NodeStatus, RoundChannel,
-                     Verdict, decide)
+from .rounds import (
+    FAILED,
+    INTERRUPTED,
+    RESTART,
+    STOPPED,
+    SUCCEEDED,
+    NodeStatus,
+    RoundChannel,
+    Verdict,
+    decide,
+)
 
 # How long a failure that blames another rank waits for that rank's own exit (see
 # ``Agent._await_root_cause``).

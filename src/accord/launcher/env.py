@@ -34,8 +34,8 @@ Everything else is inherited from the launcher's environment.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,9 @@ import json
 import os
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import timedelta
-from typing import Callable
 
 from ..errors import DistStoreError, StoreTimeoutError
 from ..store.prefix_store import PrefixStore

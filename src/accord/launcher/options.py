@@ -79,7 +79,7 @@ class _EnvDefault(argparse.Action):
         super().__init__(dest=dest, default=env_value if env_value is not None else default,
                          **kwargs)  # type: ignore[arg-type]
 
-    def __call__(self, parser, namespace, values, option_string=None):  # noqa: ANN001
+    def __call__(self, parser, namespace, values, option_string=None) -> None:  # noqa: ANN001
         setattr(namespace, self.dest, values)
 
 
@@ -90,7 +90,7 @@ class _EnvFlag(argparse.Action):
         default = (config.launcher_option_default(dest) or "0") not in ("0", "")
         super().__init__(dest=dest, const=True, default=default, nargs=0, **kwargs)  # type: ignore[arg-type]
 
-    def __call__(self, parser, namespace, values, option_string=None):  # noqa: ANN001
+    def __call__(self, parser, namespace, values, option_string=None) -> None:  # noqa: ANN001
         setattr(namespace, self.dest, True)
 
 
@@ -100,10 +100,10 @@ def _spellings(name: str) -> list[str]:
     return [dashed] if underscored == dashed else [dashed, underscored]
 
 
-def _add(parser: argparse.ArgumentParser, name: str, help: str, *short: str,
+def _add(parser: argparse.ArgumentParser, name: str, text: str, *short: str,
          flag: bool = False, **kwargs: object) -> None:
     action = _EnvFlag if flag else _EnvDefault
-    parser.add_argument(*short, *_spellings(name), action=action, help=help, **kwargs)  # type: ignore[arg-type]
+    parser.add_argument(*short, *_spellings(name), action=action, help=text, **kwargs)  # type: ignore[arg-type]
 
 
 def _add_node_options(parser: argparse.ArgumentParser) -> None:

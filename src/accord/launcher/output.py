@@ -80,7 +80,7 @@ class OutputPump:
     def add(self, pipe: BinaryIO, prefix: bytes, console: BinaryIO | None,
             log_path: str | None) -> None:
         """Follow ``pipe``; before ``start``."""
-        log = open(log_path, "ab", buffering=0) if log_path else None  # noqa: SIM115
+        log = open(log_path, "ab", buffering=0) if log_path else None
         self._selector.register(pipe, selectors.EVENT_READ, _Stream(prefix, console, log))
         self._open += 1
 

@@ -85,7 +85,7 @@ def _install_excepthook() -> None:
     faulthandler.enable(all_threads=True)
     previous = sys.excepthook
 
-    def hook(kind, value, tb):  # noqa: ANN001
+    def hook(kind, value, tb) -> None:  # noqa: ANN001
         tb = _record(kind, value, tb)
         if isinstance(value, BaseException):
             value = value.with_traceback(tb)  # the default hook prints __traceback__

@@ -10,7 +10,8 @@ world_size reach it as the URL's query parameters (``?rank=0&world_size=4``), as
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 from urllib.parse import urlencode, urlparse, urlunparse
 
 from ..store.base import Store

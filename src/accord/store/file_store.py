@@ -29,9 +29,10 @@ import os
 import struct
 import threading
 import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import Callable, Iterator, Sequence, TypeVar
+from typing import TypeVar
 
 from ..errors import DistStoreError, QueueEmptyError, StoreTimeoutError
 from ..timeouts import DEFAULT_STORE_TIMEOUT, Deadline, format_seconds

@@ -7,8 +7,9 @@ one process. Must not know about ranks, sockets or files.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Callable, Sequence, TypeVar
+from typing import TypeVar
 
 from ..errors import StoreTimeoutError
 from ..timeouts import DEFAULT_STORE_TIMEOUT, Deadline, format_seconds

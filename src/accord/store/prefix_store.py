@@ -12,8 +12,8 @@ a PrefixStore made by ``clone()``, which owns its cloned underlying store.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
-from typing import Sequence
 
 from .base import Store, Value, check_key, check_keys
 

@@ -23,7 +23,7 @@ workers' processes, for torch programs), and logs why.
 from __future__ import annotations
 
 import enum
-from typing import Callable
+from collections.abc import Callable
 
 from .. import auth
 from ..errors import AuthenticationError

@@ -95,7 +95,7 @@ class ClientConnection:
                   p.request(p.Command.PING, number=nonce))
         try:
             echoed = p.read_u32(lambda n: self.read(n, deadline))
-        except socket.timeout:
+        except TimeoutError:
             self.close()
             raise StoreTimeoutError(f"{self.where}: the server accepted the connection but did not "
                                     f"answer the handshake in time. Is it a TCPStore server, and "
@@ -114,7 +114,7 @@ class ClientConnection:
         deadline = deadline.earlier(Deadline.after(_AUTH_ANSWER_S))
         try:
             authenticate_client(secret, self.send, lambda n: self.read(n, deadline), self.where)
-        except (Lost, socket.timeout) as exc:
+        except (TimeoutError, Lost) as exc:
             self.close()
             raise AuthenticationError(
                 f"{self.where} did not take part in authentication ({exc or 'no answer'}): it "
@@ -154,11 +154,11 @@ class ClientConnection:
         while len(buffer) < n:
             remaining = deadline.remaining()
             if remaining <= 0:
-                raise socket.timeout("timed out")
+                raise TimeoutError("timed out")
             sock.settimeout(remaining)
             try:
                 chunk = sock.recv(_RECV_BYTES)
-            except socket.timeout:
+            except TimeoutError:
                 raise
             except OSError as exc:
                 raise Lost(f"{type(exc).__name__}: {exc}") from exc
@@ -174,7 +174,7 @@ class ClientConnection:
         False if it did not (the wait was cancelled with CANCEL_WAIT)."""
         try:
             code = self._read_code(Deadline.after(seconds))
-        except socket.timeout:
+        except TimeoutError:
             self.send(p.request(p.Command.CANCEL_WAIT))
             deadline = Deadline.after(_CANCEL_S)
             code = self._read_code(deadline)
@@ -206,7 +206,7 @@ class ClientConnection:
         sock = open_socket(self.host, self.port, seconds)
         try:
             self._handshake(sock, Deadline.after(seconds))
-        except (Lost, socket.timeout):
+        except (TimeoutError, Lost):
             self.close()
             raise Lost("no handshake") from None
 

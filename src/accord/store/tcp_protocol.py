@@ -100,8 +100,8 @@ def key_text(raw: bytes) -> str:
 
 
 def check_limits(keys: list[bytes], values: list[bytes], what: str) -> None:
-    """StoreLimitError (a DistStoreError and a ValueError) naming the limit when a request would break it (a client checks before
-    sending: the server would close the connection)."""
+    """StoreLimitError (a DistStoreError and a ValueError) naming the limit when a request would
+    break it (a client checks before sending: the server would close the connection)."""
     if len(keys) > MAX_KEY_COUNT:
         raise StoreLimitError(f"{what}: {len(keys)} keys in one call, above the TCPStore limit of "
                          f"{MAX_KEY_COUNT}; split the call")

@@ -22,6 +22,7 @@ up. A new server on the port of a retiring one stops it at once (the program sta
 from __future__ import annotations
 
 import atexit
+import functools
 import logging
 import selectors
 import socket
@@ -30,7 +31,7 @@ import threading
 import time
 import weakref
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
 
 from .. import auth, config, tls
 from .local_clients import address as _address
@@ -47,7 +48,7 @@ _RECV_BYTES = 1 << 16
 _LISTENER, _WAKER = object(), object()
 
 # Every running server, so that interpreter exit drains the ones nobody closed.
-_LIVE_SERVERS: "weakref.WeakSet[TCPStoreServer]" = weakref.WeakSet()
+_LIVE_SERVERS: weakref.WeakSet[TCPStoreServer] = weakref.WeakSet()
 
 
 def drain_at_exit(grace: float) -> None:
@@ -141,7 +142,7 @@ class TCPStoreServer:
     ``host``: the address clients are told; a loopback one keeps the server on loopback."""
 
     def __init__(self, port: int = 0, *, listen_fd: int | None = None, host: str | None = None,
-                 secret: bytes | None | object = JOB_SECRET,
+                 secret: bytes | object | None = JOB_SECRET,
                  admit: Callable[[socket.socket], bool] | None = None) -> None:
         self._secret = auth.job_secret() if secret is JOB_SECRET else secret
         self._admit = admit
@@ -230,7 +231,7 @@ class TCPStoreServer:
                     wait = max(0.0, self._drain_until - time.monotonic())
                 for key, events in self._selector.select(wait):
                     self._dispatch(key.data, events)
-        except Exception:  # noqa: BLE001 - a bug here must not vanish silently
+        except Exception:  # a bug here must not vanish silently
             log.exception("TCPStore server on port %d stopped by an internal error", self.port)
         finally:
             self._shutdown()
@@ -277,7 +278,7 @@ class TCPStoreServer:
             if self._tls is not None:
                 sock = tls.server_wrap(sock, handshake=False, context=self._tls)
             admit = self._admit
-            gate = ServerGate(self._secret, None if admit is None else lambda s=sock: admit(s))
+            gate = ServerGate(self._secret, None if admit is None else functools.partial(admit, sock))
             conn = _Connection(sock, peer, gate)
             self._conns.add(conn)
             self._selector.register(sock, selectors.EVENT_READ, conn)

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Callable, Sequence, TypeVar
+from typing import TypeVar
 
 from ..errors import DistStoreError, ProtocolError, QueueEmptyError, StoreTimeoutError
 from ..timeouts import Deadline, format_seconds
@@ -44,7 +45,7 @@ def _wire(key: str) -> bytes:
 
 def _refusal(what: str) -> str:
     """The likely reason a server closes the connection on the request ``what``."""
-    if what.startswith("add(") or what.startswith("barrier("):
+    if what.startswith(("add(", "barrier(")):
         return "the key holds a value that is not an integer (or the sum leaves 64 bits)"
     if what.startswith("queue_"):
         return "the server is torch's legacy one (use_libuv=False), which has no queues"

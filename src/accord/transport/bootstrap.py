@@ -18,13 +18,19 @@ import socket
 from dataclasses import dataclass
 
 from .. import auth, config, tls
-from ..errors import (AuthenticationError, DistNetworkError, DistStoreError, DistTimeoutError,
-                      ProtocolError, StoreTimeoutError)
+from ..errors import (
+    AuthenticationError,
+    DistNetworkError,
+    DistStoreError,
+    DistTimeoutError,
+    ProtocolError,
+    StoreTimeoutError,
+)
 from ..store.base import Store
 from ..timeouts import Deadline, format_seconds
 from .addresses import choose_address, host_identity
-from .shm_ring import RingReader, RingWriter, map_rings
 from .handshake import acceptor_side, connector_side
+from .shm_ring import RingReader, RingWriter, map_rings
 from .tcp import TcpMesh
 
 log = logging.getLogger("accord")
@@ -223,7 +229,7 @@ def connect_mesh(store: Store, prefix: str, rank: int, size: int, deadline: Dead
             listener.settimeout(_remaining(deadline))
             try:
                 sock, stranger = listener.accept()
-            except socket.timeout:
+            except TimeoutError:
                 missing = sorted(set(range(rank + 1, size)) - set(sockets))
                 raise DistTimeoutError(f"rank {rank}: ranks {missing} never connected within "
                                        f"{format_seconds(deadline.budget)}") from None

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import enum
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .matching import Matcher, RecvRequest, SendRequest, match_key
 from .wire import Fingerprint, pack_header

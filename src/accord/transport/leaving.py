@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import struct
 import threading
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..errors import PeerError
 from .channel import PeerState

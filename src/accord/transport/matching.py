@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from typing import Any, Hashable
+from collections.abc import Hashable
+from typing import Any
 
 from ..arrays import DTYPE_NAMES
 from ..errors import CollectiveMismatchError
-from .wire import FrameKind, Header, Fingerprint
+from .wire import Fingerprint, FrameKind, Header
 
 ANY_SOURCE = None
 

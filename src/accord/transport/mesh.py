@@ -4,8 +4,8 @@ Owns: posting sends and receives, delivering frames into posted buffers or parki
 checks of a collective's frames against the call running here (mismatches), peer
 loss (died → every group containing the peer breaks; left → only receives from it fail), and
 POISON frames that carry a group's failure to its other members. The wait loop is in
-``waiting``, what a leaver says and what the others make of it (GOODBYE, LEAVE) in ``leaving``, ``Channel`` (one
-group's view of the mesh) in ``channel``. Must not know about
+``waiting``, what a leaver says and what the others make of it (GOODBYE, LEAVE) in ``leaving``,
+``Channel`` (one group's view of the mesh) in ``channel``. Must not know about
 algorithms, process groups or stores; concrete transports (tcp, loopback) supply ``_transmit``
 (start sending one frame) and ``_drive`` (do I/O for a while).
 
@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..errors import CollectiveMismatchError, DestroyedGroupError, PeerError, with_context
-from .matching import (Matcher, Parked, RecvRequest, SendRequest, frame_error, match_key,
-                       mismatch_error)
 from .channel import Channel, Describe, PeerState, _default_describe
 from .leaving import GOODBYE_ITEM, Leaving
+from .matching import Matcher, Parked, RecvRequest, SendRequest, frame_error, match_key, mismatch_error
 from .waiting import _TICK, Waiting
 from .wire import NO_FINGERPRINT, Fingerprint, FrameKind, Header, pack_header
 

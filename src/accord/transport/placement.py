@@ -19,7 +19,7 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 
 def _getcpu_binding() -> Callable[[], int] | None:

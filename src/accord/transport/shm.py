@@ -41,14 +41,15 @@ import mmap
 import os
 import platform
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from ..errors import DistTimeoutError, InternalError, PeerError
+from ..timeouts import Deadline, format_seconds
 from . import placement
 from .cma import CrossMemory, address_of, probe
-from ..timeouts import Deadline, format_seconds
 
 READY, REDUCED, DONE = 0, 8, 16  # int64 indexes of the control words
 FP, SEQ = 1, 3  # [2] each, by parity, on READY's cache line

@@ -18,7 +18,7 @@ reader that sees the new head sees the bytes (see ``shm.py``). Counters are neve
 from __future__ import annotations
 
 import logging
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..errors import DistStoreError
 from ..store.base import Store
@@ -149,7 +149,7 @@ def _gather(store: Store, key: str, ranks: Sequence[int], deadline: Deadline) ->
     try:
         store.wait(keys, max(deadline.remaining(), 0.001))
     except DistStoreError:
-        return {r: b"" for r in ranks}
+        return dict.fromkeys(ranks, b"")
     return dict(zip(ranks, store.multi_get(keys)))
 
 

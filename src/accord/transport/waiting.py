@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..errors import DistTimeoutError, PeerError, with_context
 from ..timeouts import Deadline, format_seconds
@@ -214,5 +215,5 @@ class Waiting:
 def _call(callback: Callable[[], None]) -> None:
     try:
         callback()
-    except Exception:  # noqa: BLE001 — a completion callback must not stop the progress thread
+    except Exception:  # a completion callback must not stop the progress thread
         logging.getLogger("accord").exception("a completion callback raised")
