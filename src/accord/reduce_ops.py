@@ -67,8 +67,9 @@ class ReduceOp:
         try:
             self.op = RedOpType(int(op))
         except (ValueError, TypeError):
-            raise ArgumentError(f"unknown reduce op {op!r}; use one of "
-                                f"{[m.name for m in RedOpType]}") from None
+            raise ArgumentError(
+                f"unknown reduce op {op!r}; use one of {[m.name for m in RedOpType]}"
+            ) from None
         self.factor = factor
 
     def __eq__(self, other: object) -> bool:
@@ -91,8 +92,9 @@ def _make_nccl_premul_sum(factor: Any) -> ReduceOp:
     try:
         value = float(factor.item() if hasattr(factor, "item") else factor)
     except (TypeError, ValueError):
-        raise ArgumentTypeError(f"premul_sum factor must be a number or a one-element tensor, "
-                                f"got {factor!r}") from None
+        raise ArgumentTypeError(
+            f"premul_sum factor must be a number or a one-element tensor, got {factor!r}"
+        ) from None
     return ReduceOp(RedOpType.PREMUL_SUM, value)
 
 
@@ -213,9 +215,14 @@ class Kernel:
 
     __slots__ = ("op", "combine", "combine_into", "bfloat16", "finalize", "needs_finalize", "ufunc")
 
-    def __init__(self, op: ReduceOp, combine: Combine, bfloat16: bool = False,
-                 combine_into: Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None = None,
-                 ufunc: Any = None) -> None:
+    def __init__(
+        self,
+        op: ReduceOp,
+        combine: Combine,
+        bfloat16: bool = False,
+        combine_into: Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None = None,
+        ufunc: Any = None,
+    ) -> None:
         self.op = op
         self.combine = combine
         #: The NumPy ufunc that ``combine`` applies, when it is one on the element type itself
@@ -231,6 +238,7 @@ class Kernel:
         else:
             self.finalize = _nothing
         self.needs_finalize = self.finalize is not _nothing
+
     def _copy_then_combine(self, out: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
         out[...] = a
         self.combine(out, b)

@@ -37,7 +37,6 @@ class RMSNorm(nn.Module):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
 
 
-
 def rotary_tables(head_dim: int, max_seq: int, theta: float = 10000.0) -> tuple[Tensor, Tensor]:
     """cos and sin of every position's rotation, [max_seq, head_dim / 2] each."""
     inv = 1.0 / theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
@@ -72,8 +71,8 @@ class Attention(nn.Module):
             shape = (batch, self.max_seq, heads, self.head_dim)
             self.cache = (x.new_zeros(shape), x.new_zeros(shape))
         keys, values = self.cache
-        keys[:, pos:pos + seq], values[:, pos:pos + seq] = k, v
-        keys, values = keys[:, :pos + seq].transpose(1, 2), values[:, :pos + seq].transpose(1, 2)
+        keys[:, pos : pos + seq], values[:, pos : pos + seq] = k, v
+        keys, values = keys[:, : pos + seq].transpose(1, 2), values[:, : pos + seq].transpose(1, 2)
         mask = None
         if seq > 1:  # a prompt: each position sees itself and what came before
             mask = torch.ones(seq, pos + seq, dtype=torch.bool).tril(diagonal=pos)
@@ -121,7 +120,7 @@ class Decoder(nn.Module):
         seq = tokens.shape[1]
         if pos + seq > self.cfg.max_seq:
             raise ValueError(f"position {pos + seq} is past max_seq {self.cfg.max_seq}")
-        cos, sin = self.cos[pos:pos + seq], self.sin[pos:pos + seq]
+        cos, sin = self.cos[pos : pos + seq], self.sin[pos : pos + seq]
         x = self.embedding(tokens)
         for layer in self.layers:
             x = layer(x, pos, cos, sin)

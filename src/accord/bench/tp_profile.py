@@ -50,6 +50,7 @@ Interval = tuple[float, float]
 @dataclass
 class TokenComm:
     """Per-token means over the profiled tokens, in microseconds."""
+
     tokens: int
     token_us: float
     comm_us: float
@@ -65,7 +66,7 @@ class TokenComm:
 
 
 def kind(name: str) -> str | None:
-    """"wait", "issue", "backend", or None for an event that is not communication."""
+    """ "wait", "issue", "backend", or None for an event that is not communication."""
     if name in _WAITS:
         return "wait"
     if name in _NOT_COMMUNICATION:
@@ -105,14 +106,19 @@ def token_comm(events: Iterable[tuple[str, float, float]]) -> TokenComm:
             named.setdefault(name, []).append((start, end))
     every = [i for group in by_kind.values() for i in group]
     n = len(tokens) or 1
-    counts = {name: sum(1 for s, _ in found for lo, hi in tokens if lo <= s < hi) / n
-              for name, found in sorted(named.items())}
-    return TokenComm(len(tokens), sum(hi - lo for lo, hi in tokens) / n,
-                     sum(union_within(every, t) for t in tokens) / n,
-                     sum(union_within(by_kind["issue"], t) for t in tokens) / n,
-                     sum(union_within(by_kind["wait"], t) for t in tokens) / n,
-                     sum(union_within(by_kind["backend"], t) for t in tokens) / n,
-                     {k: v for k, v in counts.items() if v})
+    counts = {
+        name: sum(1 for s, _ in found for lo, hi in tokens if lo <= s < hi) / n
+        for name, found in sorted(named.items())
+    }
+    return TokenComm(
+        len(tokens),
+        sum(hi - lo for lo, hi in tokens) / n,
+        sum(union_within(every, t) for t in tokens) / n,
+        sum(union_within(by_kind["issue"], t) for t in tokens) / n,
+        sum(union_within(by_kind["wait"], t) for t in tokens) / n,
+        sum(union_within(by_kind["backend"], t) for t in tokens) / n,
+        {k: v for k, v in counts.items() if v},
+    )
 
 
 def spans(events: Iterable[tuple[str, float, float]]) -> list[Interval]:
@@ -125,15 +131,20 @@ def spans(events: Iterable[tuple[str, float, float]]) -> list[Interval]:
     def inside(start: float) -> bool:
         return any(lo <= start < hi for lo, hi in tokens)
 
-    issues = sorted(s for name, s, _ in events if name.startswith("_c10d_functional::")
-                    and kind(name) == "issue" and inside(s))
+    issues = sorted(
+        s
+        for name, s, _ in events
+        if name.startswith("_c10d_functional::") and kind(name) == "issue" and inside(s)
+    )
     waits = sorted((s, e) for name, s, e in events if name == _WAITS[0] and inside(s))
     if len(issues) != len(waits):
         return []
     paired = [(issued, wait_start, done) for issued, (wait_start, done) in zip(issues, waits)]
     nexts = [*issues[1:], float("inf")]
-    if any(not issued <= wait_start <= done <= after  # one collective at a time
-           for (issued, wait_start, done), after in zip(paired, nexts)):
+    if any(
+        not issued <= wait_start <= done <= after  # one collective at a time
+        for (issued, wait_start, done), after in zip(paired, nexts)
+    ):
         return []
     return [(issued, done) for issued, _, done in paired]
 

@@ -45,8 +45,9 @@ def install(current_world: Callable[..., Any]) -> None:
             return
         previous = sys.excepthook
 
-        def accord_excepthook(exc_type: type[BaseException], exc: BaseException,
-                              tb: TracebackType | None) -> None:
+        def accord_excepthook(
+            exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None
+        ) -> None:
             for getter in list(_getters):
                 try:
                     world = getter(required=False)

@@ -11,13 +11,19 @@ Only ``spawn``'s names are imported here, so ``import accord`` stays cheap.
 """
 
 from .spawn import (
-                    ProcessContext,
-                    ProcessException,
-                    ProcessExitedException,
-                    ProcessRaisedException,
-                    spawn,
-                    start_processes,
+    ProcessContext,
+    ProcessException,
+    ProcessExitedException,
+    ProcessRaisedException,
+    spawn,
+    start_processes,
 )
 
-__all__ = ["ProcessContext", "ProcessException", "ProcessExitedException",
-           "ProcessRaisedException", "spawn", "start_processes"]
+__all__ = [
+    "ProcessContext",
+    "ProcessException",
+    "ProcessExitedException",
+    "ProcessRaisedException",
+    "spawn",
+    "start_processes",
+]

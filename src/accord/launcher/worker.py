@@ -48,8 +48,12 @@ def write_error_file(message: str, callstack: str) -> None:
     import json
     import time
 
-    data = {"message": {"message": message, "extraInfo": {
-        "py_callstack": callstack, "timestamp": str(int(time.time()))}}}
+    data = {
+        "message": {
+            "message": message,
+            "extraInfo": {"py_callstack": callstack, "timestamp": str(int(time.time()))},
+        }
+    }
     try:
         with open(f"{path}.tmp", "w", encoding="utf-8") as handle:
             json.dump(data, handle)
@@ -102,13 +106,16 @@ def _missing(target: str, module: bool) -> str | None:
         try:
             found = importlib.util.find_spec(target)
         except (ImportError, ValueError) as exc:
-            return f"{sys.executable}: Error while finding module specification for " \
-                   f"{target!r} ({type(exc).__name__}: {exc})"
+            return (
+                f"{sys.executable}: Error while finding module specification for "
+                f"{target!r} ({type(exc).__name__}: {exc})"
+            )
         return None if found is not None else f"{sys.executable}: No module named {target}"
     if os.path.exists(target):
         return None
-    return f"{sys.executable}: can't open file {os.path.abspath(target)!r}: [Errno 2] No such " \
-           f"file or directory"
+    return (
+        f"{sys.executable}: can't open file {os.path.abspath(target)!r}: [Errno 2] No such file or directory"
+    )
 
 
 def _run_file(target: str) -> None:
@@ -122,8 +129,13 @@ def _run_file(target: str) -> None:
     with open(path, "rb") as handle:
         code = compile(handle.read(), path, "exec", dont_inherit=True)
     main = types.ModuleType("__main__")
-    main.__dict__.update(__file__=path, __builtins__=builtins, __cached__=None, __package__=None,
-                         __loader__=importlib.machinery.SourceFileLoader("__main__", path))
+    main.__dict__.update(
+        __file__=path,
+        __builtins__=builtins,
+        __cached__=None,
+        __package__=None,
+        __loader__=importlib.machinery.SourceFileLoader("__main__", path),
+    )
     sys.modules["__main__"] = main
     exec(code, main.__dict__)
 

@@ -54,12 +54,19 @@ class StoreEngine:
         self._handlers: dict[C, Callable[[Hashable, p.Request, list[Reply]], bytes | None]] = {
             C.VALIDATE: lambda conn, r, out: None,
             C.PING: lambda conn, r, out: p.reply_u32(r.number),
-            C.SET: self._set, C.COMPARE_SET: self._compare_set, C.GET: self._get,
-            C.ADD: self._add, C.CHECK: self._check, C.WAIT: self._wait,
+            C.SET: self._set,
+            C.COMPARE_SET: self._compare_set,
+            C.GET: self._get,
+            C.ADD: self._add,
+            C.CHECK: self._check,
+            C.WAIT: self._wait,
             C.GETNUMKEYS: lambda conn, r, out: p.reply_i64(self.table.num_keys()),
             C.DELETE_KEY: lambda conn, r, out: p.reply_i64(int(self.table.delete(r.keys[0]))),
-            C.APPEND: self._append, C.MULTI_GET: self._multi_get, C.MULTI_SET: self._multi_set,
-            C.CANCEL_WAIT: self._cancel_wait, C.QUEUE_PUSH: self._queue_push,
+            C.APPEND: self._append,
+            C.MULTI_GET: self._multi_get,
+            C.MULTI_SET: self._multi_set,
+            C.CANCEL_WAIT: self._cancel_wait,
+            C.QUEUE_PUSH: self._queue_push,
             C.QUEUE_POP: self._queue_pop,
             C.QUEUE_LEN: lambda conn, r, out: p.reply_i64(self.table.queue_len(r.keys[0])),
             C.LIST_KEYS: lambda conn, r, out: p.reply_key_list(list(self.table.data)),
@@ -177,8 +184,10 @@ class StoreEngine:
 
     def _refuse_second_wait(self, conn: Hashable, command: str) -> None:
         if conn in self._waiting:
-            raise Refused(f"{command} while an earlier WAIT or BARRIER of the same connection "
-                          f"is still waiting (torch's clients send CANCEL_WAIT first)")
+            raise Refused(
+                f"{command} while an earlier WAIT or BARRIER of the same connection "
+                f"is still waiting (torch's clients send CANCEL_WAIT first)"
+            )
 
     def _park(self, conn: Hashable, waiter: _Waiter) -> None:
         self._waiting[conn] = waiter

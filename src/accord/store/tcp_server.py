@@ -85,8 +85,7 @@ _SHARED_SERVERS: dict[int, list] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def acquire(port: int, multi_tenant: bool, listen_fd: int | None,
-            host: str | None = None) -> TCPStoreServer:
+def acquire(port: int, multi_tenant: bool, listen_fd: int | None, host: str | None = None) -> TCPStoreServer:
     """A server for a master TCPStore: a new one, or with ``multi_tenant`` the one this
     process already runs on ``port``. ``host``: the address clients are told (a loopback
     one keeps the server on loopback)."""
@@ -141,15 +140,22 @@ class TCPStoreServer:
     may let in a client that does not authenticate (accordrun: its own workers' processes).
     ``host``: the address clients are told; a loopback one keeps the server on loopback."""
 
-    def __init__(self, port: int = 0, *, listen_fd: int | None = None, host: str | None = None,
-                 secret: bytes | object | None = JOB_SECRET,
-                 admit: Callable[[socket.socket], bool] | None = None) -> None:
+    def __init__(
+        self,
+        port: int = 0,
+        *,
+        listen_fd: int | None = None,
+        host: str | None = None,
+        secret: bytes | object | None = JOB_SECRET,
+        admit: Callable[[socket.socket], bool] | None = None,
+    ) -> None:
         self._secret = auth.job_secret() if secret is JOB_SECRET else secret
         self._admit = admit
         # the server's TLS context, made now: a bad certificate file fails here
         self._tls = tls.contexts()[1] if tls.enabled() else None
-        self._listener = make_listener(port, listen_fd, host,
-                                       secured=self._secret is not None or bool(self._tls))
+        self._listener = make_listener(
+            port, listen_fd, host, secured=self._secret is not None or bool(self._tls)
+        )
         self.port: int = self._listener.getsockname()[1]
         self._engine = StoreEngine()
         self._conns: set[_Connection] = set()
@@ -163,7 +169,8 @@ class TCPStoreServer:
         self._drain_started = 0.0
         self._drain_waited_for = 0
         self._thread = threading.Thread(
-            target=self._serve, name=f"accord-tcpstore-server:{self.port}", daemon=True)
+            target=self._serve, name=f"accord-tcpstore-server:{self.port}", daemon=True
+        )
         self._thread.start()
         _LIVE_SERVERS.add(self)
 
@@ -244,10 +251,15 @@ class TCPStoreServer:
         if left and now < self._drain_until:
             return False
         if self._drain_waited_for:
-            log.debug("TCPStore server on port %d: closed with %d client(s) of other processes "
-                      "connected; waited %.2f s for them to disconnect, %d still connected "
-                      "when it stopped", self.port, self._drain_waited_for,
-                      now - self._drain_started, left)
+            log.debug(
+                "TCPStore server on port %d: closed with %d client(s) of other processes "
+                "connected; waited %.2f s for them to disconnect, %d still connected "
+                "when it stopped",
+                self.port,
+                self._drain_waited_for,
+                now - self._drain_started,
+                left,
+            )
         return True
 
     def _dispatch(self, tag: object, events: int) -> None:
@@ -360,8 +372,13 @@ class TCPStoreServer:
     def _drop(self, conn: _Connection, why: str | None) -> None:
         if why is not None:
             host, port = _address(conn.peer) or (str(conn.peer), 0)
-            log.warning("TCPStore server on port %d: closed the connection of client %s:%d: %s",
-                        self.port, host, port, why)
+            log.warning(
+                "TCPStore server on port %d: closed the connection of client %s:%d: %s",
+                self.port,
+                host,
+                port,
+                why,
+            )
         self._conns.discard(conn)
         self._engine.disconnect(conn)
         try:

@@ -32,8 +32,14 @@ def _binding() -> object | None:
     except (OSError, AttributeError):
         return None
     fn.restype = ctypes.c_ssize_t
-    fn.argtypes = [ctypes.c_int, ctypes.POINTER(_Iovec), ctypes.c_ulong, ctypes.POINTER(_Iovec),
-                   ctypes.c_ulong, ctypes.c_ulong]
+    fn.argtypes = [
+        ctypes.c_int,
+        ctypes.POINTER(_Iovec),
+        ctypes.c_ulong,
+        ctypes.POINTER(_Iovec),
+        ctypes.c_ulong,
+        ctypes.c_ulong,
+    ]
     return fn
 
 
@@ -68,8 +74,10 @@ class CrossMemory:
             got = _READV(pid, ctypes.byref(self._local), 1, ctypes.byref(self._remote), 1, 0)
             if got <= 0:
                 err = ctypes.get_errno()
-                raise PeerError(f"reading process {pid}'s memory failed: {errno.errorcode.get(err, err)} "
-                                f"({os.strerror(err)})")
+                raise PeerError(
+                    f"reading process {pid}'s memory failed: {errno.errorcode.get(err, err)} "
+                    f"({os.strerror(err)})"
+                )
             done += got
 
 

@@ -41,9 +41,15 @@ _PLACEMENT_SECONDS = 0.005
 class TcpMesh(StreamMesh):
     name = "tcp"
 
-    def __init__(self, rank: int, size: int, sockets: dict[int, socket.socket],
-                 records: list[Any] | None = None,
-                 rings: dict[int, tuple[Any, Any]] | None = None, spread: bool = False) -> None:
+    def __init__(
+        self,
+        rank: int,
+        size: int,
+        sockets: dict[int, socket.socket],
+        records: list[Any] | None = None,
+        rings: dict[int, tuple[Any, Any]] | None = None,
+        spread: bool = False,
+    ) -> None:
         super().__init__(rank, size)
         self.records = records or []  # what each rank published (address, host identity)
         if self.records:
