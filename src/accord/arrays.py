@@ -157,12 +157,12 @@ _NAMES: dict[np.dtype, str] = {}  # dtype.name is computed in Python by NumPy: c
 
 
 def _numpy_dtype_name(dtype: np.dtype, what: str) -> str:
-    name = _NAMES.get(dtype)
-    if name is not None:
-        return name
+    cached = _NAMES.get(dtype)
+    if cached is not None:
+        return cached
     if dtype.byteorder == ">" or (dtype.byteorder == "=" and sys.byteorder == "big"):
         raise ArgumentTypeError(f"{what} has a big-endian dtype ({dtype}); convert it with astype first")
-    name = dtype.name
+    name: str = dtype.name
     if name in DTYPE_CODES:
         _NAMES[dtype] = name
         return name
@@ -226,6 +226,8 @@ class _TensorMemory:
     for as long as the array lives (the array's ``base``)."""
 
     __slots__ = ("__array_interface__", "tensor")
+    __array_interface__: dict[str, Any]
+    tensor: Any
 
 
 #: torch dtypes whose memory NumPy reads as the same element type (all but bfloat16), by the

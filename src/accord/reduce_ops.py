@@ -40,6 +40,9 @@ class RedOpType(enum.IntEnum):
         return f"RedOpType.{self.name}"
 
 
+_RedOpType = RedOpType  # for annotations inside ReduceOp, whose attribute RedOpType shadows the name
+
+
 class ReduceOp:
     """An enum-like class of reduction operations, as ``torch.distributed.ReduceOp``.
 
@@ -60,10 +63,14 @@ class ReduceOp:
     PREMUL_SUM = RedOpType.PREMUL_SUM
 
     __slots__ = ("op", "factor")
+    op: _RedOpType
+    factor: float | None
 
-    def __init__(self, op: RedOpType | ReduceOp | int = RedOpType.SUM, factor: float | None = None) -> None:
+    def __init__(self, op: _RedOpType | ReduceOp | int = RedOpType.SUM, factor: float | None = None) -> None:
         if isinstance(op, ReduceOp):
-            op, factor = op.op, op.factor if factor is None else factor
+            if factor is None:
+                factor = op.factor
+            op = op.op
         try:
             self.op = RedOpType(int(op))
         except (ValueError, TypeError):
@@ -98,7 +105,9 @@ def _make_nccl_premul_sum(factor: Any) -> ReduceOp:
     return ReduceOp(RedOpType.PREMUL_SUM, value)
 
 
-_PLAIN = {member: ReduceOp(member) for member in RedOpType if member != RedOpType.PREMUL_SUM}
+_PLAIN: dict[RedOpType, ReduceOp] = {
+    member: ReduceOp(member) for member in RedOpType if member != RedOpType.PREMUL_SUM
+}
 
 
 class _DeprecatedReduceOp:

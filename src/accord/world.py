@@ -72,7 +72,8 @@ class World:
         """A new group of ``ranks`` (this rank among them) on this world's engine: the mesh,
         or the default group's own (``default_group.subgroup``, e.g. an MPI communicator)."""
         if self.mesh is None:
-            return self.default_group.subgroup(group_id, ranks, timeout, backend, name, desc)
+            group: ProcessGroup = self.default_group.subgroup(group_id, ranks, timeout, backend, name, desc)
+            return group
         return ProcessGroup(self.mesh, group_id, ranks, timeout, backend, name, desc)
 
     def all_groups(self) -> list[ProcessGroup]:

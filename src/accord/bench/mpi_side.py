@@ -83,7 +83,7 @@ def _rows(plan: Plan, impl: str = "mpi") -> None:
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
-    api = None
+    api: Any = None
     if impl == "accord":  # accord's API on backend mpi, timed as the accord workers time it
         import accord as api
 

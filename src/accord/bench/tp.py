@@ -17,8 +17,8 @@ import os
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
-from multiprocessing.connection import wait
-from typing import Any
+from multiprocessing.connection import Connection, wait
+from typing import Any, cast
 
 from .runner import free_port
 from .shape import DecoderConfig
@@ -149,7 +149,8 @@ def run(impl: str, plan: TpPlan, timeout: float = 600.0) -> list[RankResult]:
                 raise RuntimeError(
                     f"tp decode on {impl}: ranks {sorted(readers.values())} sent no result in {timeout:.0f} s"
                 )
-            for reader in wait(list(readers), timeout=1.0):
+            for ready in wait(list(readers), timeout=1.0):
+                reader = cast("Connection[Any, Any]", ready)  # wait returns what it was given
                 rank = readers.pop(reader)
                 try:
                     kind, value = reader.recv()

@@ -153,6 +153,6 @@ def events_of(prof: Any) -> list[tuple[str, float, float]]:
     """``(name, start_us, end_us)`` of every event of a finished ``torch.profiler.profile``, in
     µs of the wall clock (the trace's start plus the event's offset): the processes of one
     host can compare their events."""
-    results = getattr(prof.profiler, "kineto_results", None)
+    results: Any = getattr(prof.profiler, "kineto_results", None)
     base = results.trace_start_ns() / 1e3 if hasattr(results, "trace_start_ns") else 0.0
     return [(e.name, base + e.time_range.start, base + e.time_range.end) for e in prof.events()]

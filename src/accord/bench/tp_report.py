@@ -78,7 +78,8 @@ def skew(ranks: Sequence[Any]) -> float:
     for call in zip(*spans):
         last = max(issued for issued, _ in call)
         late += sum(last - issued for issued, _ in call) / len(call)
-    return late / max(ranks[0].comm["tokens"], 1) / 1e3
+    tokens: int = ranks[0].comm["tokens"]
+    return late / max(tokens, 1) / 1e3
 
 
 def combine(runs: list[list[TpRow]]) -> list[TpRow]:
@@ -91,7 +92,7 @@ def combine(runs: list[list[TpRow]]) -> list[TpRow]:
     for impl, rows in grouped.items():
 
         def med(key: str, rows: list[TpRow] = rows) -> float:
-            return statistics.median(getattr(r, key) for r in rows)
+            return float(statistics.median(getattr(r, key) for r in rows))
 
         out.append(
             TpRow(

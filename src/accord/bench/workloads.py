@@ -135,10 +135,10 @@ def make_call(api: Any, op: str, count: int, rank: int, world: int, torch: Any =
             "all_to_all_list": lambda: api.all_to_all(outs, blocks),
         }[op]
     if op in ("gather", "scatter"):
-        blocks = [zeros(count) for _ in range(world)] if rank == 0 else None
+        at_root = [zeros(count) for _ in range(world)] if rank == 0 else None
         if op == "gather":
-            return lambda: api.gather(data, blocks, dst=0)
-        return lambda: api.scatter(data, blocks, src=0)
+            return lambda: api.gather(data, at_root, dst=0)
+        return lambda: api.scatter(data, at_root, src=0)
     if op == "ddp_step":
         return _ddp_step(torch)
     if COLLECTIVES[op].ceiling:

@@ -66,7 +66,7 @@ def companion(pg: ProcessGroup) -> ProcessGroup:
     if found is None:
         gid = (pg.group_id * 2654435761 + _COMPANION_SALT) & 0xFFFFFFFF or 1
         found = pg.twin(gid, f"{pg.group_name}:detail-check")
-        pg.detail_companion = found
+        pg.detail_companion = found  # type: ignore[attr-defined]  # diagnostics' own, kept on the group
         pg.companions.append(found)
     return found
 
@@ -188,11 +188,12 @@ def _pairwise(op: str, args: list[dict[str, Any]]) -> list[str]:
         sends = [_pieces(a, "input", n) for a in args]
         recvs = [_pieces(a, "output", n) for a in args]
         for i in range(n):
+            send = sends[i]
             for j in range(n):
-                if sends[i] and recvs[j] and sends[i][j] != recvs[j][i]:
+                recv = recvs[j]
+                if send and recv and send[j] != recv[i]:
                     problems.append(
-                        f"rank {i} sends {sends[i][j]} elements to rank {j}, which "
-                        f"expects {recvs[j][i]} from it"
+                        f"rank {i} sends {send[j]} elements to rank {j}, which expects {recv[i]} from it"
                     )
     return problems
 

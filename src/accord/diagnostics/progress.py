@@ -45,8 +45,8 @@ class ProgressBoard:
         self.rank = rank
         self.interval = interval
         self._groups: dict[int, ProcessGroup] = {}
-        self._seen: dict[int, tuple[int, int]] = {}
-        self._published: dict[int, tuple[int, int]] = {}
+        self._seen: dict[int, tuple[int, int, int, int]] = {}  # recorder stamps
+        self._published: dict[int, tuple[int, int, int, int]] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()

@@ -122,8 +122,9 @@ def trace(dumps: dict[int, dict[str, Any]]) -> dict[str, Any]:
 
 
 def _duration(entry: dict[str, Any], dumped_at: float) -> float:
-    end = entry.get("end") or max(dumped_at, entry["start"])
-    return round(max(0.0, end - entry["start"]) * 1e6, 3)
+    start: float = entry["start"]
+    end: float = entry.get("end") or max(dumped_at, start)
+    return round(max(0.0, end - start) * 1e6, 3)
 
 
 def _complete(

@@ -14,7 +14,7 @@ import signal
 import socket
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, BinaryIO, cast
 
 from .. import config
 from ..errors import DistStoreError
@@ -212,7 +212,12 @@ class Agent:
             folder = rundir.worker_dir(info.restart, place.local_rank)
             for name, pipe in (("stdout", proc.stdout), ("stderr", proc.stderr)):
                 shown, logged = targets[name]
-                pump.add(pipe, prefix, shown, os.path.join(folder, f"{name}.log") if logged else None)
+                pump.add(
+                    cast(BinaryIO, pipe),
+                    prefix,
+                    shown,
+                    os.path.join(folder, f"{name}.log") if logged else None,
+                )
         pump.start()
 
     def _watch(

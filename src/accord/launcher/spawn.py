@@ -190,7 +190,10 @@ def start_processes(
     error_files = [os.path.join(folder, f"{i}.pickle") for i in range(nprocs)]
     processes = []
     for i in range(nprocs):
-        process = context.Process(target=_wrap, args=(fn, i, args, error_files[i]), daemon=daemon)
+        # typeshed's BaseContext lacks Process; every context get_context returns has it
+        process = context.Process(  # type: ignore[attr-defined]
+            target=_wrap, args=(fn, i, args, error_files[i]), daemon=daemon
+        )
         process.start()
         processes.append(process)
     spawned = ProcessContext(processes, error_files, folder)

@@ -21,6 +21,7 @@ The error file, as torchrun's ErrorHandler writes it::
 
 import os
 import sys
+from types import TracebackType
 
 del sys.path[0]  # the launcher's directory: nothing in it may shadow a module the user imports
 
@@ -62,7 +63,7 @@ def write_error_file(message: str, callstack: str) -> None:
         print(f"accordrun worker: could not write the error file {path}: {exc}", file=sys.stderr)
 
 
-def _user_frames(tb):  # noqa: ANN001, ANN202 - a traceback
+def _user_frames(tb: TracebackType | None) -> TracebackType | None:
     """``tb`` without the leading frames of this bootstrap and of runpy."""
     import runpy
 
@@ -72,7 +73,9 @@ def _user_frames(tb):  # noqa: ANN001, ANN202 - a traceback
     return tb
 
 
-def _record(kind, value, tb) -> str:  # noqa: ANN001
+def _record(
+    kind: type[BaseException], value: BaseException, tb: TracebackType | None
+) -> TracebackType | None:
     import traceback
 
     tb = _user_frames(tb)

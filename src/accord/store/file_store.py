@@ -169,6 +169,9 @@ class FileStore(Store):
     def _apply_record(self, data: memoryview, pos: int) -> int:
         if len(data) - pos < RECORD.size:
             raise self._corrupt(f"a truncated record at byte {self._offset + pos}")
+        op: int
+        key_len: int
+        value_len: int
         op, key_len, value_len = RECORD.unpack_from(data, pos)
         start = pos + RECORD.size
         end = start + key_len + value_len

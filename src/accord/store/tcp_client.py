@@ -219,7 +219,7 @@ class ClientConnection:
 
     def local_address(self) -> str:
         assert self.sock is not None
-        address = self.sock.getsockname()[0]
+        address: str = self.sock.getsockname()[0]
         return address[len("::ffff:") :] if address.startswith("::ffff:") else address
 
     def interrupt(self) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import enum
 import struct
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from ..errors import ProtocolError, StoreLimitError
@@ -142,8 +143,8 @@ def string(data: bytes) -> bytes:
 def request(
     command: Command,
     *,
-    keys: list[bytes] = (),
-    values: list[bytes] = (),  # type: ignore[assignment]
+    keys: Sequence[bytes] = (),
+    values: Sequence[bytes] = (),
     number: int = 0,
 ) -> bytes:
     """The bytes of one request (arguments as ``ARGUMENTS`` lists them)."""
@@ -196,20 +197,22 @@ def reply_popped(value: bytes | None, length_before: int) -> bytes:
 
 
 # -- decoding replies (the client reads them with a ``read(n)`` that returns n bytes) ------------
-def read_u8(read) -> int:  # noqa: ANN001 - read: Callable[[int], bytes]
+def read_u8(read: Callable[[int], bytes]) -> int:
     return read(1)[0]
 
 
-def read_u32(read) -> int:  # noqa: ANN001
-    return _U32.unpack(read(4))[0]
+def read_u32(read: Callable[[int], bytes]) -> int:
+    value: int = _U32.unpack(read(4))[0]
+    return value
 
 
-def read_i64(read) -> int:  # noqa: ANN001
-    return _I64.unpack(read(8))[0]
+def read_i64(read: Callable[[int], bytes]) -> int:
+    value: int = _I64.unpack(read(8))[0]
+    return value
 
 
-def read_string(read, limit: int = 1 << 40) -> bytes:  # noqa: ANN001
-    length = _U64.unpack(read(8))[0]
+def read_string(read: Callable[[int], bytes], limit: int = 1 << 40) -> bytes:
+    length: int = _U64.unpack(read(8))[0]
     if length > limit:
         raise ProtocolError(
             f"TCPStore: the server announced a string of {length} bytes, above "
@@ -251,7 +254,7 @@ class _Cursor:
         end = self.pos + fmt.size
         if end > len(self.buf):
             raise _Short(end)
-        value = fmt.unpack_from(self.buf, self.pos)[0]
+        value: int = fmt.unpack_from(self.buf, self.pos)[0]
         self.pos = end
         return value
 

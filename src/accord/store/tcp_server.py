@@ -32,6 +32,7 @@ import time
 import weakref
 from collections import deque
 from collections.abc import Callable
+from typing import cast
 
 from .. import auth, config, tls
 from .local_clients import address as _address
@@ -101,7 +102,8 @@ def acquire(port: int, multi_tenant: bool, listen_fd: int | None, host: str | No
             server = TCPStoreServer(port, listen_fd=listen_fd, host=host)
             entry = _SHARED_SERVERS[server.port] = [server, 0]
         entry[1] += 1
-        return entry[0]
+        shared: TCPStoreServer = entry[0]
+        return shared
 
 
 def release(server: TCPStoreServer) -> None:
@@ -149,7 +151,7 @@ class TCPStoreServer:
         secret: bytes | object | None = JOB_SECRET,
         admit: Callable[[socket.socket], bool] | None = None,
     ) -> None:
-        self._secret = auth.job_secret() if secret is JOB_SECRET else secret
+        self._secret = auth.job_secret() if secret is JOB_SECRET else cast("bytes | None", secret)
         self._admit = admit
         # the server's TLS context, made now: a bad certificate file fails here
         self._tls = tls.contexts()[1] if tls.enabled() else None
@@ -336,7 +338,7 @@ class TCPStoreServer:
                 self._deliver(replies)
                 return self._drop(conn, f"{request.command.name} refused: {exc}")
             for target, reply in answers:
-                replies.setdefault(target, []).append(reply)
+                replies.setdefault(cast(_Connection, target), []).append(reply)
         self._deliver(replies)
         if conn.decoder.failed is not None:
             self._drop(conn, str(conn.decoder.failed))

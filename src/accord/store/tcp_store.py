@@ -213,7 +213,7 @@ class TCPStore(Store):
         ``seconds`` (StoreTimeoutError after), then send ``then`` and return what ``read``
         makes of its reply. A WAIT of zero seconds is a CHECK: it never parks."""
 
-        def run(conn: ClientConnection, deadline: Deadline) -> R | None:
+        def run(conn: ClientConnection, deadline: Deadline) -> R | TimedOut | None:
             if barrier is not None:
                 conn.send(p.request(C.BARRIER, keys=keys, number=barrier))
                 arrived = conn.await_stop(seconds)

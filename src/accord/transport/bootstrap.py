@@ -16,6 +16,7 @@ import logging
 import os
 import socket
 from dataclasses import dataclass
+from datetime import timedelta
 
 from .. import auth, config, tls
 from ..errors import (
@@ -89,7 +90,7 @@ def gather_records(
     store.set(f"{prefix}/peer/{me.rank}", me.encode())
     keys = [f"{prefix}/peer/{r}" for r in range(size)]
     try:
-        store.wait(keys, _remaining(deadline))
+        store.wait(keys, timedelta(seconds=_remaining(deadline)))
     except StoreTimeoutError:
         missing = [r for r, key in enumerate(keys) if not store.check([key])]
         if store.check([f"{prefix}/{_ABANDONED}"]):  # after `missing`: see _abandon
@@ -124,7 +125,7 @@ def _abandon(store: Store, prefix: str, rank: int, keys: list[str], missing: lis
             store.set(keys[r], b"")
         store.set(f"{prefix}/left/{rank}", b"1")
         joined = [r for r in range(len(keys)) if r not in missing and r != rank]
-        store.wait([f"{prefix}/left/{r}" for r in joined], _ABANDON_GRACE_S)
+        store.wait([f"{prefix}/left/{r}" for r in joined], timedelta(seconds=_ABANDON_GRACE_S))
     except DistStoreError:
         pass
 
@@ -248,9 +249,9 @@ def connect_mesh(store: Store, prefix: str, rank: int, size: int, deadline: Dead
                 raise DistTimeoutError(
                     f"rank {rank}: ranks {missing} never connected within {format_seconds(deadline.budget)}"
                 ) from None
-            sock, peer = _accept_link(sock, stranger, rank, size, token, secret, deadline, sockets)
-            if peer is not None:
-                sockets[peer] = sock
+            sock, accepted = _accept_link(sock, stranger, rank, size, token, secret, deadline, sockets)
+            if accepted is not None:
+                sockets[accepted] = sock
         for sock in sockets.values():
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return TcpMesh(

@@ -13,6 +13,7 @@ import ctypes
 import errno
 import os
 import sys
+from collections.abc import Callable
 
 import numpy as np
 
@@ -23,7 +24,7 @@ class _Iovec(ctypes.Structure):
     _fields_ = [("iov_base", ctypes.c_void_p), ("iov_len", ctypes.c_size_t)]
 
 
-def _binding() -> object | None:
+def _binding() -> Callable[..., int] | None:
     if not sys.platform.startswith("linux"):
         return None
     try:

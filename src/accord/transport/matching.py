@@ -207,7 +207,7 @@ class Matcher:
         return [
             entry
             for key, queue in self.parked.items()
-            if key[0] == group and key[1] != "p2p" and key[1] <= upto
+            if key[0] == group and key[1] != "p2p" and key[1] <= upto  # type: ignore[index]  # (group, seq, ...)
             for entry in queue
         ]
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from datetime import timedelta
 
 from ..errors import DistStoreError
 from ..store.base import Store
@@ -157,7 +158,7 @@ def map_rings(
 def _gather(store: Store, key: str, ranks: Sequence[int], deadline: Deadline) -> dict[int, bytes]:
     keys = [f"{key}/{r}" for r in ranks]
     try:
-        store.wait(keys, max(deadline.remaining(), 0.001))
+        store.wait(keys, timedelta(seconds=max(deadline.remaining(), 0.001)))
     except DistStoreError:
         return dict.fromkeys(ranks, b"")
     return dict(zip(ranks, store.multi_get(keys)))

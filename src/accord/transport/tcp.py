@@ -239,10 +239,10 @@ class TcpMesh(StreamMesh):
                             link.queue.clear()
         for link in links:
             self._drain_and_close(link)
-        for link in self._links:
-            if link is not None and link.ring:
-                link.tx.release()  # type: ignore[attr-defined]
-                link.rx.release()  # type: ignore[attr-defined]
+        for maybe in self._links:
+            if maybe is not None and maybe.ring:
+                maybe.tx.release()  # type: ignore[attr-defined]
+                maybe.rx.release()  # type: ignore[attr-defined]
         self._epoll.close()
         os.close(self._wake_r)
         os.close(self._wake_w)

@@ -45,7 +45,7 @@ class Fingerprint(NamedTuple):
     op: int = 0
     algo: int = 0
     dtype: int = 0
-    count: int = 0
+    count: int = 0  # type: ignore[assignment]  # a field: shadows tuple.count, which nothing here calls
     root: int = -1
 
 
