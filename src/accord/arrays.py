@@ -23,8 +23,22 @@ from .errors import ArgumentError, ArgumentTypeError
 
 # Codes carried in message headers so that peers can check that they agree on the element type.
 _DTYPE_NAMES = [
-    "bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
-    "float16", "bfloat16", "float32", "float64", "complex64", "complex128", "bytes",
+    "bool",
+    "int8",
+    "uint8",
+    "int16",
+    "uint16",
+    "int32",
+    "uint32",
+    "int64",
+    "uint64",
+    "float16",
+    "bfloat16",
+    "float32",
+    "float64",
+    "complex64",
+    "complex128",
+    "bytes",
 ]
 DTYPE_CODES: dict[str, int] = {name: i + 1 for i, name in enumerate(_DTYPE_NAMES)}
 DTYPE_NAMES: dict[int, str] = {code: name for name, code in DTYPE_CODES.items()}
@@ -35,8 +49,15 @@ class Buffer:
 
     __slots__ = ("original", "flat", "dtype_name", "shape", "_target", "_is_torch")
 
-    def __init__(self, original: Any, flat: np.ndarray, dtype_name: str, shape: tuple[int, ...],
-                 target: Any = None, is_torch: bool = False) -> None:
+    def __init__(
+        self,
+        original: Any,
+        flat: np.ndarray,
+        dtype_name: str,
+        shape: tuple[int, ...],
+        target: Any = None,
+        is_torch: bool = False,
+    ) -> None:
         self.original = original
         self.flat = flat
         self.dtype_name = dtype_name
@@ -136,12 +157,12 @@ _NAMES: dict[np.dtype, str] = {}  # dtype.name is computed in Python by NumPy: c
 
 
 def _numpy_dtype_name(dtype: np.dtype, what: str) -> str:
-    name = _NAMES.get(dtype)
-    if name is not None:
-        return name
+    cached = _NAMES.get(dtype)
+    if cached is not None:
+        return cached
     if dtype.byteorder == ">" or (dtype.byteorder == "=" and sys.byteorder == "big"):
         raise ArgumentTypeError(f"{what} has a big-endian dtype ({dtype}); convert it with astype first")
-    name = dtype.name
+    name: str = dtype.name
     if name in DTYPE_CODES:
         _NAMES[dtype] = name
         return name
@@ -160,8 +181,9 @@ def _from_torch(tensor: Any, writable: bool, what: str) -> Buffer:
             f"init_process_group(backend='cpu:accord,cuda:nccl')"
         )
     if tensor.layout != torch.strided:
-        raise ArgumentTypeError(f"{what} has layout {tensor.layout}; only dense (strided) tensors "
-                                f"are supported")
+        raise ArgumentTypeError(
+            f"{what} has layout {tensor.layout}; only dense (strided) tensors are supported"
+        )
     key = str(tensor.dtype)
     typestr = _TORCH_TYPESTR.get(key)
     if typestr is None:
@@ -176,16 +198,25 @@ def _from_torch(tensor: Any, writable: bool, what: str) -> Buffer:
     if name == "bfloat16":
         copy = copy.view(torch.bfloat16)
     copy.view(shape).copy_(tensor.detach())
-    return Buffer(tensor, flat, name, shape, target=tensor.detach() if writable else None,
-                  is_torch=True)
+    return Buffer(tensor, flat, name, shape, target=tensor.detach() if writable else None, is_torch=True)
 
 
 #: torch dtype (as str) → the NumPy type string of its memory (bfloat16 as its 16-bit pattern).
 _TORCH_TYPESTR = {
-    "torch.bool": "|b1", "torch.uint8": "|u1", "torch.int8": "|i1", "torch.int16": "<i2",
-    "torch.uint16": "<u2", "torch.int32": "<i4", "torch.uint32": "<u4", "torch.int64": "<i8",
-    "torch.uint64": "<u8", "torch.float16": "<f2", "torch.bfloat16": "<u2",
-    "torch.float32": "<f4", "torch.float64": "<f8", "torch.complex64": "<c8",
+    "torch.bool": "|b1",
+    "torch.uint8": "|u1",
+    "torch.int8": "|i1",
+    "torch.int16": "<i2",
+    "torch.uint16": "<u2",
+    "torch.int32": "<i4",
+    "torch.uint32": "<u4",
+    "torch.int64": "<i8",
+    "torch.uint64": "<u8",
+    "torch.float16": "<f2",
+    "torch.bfloat16": "<u2",
+    "torch.float32": "<f4",
+    "torch.float64": "<f8",
+    "torch.complex64": "<c8",
     "torch.complex128": "<c16",
 }
 
@@ -195,6 +226,8 @@ class _TensorMemory:
     for as long as the array lives (the array's ``base``)."""
 
     __slots__ = ("__array_interface__", "tensor")
+    __array_interface__: dict[str, Any]
+    tensor: Any
 
 
 #: torch dtypes whose memory NumPy reads as the same element type (all but bfloat16), by the
@@ -214,11 +247,22 @@ def plain_view(obj: Any) -> Any:
     if torch is None or type(obj) is not torch.Tensor:
         return obj
     if not _PLAIN_TYPESTR:
-        _PLAIN_TYPESTR.update({getattr(torch, name[6:]): typestr for name, typestr in _TORCH_TYPESTR.items()
-                               if name != "torch.bfloat16" and hasattr(torch, name[6:])})
+        _PLAIN_TYPESTR.update(
+            {
+                getattr(torch, name[6:]): typestr
+                for name, typestr in _TORCH_TYPESTR.items()
+                if name != "torch.bfloat16" and hasattr(torch, name[6:])
+            }
+        )
     typestr = _PLAIN_TYPESTR.get(obj.dtype)
-    if (typestr is None or not obj.is_cpu or obj.layout is not torch.strided or not obj.is_contiguous()
-            or obj.is_conj() or obj.is_neg()):
+    if (
+        typestr is None
+        or not obj.is_cpu
+        or obj.layout is not torch.strided
+        or not obj.is_contiguous()
+        or obj.is_conj()
+        or obj.is_neg()
+    ):
         return obj
     address, shape = obj.data_ptr(), obj.shape
     key = (address, typestr, shape)
@@ -227,8 +271,12 @@ def plain_view(obj: Any) -> Any:
         if not address or obj.numel() == 0:
             return obj
         holder = _TensorMemory()  # (no reference to the tensor: see _VIEWS)
-        holder.__array_interface__ = {"data": (address, False), "shape": tuple(shape),
-                                      "typestr": typestr, "version": 3}
+        holder.__array_interface__ = {
+            "data": (address, False),
+            "shape": tuple(shape),
+            "typestr": typestr,
+            "version": 3,
+        }
         view = np.asarray(holder)
         if len(_VIEWS) >= _MAX_VIEWS:
             _VIEWS.clear()
@@ -257,12 +305,15 @@ def tensor_memory(tensor: Any, typestr: str | None = None) -> np.ndarray:
         return np.empty(0, dtype=np.dtype(typestr))
     holder = _TensorMemory()
     holder.tensor = tensor
-    holder.__array_interface__ = {"data": (tensor.data_ptr(), False), "shape": (count,),
-                                  "typestr": typestr, "version": 3}
+    holder.__array_interface__ = {
+        "data": (tensor.data_ptr(), False),
+        "shape": (count,),
+        "typestr": typestr,
+        "version": 3,
+    }
     return np.asarray(holder)
 
 
 def same_layout(a: Buffer, b: Buffer) -> bool:
     """Same element type and count (shape may differ, as torch allows for flat collectives)."""
     return a.dtype_name == b.dtype_name and a.count == b.count
-

@@ -29,15 +29,19 @@ from .config import SETTINGS, Setting
 from .errors import AuthenticationError
 
 SECRET = Setting(
-    "ACCORD_SECRET", None,
+    "ACCORD_SECRET",
+    None,
     "The job's shared secret: every store and rank-to-rank connection must prove it holds it "
     "(HMAC challenge-response; it never crosses the wire). Unset: anyone who can reach the "
     "ports may join, as with torch. accordrun on one node makes a fresh one per job.",
-    secret=True)
+    secret=True,
+)
 SECRET_FILE = Setting(
-    "ACCORD_SECRET_FILE", None,
+    "ACCORD_SECRET_FILE",
+    None,
     "A file holding the job's secret (its whole content, a final newline dropped), readable "
-    "by its owner only (chmod 600); used when ACCORD_SECRET is unset.")
+    "by its owner only (chmod 600); used when ACCORD_SECRET is unset.",
+)
 for _setting in (SECRET, SECRET_FILE):
     SETTINGS[_setting.name] = _setting
 
@@ -66,12 +70,14 @@ def job_secret() -> bytes | None:
             data = f.read()
     except OSError as exc:
         raise AuthenticationError(
-            f"ACCORD_SECRET_FILE={path}: cannot read it ({exc.strerror or exc})") from exc
+            f"ACCORD_SECRET_FILE={path}: cannot read it ({exc.strerror or exc})"
+        ) from exc
     if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO) or info.st_uid != os.getuid():
         raise AuthenticationError(
             f"ACCORD_SECRET_FILE={path}: the file must belong to this user and be readable by "
             f"its owner only (mode {stat.filemode(info.st_mode)}, owner uid {info.st_uid}); "
-            f"run 'chmod 600 {path}'")
+            f"run 'chmod 600 {path}'"
+        )
     secret = data[:-1] if data.endswith(b"\n") else data
     if not secret:
         raise AuthenticationError(f"ACCORD_SECRET_FILE={path}: the file is empty")
@@ -87,8 +93,9 @@ def nonce() -> bytes:
     return secrets.token_bytes(NONCE_BYTES)
 
 
-def proof(secret: bytes, label: bytes, direction: bytes, their_nonce: bytes, my_nonce: bytes,
-          *context: bytes) -> bytes:
+def proof(
+    secret: bytes, label: bytes, direction: bytes, their_nonce: bytes, my_nonce: bytes, *context: bytes
+) -> bytes:
     """What ``direction``'s side sends to prove the secret on one connection."""
     mac = hmac.new(secret, digestmod=hashlib.sha256)
     for part in (label, direction, their_nonce, my_nonce, *context):
@@ -97,8 +104,15 @@ def proof(secret: bytes, label: bytes, direction: bytes, their_nonce: bytes, my_
     return mac.digest()
 
 
-def check(secret: bytes, received: bytes, label: bytes, direction: bytes, their_nonce: bytes,
-          my_nonce: bytes, *context: bytes) -> bool:
+def check(
+    secret: bytes,
+    received: bytes,
+    label: bytes,
+    direction: bytes,
+    their_nonce: bytes,
+    my_nonce: bytes,
+    *context: bytes,
+) -> bool:
     """Is ``received`` the proof ``direction``'s side had to send? (Constant time.)"""
     expected = proof(secret, label, direction, their_nonce, my_nonce, *context)
     return hmac.compare_digest(expected, received)
@@ -126,4 +140,7 @@ def warn_if_exposed(address: str, what: str) -> None:
         f"{what} listens on {address or 'every interface'} and the job has no secret: any "
         f"process that can reach it can join the job, read and write its store. Set "
         f"ACCORD_SECRET (or ACCORD_SECRET_FILE) to the same value on every rank "
-        f"(accordrun on one node makes one per job).", InsecureListenWarning, stacklevel=3)
+        f"(accordrun on one node makes one per job).",
+        InsecureListenWarning,
+        stacklevel=3,
+    )

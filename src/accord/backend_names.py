@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 
 class Backend(str):
@@ -28,11 +29,25 @@ class Backend(str):
     FAKE = "fake"
     ACCORD = "accord"
 
-    backend_list = [UNDEFINED, GLOO, NCCL, UCC, MPI, XCCL, FAKE, ACCORD]
-    default_device_backend_map = {"cpu": ACCORD}
-    backend_capability: dict[str, list[str]] = {GLOO: ["cpu"], ACCORD: ["cpu"], MPI: ["cpu"], NCCL: ["cuda"]}
-    backend_type_map: dict[str, int] = {UNDEFINED: 0, GLOO: 1, NCCL: 2, UCC: 3, MPI: 4, XCCL: 5, FAKE: 6, ACCORD: 7}
-    _plugins: dict[str, tuple[Callable[..., Any], bool, list[str]]] = {}
+    backend_list: ClassVar[list[str]] = [UNDEFINED, GLOO, NCCL, UCC, MPI, XCCL, FAKE, ACCORD]
+    default_device_backend_map: ClassVar[dict[str, str]] = {"cpu": ACCORD}
+    backend_capability: ClassVar[dict[str, list[str]]] = {
+        GLOO: ["cpu"],
+        ACCORD: ["cpu"],
+        MPI: ["cpu"],
+        NCCL: ["cuda"],
+    }
+    backend_type_map: ClassVar[dict[str, int]] = {
+        UNDEFINED: 0,
+        GLOO: 1,
+        NCCL: 2,
+        UCC: 3,
+        MPI: 4,
+        XCCL: 5,
+        FAKE: 6,
+        ACCORD: 7,
+    }
+    _plugins: ClassVar[dict[str, tuple[Callable[..., Any], bool, list[str]]]] = {}
 
     def __new__(cls, name: str) -> Backend:
         if not isinstance(name, str):
@@ -43,8 +58,13 @@ class Backend(str):
         return super().__new__(cls, value)
 
     @classmethod
-    def register_backend(cls, name: str, func: Callable[..., Any], extended_api: bool = False,
-                         devices: str | list[str] | None = None) -> None:
+    def register_backend(
+        cls,
+        name: str,
+        func: Callable[..., Any],
+        extended_api: bool = False,
+        devices: str | list[str] | None = None,
+    ) -> None:
         """Register a third-party backend: ``func(store, rank, world_size, timeout)`` must
         return an object that accord uses as the group (duck-typed: rank(), size(), …)."""
         if hasattr(Backend, name.upper()):
@@ -112,15 +132,18 @@ def _parse(backend: str) -> tuple[str, dict[str, str]]:
     for part in backend.split(","):
         device, sep, value = part.strip().partition(":")
         if not sep or not device or not value:
-            raise ValueError(f"backend {backend!r}: expected 'device:backend' pairs like "
-                             f"'cpu:accord,cuda:nccl', got {part!r}")
+            raise ValueError(
+                f"backend {backend!r}: expected 'device:backend' pairs like "
+                f"'cpu:accord,cuda:nccl', got {part!r}"
+            )
         pairs[device.strip().lower()] = str(Backend(value.strip()))
     cpu = pairs.pop("cpu", Backend.ACCORD)
     for device, name in pairs.items():
         if _DEVICE_KINDS.get(name) != device:
             raise ValueError(
                 f"backend {backend!r}: accord routes {device} tensors to no {name!r} backend; it "
-                f"takes 'cuda:nccl' (CUDA tensors through torch's NCCL) besides its CPU backend")
+                f"takes 'cuda:nccl' (CUDA tensors through torch's NCCL) besides its CPU backend"
+            )
     return cpu, pairs
 
 
@@ -138,8 +161,9 @@ def device_provider(name: str) -> Callable[..., Any]:
     try:
         return getattr(importlib.import_module(module), function)  # type: ignore[no-any-return]
     except ImportError as exc:
-        raise ValueError(f"backend {name!r} for CUDA tensors needs torch with CUDA "
-                         f"(pip install torch): {exc}") from exc
+        raise ValueError(
+            f"backend {name!r} for CUDA tensors needs torch with CUDA (pip install torch): {exc}"
+        ) from exc
 
 
 def resolve_backend(backend: str | None) -> str:
@@ -164,7 +188,8 @@ def resolve_backend(backend: str | None) -> str:
             raise ValueError(
                 "backend 'mpi' needs mpi4py, which is not installed: pip install \"accord[mpi]\" "
                 "(mpi4py with MPICH from PyPI), or pip install mpi4py built against your "
-                "cluster's MPI; then start the program with mpiexec -n N python prog.py")
+                "cluster's MPI; then start the program with mpiexec -n N python prog.py"
+            )
         return name
     raise ValueError(
         f"backend {backend!r} is not available in accord (it provides its CPU backend as "

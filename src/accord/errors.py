@@ -152,8 +152,6 @@ class InternalError(DistError):
     """An internal invariant broke. Never raised for a user's mistake: please report it."""
 
 
-
-
 def clear_frames_below(error: BaseException) -> None:
     """Clear the locals of the finished frames under the one that caught ``error`` (a
     collective's views of shared memory, its words): an error the caller keeps must not keep

@@ -10,21 +10,28 @@ from __future__ import annotations
 import argparse
 import sys
 import warnings
-from typing import Sequence
+from collections.abc import Sequence
 
 from .launcher.cli import run
 from .launcher.options import get_args_parser
 
-DEPRECATION = ("The module accord.launch (like torch.distributed.launch) is deprecated and will "
-               "be removed in future. Use accordrun.\nNote that --use-env is set by default in "
-               "accordrun.\nIf your script expects `--local-rank` argument to be set, please\n"
-               "change it to read from `os.environ['LOCAL_RANK']` instead.")
+DEPRECATION = (
+    "The module accord.launch (like torch.distributed.launch) is deprecated and will "
+    "be removed in future. Use accordrun.\nNote that --use-env is set by default in "
+    "accordrun.\nIf your script expects `--local-rank` argument to be set, please\n"
+    "change it to read from `os.environ['LOCAL_RANK']` instead."
+)
 
 
 def get_legacy_parser() -> argparse.ArgumentParser:
     parser = get_args_parser(prog="python -m accord.launch")
-    parser.add_argument("--use-env", "--use_env", default=False, action="store_true",
-                        help="Pass the local rank in LOCAL_RANK only, not as --local-rank=N.")
+    parser.add_argument(
+        "--use-env",
+        "--use_env",
+        default=False,
+        action="store_true",
+        help="Pass the local rank in LOCAL_RANK only, not as --local-rank=N.",
+    )
     return parser
 
 

@@ -19,7 +19,8 @@ then do they call ``begin``/``end`` here. Must not know anything above the found
 from __future__ import annotations
 
 import sys
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 #: The module whose ``_is_profiler_enabled`` flag says that torch's profiler records.
 TORCH_PROFILER = "torch.autograd.profiler"

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import enum
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -39,6 +40,9 @@ class RedOpType(enum.IntEnum):
         return f"RedOpType.{self.name}"
 
 
+_RedOpType = RedOpType  # for annotations inside ReduceOp, whose attribute RedOpType shadows the name
+
+
 class ReduceOp:
     """An enum-like class of reduction operations, as ``torch.distributed.ReduceOp``.
 
@@ -59,15 +63,20 @@ class ReduceOp:
     PREMUL_SUM = RedOpType.PREMUL_SUM
 
     __slots__ = ("op", "factor")
+    op: _RedOpType
+    factor: float | None
 
-    def __init__(self, op: RedOpType | ReduceOp | int = RedOpType.SUM, factor: float | None = None) -> None:
+    def __init__(self, op: _RedOpType | ReduceOp | int = RedOpType.SUM, factor: float | None = None) -> None:
         if isinstance(op, ReduceOp):
-            op, factor = op.op, op.factor if factor is None else factor
+            if factor is None:
+                factor = op.factor
+            op = op.op
         try:
             self.op = RedOpType(int(op))
         except (ValueError, TypeError):
-            raise ArgumentError(f"unknown reduce op {op!r}; use one of "
-                                f"{[m.name for m in RedOpType]}") from None
+            raise ArgumentError(
+                f"unknown reduce op {op!r}; use one of {[m.name for m in RedOpType]}"
+            ) from None
         self.factor = factor
 
     def __eq__(self, other: object) -> bool:
@@ -90,12 +99,15 @@ def _make_nccl_premul_sum(factor: Any) -> ReduceOp:
     try:
         value = float(factor.item() if hasattr(factor, "item") else factor)
     except (TypeError, ValueError):
-        raise ArgumentTypeError(f"premul_sum factor must be a number or a one-element tensor, "
-                                f"got {factor!r}") from None
+        raise ArgumentTypeError(
+            f"premul_sum factor must be a number or a one-element tensor, got {factor!r}"
+        ) from None
     return ReduceOp(RedOpType.PREMUL_SUM, value)
 
 
-_PLAIN = {member: ReduceOp(member) for member in RedOpType if member != RedOpType.PREMUL_SUM}
+_PLAIN: dict[RedOpType, ReduceOp] = {
+    member: ReduceOp(member) for member in RedOpType if member != RedOpType.PREMUL_SUM
+}
 
 
 class _DeprecatedReduceOp:
@@ -212,9 +224,14 @@ class Kernel:
 
     __slots__ = ("op", "combine", "combine_into", "bfloat16", "finalize", "needs_finalize", "ufunc")
 
-    def __init__(self, op: ReduceOp, combine: Combine, bfloat16: bool = False,
-                 combine_into: Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None = None,
-                 ufunc: Any = None) -> None:
+    def __init__(
+        self,
+        op: ReduceOp,
+        combine: Combine,
+        bfloat16: bool = False,
+        combine_into: Callable[[np.ndarray, np.ndarray, np.ndarray], None] | None = None,
+        ufunc: Any = None,
+    ) -> None:
         self.op = op
         self.combine = combine
         #: The NumPy ufunc that ``combine`` applies, when it is one on the element type itself
@@ -230,6 +247,7 @@ class Kernel:
         else:
             self.finalize = _nothing
         self.needs_finalize = self.finalize is not _nothing
+
     def _copy_then_combine(self, out: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
         out[...] = a
         self.combine(out, b)

@@ -7,7 +7,7 @@ module name, with torch's ``main``, ``run``, ``parse_args`` and ``get_args_parse
 from __future__ import annotations
 
 import argparse
-from typing import Sequence
+from collections.abc import Sequence
 
 from .launcher.cli import main, run
 from .launcher.options import get_args_parser

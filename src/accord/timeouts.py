@@ -71,8 +71,9 @@ def to_seconds(timeout: timedelta | float | int | None, default: timedelta | flo
     elif isinstance(timeout, (int, float)) and not isinstance(timeout, bool):
         seconds = float(timeout)
     else:
-        raise ArgumentTypeError(f"timeout must be a datetime.timedelta or seconds, got "
-                                f"{type(timeout).__name__}")
+        raise ArgumentTypeError(
+            f"timeout must be a datetime.timedelta or seconds, got {type(timeout).__name__}"
+        )
     if seconds < 0:
         raise ArgumentError(f"timeout must be >= 0, got {seconds} s")
     return seconds

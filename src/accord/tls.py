@@ -23,12 +23,20 @@ from typing import Any
 from .config import SETTINGS, Setting
 from .errors import AuthenticationError
 
-CERT = Setting("ACCORD_TLS_CERT", None, "TLS: this process's certificate (PEM). With "
-               "ACCORD_TLS_KEY and ACCORD_TLS_CA, every store and rank-to-rank TCP connection "
-               "is TLS, both sides presenting a certificate signed by the CA.")
+CERT = Setting(
+    "ACCORD_TLS_CERT",
+    None,
+    "TLS: this process's certificate (PEM). With "
+    "ACCORD_TLS_KEY and ACCORD_TLS_CA, every store and rank-to-rank TCP connection "
+    "is TLS, both sides presenting a certificate signed by the CA.",
+)
 KEY = Setting("ACCORD_TLS_KEY", None, "TLS: the private key of ACCORD_TLS_CERT (PEM).")
-CA = Setting("ACCORD_TLS_CA", None, "TLS: the CA certificate(s) (PEM) that sign the job's "
-             "certificates; a peer whose certificate it did not sign is refused.")
+CA = Setting(
+    "ACCORD_TLS_CA",
+    None,
+    "TLS: the CA certificate(s) (PEM) that sign the job's "
+    "certificates; a peer whose certificate it did not sign is refused.",
+)
 for _setting in (CERT, KEY, CA):
     SETTINGS[_setting.name] = _setting
 
@@ -42,8 +50,10 @@ def _files() -> tuple[str, str, str] | None:
         return None
     if not all(given):
         missing = [s.name for s, v in zip((CERT, KEY, CA), given) if not v]
-        raise AuthenticationError(f"TLS needs ACCORD_TLS_CERT, ACCORD_TLS_KEY and ACCORD_TLS_CA "
-                                  f"together; {', '.join(missing)} unset")
+        raise AuthenticationError(
+            f"TLS needs ACCORD_TLS_CERT, ACCORD_TLS_KEY and ACCORD_TLS_CA "
+            f"together; {', '.join(missing)} unset"
+        )
     return given[0], given[1], given[2]  # type: ignore[return-value]
 
 
@@ -55,12 +65,13 @@ def contexts() -> tuple[ssl.SSLContext, ssl.SSLContext]:
     """(client context, server context) for the files set now (made once per set of files)."""
     files = _files()
     assert files is not None
-    key = tuple((path, os.stat(path).st_mtime_ns) if os.path.exists(path) else (path, None)
-                for path in files)
+    key = tuple((path, os.stat(path).st_mtime_ns) if os.path.exists(path) else (path, None) for path in files)
     with _cache_lock:
         if key not in _cache:
-            _cache[key] = (_context(ssl.PROTOCOL_TLS_CLIENT, *files),
-                           _context(ssl.PROTOCOL_TLS_SERVER, *files))
+            _cache[key] = (
+                _context(ssl.PROTOCOL_TLS_CLIENT, *files),
+                _context(ssl.PROTOCOL_TLS_SERVER, *files),
+            )
         return _cache[key]
 
 
@@ -73,8 +84,9 @@ def _context(protocol: int, cert: str, key: str, ca: str) -> ssl.SSLContext:
         ctx.load_cert_chain(cert, key)
         ctx.load_verify_locations(ca)
     except (OSError, ssl.SSLError) as exc:
-        raise AuthenticationError(f"TLS: cannot load ACCORD_TLS_CERT={cert}, ACCORD_TLS_KEY={key} "
-                                  f"or ACCORD_TLS_CA={ca}: {exc}") from exc
+        raise AuthenticationError(
+            f"TLS: cannot load ACCORD_TLS_CERT={cert}, ACCORD_TLS_KEY={key} or ACCORD_TLS_CA={ca}: {exc}"
+        ) from exc
     return ctx
 
 
@@ -85,12 +97,15 @@ def client_wrap(sock: socket.socket, where: str) -> ssl.SSLSocket:
         return contexts()[0].wrap_socket(sock)
     except (ssl.SSLError, OSError) as exc:
         sock.close()
-        raise AuthenticationError(f"TLS handshake with {where} failed ({exc}): it speaks no TLS, "
-                                  f"or its certificate is not signed by ACCORD_TLS_CA") from exc
+        raise AuthenticationError(
+            f"TLS handshake with {where} failed ({exc}): it speaks no TLS, "
+            f"or its certificate is not signed by ACCORD_TLS_CA"
+        ) from exc
 
 
-def server_wrap(sock: socket.socket, handshake: bool = True,
-                context: ssl.SSLContext | None = None) -> ssl.SSLSocket:
+def server_wrap(
+    sock: socket.socket, handshake: bool = True, context: ssl.SSLContext | None = None
+) -> ssl.SSLSocket:
     """TLS over an accepted socket (with ``context``, default the files' server context);
     with ``handshake`` False the caller drives it (``handshake_step``). ssl.SSLError /
     OSError if the handshake fails."""

@@ -12,7 +12,8 @@ import contextlib
 import contextvars
 import hashlib
 import threading
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from .errors import InternalError, NotInitializedError
 from .group.mesh_engine import mesh_group
@@ -24,8 +25,15 @@ from .transport.mesh import Mesh
 class World:
     """The default group of a job, the mesh under it, and every group made from it."""
 
-    def __init__(self, store: Store | None, mesh: Mesh | None, default_group: Any, backend: str,
-                 owns_store: bool, monitor: Any = None) -> None:
+    def __init__(
+        self,
+        store: Store | None,
+        mesh: Mesh | None,
+        default_group: Any,
+        backend: str,
+        owns_store: bool,
+        monitor: Any = None,
+    ) -> None:
         self.store = store
         self.monitor = monitor  # diagnostics.monitor.Monitor: stuck reports, dumps, statistics
         self.mesh = mesh  # None: another engine carries the groups (engines.mpi)
@@ -59,8 +67,9 @@ class World:
             raise InternalError(f"group id collision for ranks {list(key)}; please report it")
         return group_id, n
 
-    def make_group(self, group_id: int, ranks: Sequence[int], timeout: float, backend: str,
-                   name: str, desc: str | None) -> ProcessGroup:
+    def make_group(
+        self, group_id: int, ranks: Sequence[int], timeout: float, backend: str, name: str, desc: str | None
+    ) -> ProcessGroup:
         """A new group of ``ranks`` (this rank among them) on this world's engine (the
         default group's: accord's mesh, or e.g. an MPI communicator; accord's mesh when the
         default group is a plugin backend's)."""
@@ -122,8 +131,8 @@ def current_world(required: bool = True) -> World | None:
     world = _scoped_world.get() or _process_world
     if world is None and required:
         raise NotInitializedError(
-            "Default process group has not been initialized, please make sure to call "
-            "init_process_group.")
+            "Default process group has not been initialized, please make sure to call init_process_group."
+        )
     return world
 
 

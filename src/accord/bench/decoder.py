@@ -13,10 +13,11 @@ heads: the attention reads its local head count off q's width, so one module ser
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import torch
-import torch.nn.functional as F
+import torch.nn.functional as F  # noqa: N812 (torch's own idiom)
 from torch import nn
 
 from .shape import DecoderConfig
@@ -34,7 +35,6 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
-
 
 
 def rotary_tables(head_dim: int, max_seq: int, theta: float = 10000.0) -> tuple[Tensor, Tensor]:
@@ -71,8 +71,8 @@ class Attention(nn.Module):
             shape = (batch, self.max_seq, heads, self.head_dim)
             self.cache = (x.new_zeros(shape), x.new_zeros(shape))
         keys, values = self.cache
-        keys[:, pos:pos + seq], values[:, pos:pos + seq] = k, v
-        keys, values = keys[:, :pos + seq].transpose(1, 2), values[:, :pos + seq].transpose(1, 2)
+        keys[:, pos : pos + seq], values[:, pos : pos + seq] = k, v
+        keys, values = keys[:, : pos + seq].transpose(1, 2), values[:, : pos + seq].transpose(1, 2)
         mask = None
         if seq > 1:  # a prompt: each position sees itself and what came before
             mask = torch.ones(seq, pos + seq, dtype=torch.bool).tril(diagonal=pos)
@@ -120,7 +120,7 @@ class Decoder(nn.Module):
         seq = tokens.shape[1]
         if pos + seq > self.cfg.max_seq:
             raise ValueError(f"position {pos + seq} is past max_seq {self.cfg.max_seq}")
-        cos, sin = self.cos[pos:pos + seq], self.sin[pos:pos + seq]
+        cos, sin = self.cos[pos : pos + seq], self.sin[pos : pos + seq]
         x = self.embedding(tokens)
         for layer in self.layers:
             x = layer(x, pos, cos, sin)

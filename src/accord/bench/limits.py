@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import select
 import socket
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -103,8 +104,8 @@ def make_call(api: Any, op: str, nbytes: int, rank: int, world: int) -> Callable
         return lambda: None
     poller = select.epoll()
     poller.register(sock.fileno(), select.EPOLLIN)
-    out = memoryview(np.ones(nbytes, dtype=np.uint8)).cast("B")
-    into = memoryview(np.zeros(nbytes, dtype=np.uint8)).cast("B")
+    out = np.ones(nbytes, dtype=np.uint8).data.cast("B")
+    into = np.zeros(nbytes, dtype=np.uint8).data.cast("B")
     if op == "tcp_oneway":
         return lambda: one_way(sock, poller, out if rank % 2 == 0 else into, rank % 2 == 0)
     return lambda: exchange(sock, poller, out, into)

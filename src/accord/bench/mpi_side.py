@@ -15,8 +15,9 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -34,8 +35,16 @@ def mpiexec() -> str:
 def run(plan: Plan, on_row: Callable[..., None], timeout: float = 600.0, impl: str = "mpi") -> None:
     """Run ``plan`` under mpiexec: raw mpi4py calls (``impl`` "mpi"), or accord's API on
     backend "mpi" (``impl`` "accord"); call ``on_row(impl, op, nbytes, per_rank_times)`` per row."""
-    cmd = [mpiexec(), "-n", str(plan.world), sys.executable, "-m", "accord.bench.mpi_side",
-           json.dumps(asdict(plan)), impl]
+    cmd = [
+        mpiexec(),
+        "-n",
+        str(plan.world),
+        sys.executable,
+        "-m",
+        "accord.bench.mpi_side",
+        json.dumps(asdict(plan)),
+        impl,
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
     if done.returncode != 0:
         raise RuntimeError(f"the MPI benchmark failed ({done.returncode}):\n{done.stderr[-2000:]}")
@@ -74,11 +83,12 @@ def _rows(plan: Plan, impl: str = "mpi") -> None:
     from mpi4py import MPI
 
     comm = MPI.COMM_WORLD
-    api = None
+    api: Any = None
     if impl == "accord":  # accord's API on backend mpi, timed as the accord workers time it
         import accord as api
 
         from .workloads import make_call
+
         api.init_process_group("mpi")
     for op in plan.ops:
         if not COLLECTIVES[op].runs_on(impl, False):
@@ -86,8 +96,11 @@ def _rows(plan: Plan, impl: str = "mpi") -> None:
         sizes = plan.sizes if COLLECTIVES[op].sized else [0]
         for nbytes in sizes:
             count = per_rank_count(op, nbytes, plan.world, 4) if nbytes else 1
-            call = (make_call(api, op, count, comm.rank, plan.world, None) if api is not None
-                    else _call(comm, MPI, op, count, plan.world))
+            call = (
+                make_call(api, op, count, comm.rank, plan.world, None)
+                if api is not None
+                else _call(comm, MPI, op, count, plan.world)
+            )
             iters = plan.iters if nbytes < (4 << 20) else max(plan.iters // 4, 5)
             for _ in range(plan.warmup):
                 call()
@@ -100,7 +113,6 @@ def _rows(plan: Plan, impl: str = "mpi") -> None:
             everyone = comm.gather(times, root=0)
             if comm.rank == 0:
                 print(json.dumps({"op": op, "nbytes": nbytes, "times": everyone}), flush=True)
-
 
     if api is not None:
         api.destroy_process_group()

@@ -34,8 +34,7 @@ def summarize(impl: str, op: str, nbytes: int, world: int, per_rank: list[list[f
     p99 = times[min(len(times) - 1, int(0.99 * len(times)))]
     median = medians[slowest]
     algbw = nbytes / median / 1e9 if nbytes and median > 0 else 0.0
-    return Row(impl, op, nbytes, world, median * 1e6, p99 * 1e6, algbw,
-               algbw * COLLECTIVES[op].factor(world))
+    return Row(impl, op, nbytes, world, median * 1e6, p99 * 1e6, algbw, algbw * COLLECTIVES[op].factor(world))
 
 
 def combine(runs: list[list[Row]]) -> list[Row]:
@@ -52,8 +51,19 @@ def combine(runs: list[list[Row]]) -> list[Row]:
         median = statistics.median(times)
         world = rows[0].world
         algbw = nbytes / (median / 1e6) / 1e9 if nbytes and median > 0 else 0.0
-        combined.append(Row(impl, op, nbytes, world, median, statistics.median(r.p99_us for r in rows),
-                            algbw, algbw * COLLECTIVES[op].factor(world), times))
+        combined.append(
+            Row(
+                impl,
+                op,
+                nbytes,
+                world,
+                median,
+                statistics.median(r.p99_us for r in rows),
+                algbw,
+                algbw * COLLECTIVES[op].factor(world),
+                times,
+            )
+        )
     return combined
 
 

@@ -68,8 +68,13 @@ def worker(impl: str, rank: int, plan: Plan, port: int, results: Any) -> None:
     from .workloads import COLLECTIVES, make_call
 
     os.environ.update(plan.env)
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
-                      WORLD_SIZE=str(plan.world), LOCAL_RANK=str(rank))
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        RANK=str(rank),
+        WORLD_SIZE=str(plan.world),
+        LOCAL_RANK=str(rank),
+    )
     try:
         api, torch = _init(impl)
         for op in plan.ops:
@@ -91,13 +96,17 @@ def worker(impl: str, rank: int, plan: Plan, port: int, results: Any) -> None:
         results.put(("error", impl, rank, traceback.format_exc(), None, None))
 
 
-def run(impl: str, plan: Plan, on_row: Any = None, timeout: float = 600.0) -> dict[tuple[str, int], list[list[float]]]:
+def run(
+    impl: str, plan: Plan, on_row: Any = None, timeout: float = 600.0
+) -> dict[tuple[str, int], list[list[float]]]:
     """Run ``plan`` on ``impl``; return {(op, nbytes): [times of rank 0, rank 1, …]}."""
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     port = free_port()
-    procs = [ctx.Process(target=worker, args=(impl, r, plan, port, results), daemon=True)
-             for r in range(plan.world)]
+    procs = [
+        ctx.Process(target=worker, args=(impl, r, plan, port, results), daemon=True)
+        for r in range(plan.world)
+    ]
     for proc in procs:
         proc.start()
     rows: dict[tuple[str, int], list[list[float]]] = {}

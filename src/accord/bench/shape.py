@@ -30,8 +30,7 @@ class DecoderConfig:
     def check(self, world: int) -> None:
         """ValueError unless ``world`` ranks can shard this shape evenly."""
         if self.hidden % self.heads or (self.hidden // self.heads) % 2:
-            raise ValueError(f"hidden {self.hidden} must be heads ({self.heads}) × an even "
-                             "head size")
+            raise ValueError(f"hidden {self.hidden} must be heads ({self.heads}) × an even head size")
         for what, size in (("heads", self.heads), ("ffn", self.ffn_width), ("vocab", self.vocab)):
             if size % world:
                 raise ValueError(f"{what} {size} does not split over {world} ranks")

@@ -17,11 +17,11 @@ import os
 import time
 import traceback
 from dataclasses import asdict, dataclass, field
-from multiprocessing.connection import wait
-from typing import Any
+from multiprocessing.connection import Connection, wait
+from typing import Any, cast
 
-from .shape import DecoderConfig
 from .runner import free_port
+from .shape import DecoderConfig
 
 #: torch.distributed on backend accord; on gloo; one process without tensor parallelism
 IMPLEMENTATIONS = ("accord", "gloo", "one")
@@ -97,8 +97,7 @@ def decode_and_time(impl: str, plan: TpPlan, report: Any = None) -> RankResult:
             with torch.profiler.record_function(tp_profile.TOKEN_EVENT):
                 tokens.append(next(steps))
     events = tp_profile.events_of(prof)
-    result = RankResult(times, asdict(tp_profile.token_comm(events)), tokens,
-                        tp_profile.spans(events))
+    result = RankResult(times, asdict(tp_profile.token_comm(events)), tokens, tp_profile.spans(events))
     if report is not None:
         report(result)
     if impl != "one":
@@ -110,9 +109,15 @@ def decode_and_time(impl: str, plan: TpPlan, report: Any = None) -> RankResult:
 def worker(impl: str, rank: int, plan: TpPlan, port: int, conn: Any) -> None:
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")  # no lines per profile (torch not loaded yet)
     os.environ.update(plan.env)
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
-                      WORLD_SIZE=str(plan.world), LOCAL_RANK=str(rank),
-                      LOCAL_WORLD_SIZE=str(plan.world), OMP_NUM_THREADS=str(plan.threads))
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        RANK=str(rank),
+        WORLD_SIZE=str(plan.world),
+        LOCAL_RANK=str(rank),
+        LOCAL_WORLD_SIZE=str(plan.world),
+        OMP_NUM_THREADS=str(plan.threads),
+    )
     try:
         decode_and_time(impl, plan, lambda result: conn.send(("done", result)))
     except BaseException:  # noqa: BLE001 — reported to the parent
@@ -141,9 +146,11 @@ def run(impl: str, plan: TpPlan, timeout: float = 600.0) -> list[RankResult]:
     try:
         while readers:
             if time.monotonic() > give_up:
-                raise RuntimeError(f"tp decode on {impl}: ranks {sorted(readers.values())} sent "
-                                   f"no result in {timeout:.0f} s")
-            for reader in wait(list(readers), timeout=1.0):
+                raise RuntimeError(
+                    f"tp decode on {impl}: ranks {sorted(readers.values())} sent no result in {timeout:.0f} s"
+                )
+            for ready in wait(list(readers), timeout=1.0):
+                reader = cast("Connection[Any, Any]", ready)  # wait returns what it was given
                 rank = readers.pop(reader)
                 try:
                     kind, value = reader.recv()

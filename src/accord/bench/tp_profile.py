@@ -32,8 +32,9 @@ communication and is not counted. Must not know how workers run; works on plain 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 #: the record_function name the decoding loop puts around each profiled token
 TOKEN_EVENT = "tp:token"
@@ -49,6 +50,7 @@ Interval = tuple[float, float]
 @dataclass
 class TokenComm:
     """Per-token means over the profiled tokens, in microseconds."""
+
     tokens: int
     token_us: float
     comm_us: float
@@ -64,7 +66,7 @@ class TokenComm:
 
 
 def kind(name: str) -> str | None:
-    """"wait", "issue", "backend", or None for an event that is not communication."""
+    """ "wait", "issue", "backend", or None for an event that is not communication."""
     if name in _WAITS:
         return "wait"
     if name in _NOT_COMMUNICATION:
@@ -104,14 +106,19 @@ def token_comm(events: Iterable[tuple[str, float, float]]) -> TokenComm:
             named.setdefault(name, []).append((start, end))
     every = [i for group in by_kind.values() for i in group]
     n = len(tokens) or 1
-    counts = {name: sum(1 for s, _ in found for lo, hi in tokens if lo <= s < hi) / n
-              for name, found in sorted(named.items())}
-    return TokenComm(len(tokens), sum(hi - lo for lo, hi in tokens) / n,
-                     sum(union_within(every, t) for t in tokens) / n,
-                     sum(union_within(by_kind["issue"], t) for t in tokens) / n,
-                     sum(union_within(by_kind["wait"], t) for t in tokens) / n,
-                     sum(union_within(by_kind["backend"], t) for t in tokens) / n,
-                     {k: v for k, v in counts.items() if v})
+    counts = {
+        name: sum(1 for s, _ in found for lo, hi in tokens if lo <= s < hi) / n
+        for name, found in sorted(named.items())
+    }
+    return TokenComm(
+        len(tokens),
+        sum(hi - lo for lo, hi in tokens) / n,
+        sum(union_within(every, t) for t in tokens) / n,
+        sum(union_within(by_kind["issue"], t) for t in tokens) / n,
+        sum(union_within(by_kind["wait"], t) for t in tokens) / n,
+        sum(union_within(by_kind["backend"], t) for t in tokens) / n,
+        {k: v for k, v in counts.items() if v},
+    )
 
 
 def spans(events: Iterable[tuple[str, float, float]]) -> list[Interval]:
@@ -124,15 +131,20 @@ def spans(events: Iterable[tuple[str, float, float]]) -> list[Interval]:
     def inside(start: float) -> bool:
         return any(lo <= start < hi for lo, hi in tokens)
 
-    issues = sorted(s for name, s, _ in events if name.startswith("_c10d_functional::")
-                    and kind(name) == "issue" and inside(s))
+    issues = sorted(
+        s
+        for name, s, _ in events
+        if name.startswith("_c10d_functional::") and kind(name) == "issue" and inside(s)
+    )
     waits = sorted((s, e) for name, s, e in events if name == _WAITS[0] and inside(s))
     if len(issues) != len(waits):
         return []
     paired = [(issued, wait_start, done) for issued, (wait_start, done) in zip(issues, waits)]
-    nexts = issues[1:] + [float("inf")]
-    if any(not issued <= wait_start <= done <= after  # one collective at a time
-           for (issued, wait_start, done), after in zip(paired, nexts)):
+    nexts = [*issues[1:], float("inf")]
+    if any(
+        not issued <= wait_start <= done <= after  # one collective at a time
+        for (issued, wait_start, done), after in zip(paired, nexts)
+    ):
         return []
     return [(issued, done) for issued, _, done in paired]
 
@@ -141,6 +153,6 @@ def events_of(prof: Any) -> list[tuple[str, float, float]]:
     """``(name, start_us, end_us)`` of every event of a finished ``torch.profiler.profile``, in
     µs of the wall clock (the trace's start plus the event's offset): the processes of one
     host can compare their events."""
-    results = getattr(prof.profiler, "kineto_results", None)
+    results: Any = getattr(prof.profiler, "kineto_results", None)
     base = results.trace_start_ns() / 1e3 if hasattr(results, "trace_start_ns") else 0.0
     return [(e.name, base + e.time_range.start, base + e.time_range.end) for e in prof.events()]

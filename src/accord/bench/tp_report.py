@@ -10,8 +10,9 @@ JSON form. Must not know how workers run.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 
 @dataclass
@@ -48,10 +49,21 @@ def summarize(impl: str, ranks: Sequence[Any]) -> TpRow:
     token_us = mean("token_us")
     share = statistics.fmean(c["comm_us"] / c["token_us"] if c["token_us"] else 0.0 for c in comm)
     ms = max(medians) * 1e3
-    return TpRow(impl, ms, slowest[min(len(slowest) - 1, int(0.9 * len(slowest)))] * 1e3,
-                 share, mean("comm_us") / 1e3, mean("issue_us") / 1e3, mean("wait_us") / 1e3,
-                 mean("backend_us") / 1e3, skew(ranks), token_us / 1e3, comm[0]["counts"],
-                 [ms], [share])
+    return TpRow(
+        impl,
+        ms,
+        slowest[min(len(slowest) - 1, int(0.9 * len(slowest)))] * 1e3,
+        share,
+        mean("comm_us") / 1e3,
+        mean("issue_us") / 1e3,
+        mean("wait_us") / 1e3,
+        mean("backend_us") / 1e3,
+        skew(ranks),
+        token_us / 1e3,
+        comm[0]["counts"],
+        [ms],
+        [share],
+    )
 
 
 def skew(ranks: Sequence[Any]) -> float:
@@ -66,7 +78,8 @@ def skew(ranks: Sequence[Any]) -> float:
     for call in zip(*spans):
         last = max(issued for issued, _ in call)
         late += sum(last - issued for issued, _ in call) / len(call)
-    return late / max(ranks[0].comm["tokens"], 1) / 1e3
+    tokens: int = ranks[0].comm["tokens"]
+    return late / max(tokens, 1) / 1e3
 
 
 def combine(runs: list[list[TpRow]]) -> list[TpRow]:
@@ -77,13 +90,27 @@ def combine(runs: list[list[TpRow]]) -> list[TpRow]:
             grouped.setdefault(row.impl, []).append(row)
     out = []
     for impl, rows in grouped.items():
-        def med(key: str) -> float:
-            return statistics.median(getattr(r, key) for r in rows)
-        out.append(TpRow(impl, med("ms_per_token"), med("p90_ms"), med("comm_share"),
-                         med("comm_ms"), med("issue_ms"), med("wait_ms"), med("backend_ms"),
-                         med("skew_ms"), med("profiled_ms"),
-                         rows[0].events,
-                         [r.ms_per_token for r in rows], [r.comm_share for r in rows]))
+
+        def med(key: str, rows: list[TpRow] = rows) -> float:
+            return float(statistics.median(getattr(r, key) for r in rows))
+
+        out.append(
+            TpRow(
+                impl,
+                med("ms_per_token"),
+                med("p90_ms"),
+                med("comm_share"),
+                med("comm_ms"),
+                med("issue_ms"),
+                med("wait_ms"),
+                med("backend_ms"),
+                med("skew_ms"),
+                med("profiled_ms"),
+                rows[0].events,
+                [r.ms_per_token for r in rows],
+                [r.comm_share for r in rows],
+            )
+        )
     return out
 
 
@@ -113,31 +140,40 @@ def table(rows: list[TpRow]) -> str:
     run where both ran in every run, with the range)."""
     spread = any(len(r.runs_ms) > 1 for r in rows)
     width = 21 if spread else 9
-    head = (f"{'impl':<8}{'ms/token':>{width}}{'p90':>7} | {'accord ÷':>{width}} | "
-            f"{'comm %':>{width - 4}}{'comm ms':>9}{'issue':>7}{'wait':>7}{'backend':>8}{'skew':>7}"
-            f"{'profiled ms':>13}")
+    head = (
+        f"{'impl':<8}{'ms/token':>{width}}{'p90':>7} | {'accord ÷':>{width}} | "
+        f"{'comm %':>{width - 4}}{'comm ms':>9}{'issue':>7}{'wait':>7}{'backend':>8}{'skew':>7}"
+        f"{'profiled ms':>13}"
+    )
     lines = [head, "-" * len(head)]
     base = next((r for r in rows if r.impl == "accord"), None)
     for row in rows:
-        ratios = ([a / b for a, b in zip(base.runs_ms, row.runs_ms) if b]
-                  if base and len(base.runs_ms) == len(row.runs_ms) else [])
+        ratios = (
+            [a / b for a, b in zip(base.runs_ms, row.runs_ms) if b]
+            if base and len(base.runs_ms) == len(row.runs_ms)
+            else []
+        )
         if base and not ratios and row.ms_per_token:
             ratios = [base.ms_per_token / row.ms_per_token]
         ratio = (f"{statistics.median(ratios):.2f}×" + _range(ratios, "{:.2f}")) if ratios else "—"
-        share = f"{100 * row.comm_share:.0f} %" + _range([100 * s for s in row.runs_share],
-                                                          "{:.0f}")
+        share = f"{100 * row.comm_share:.0f} %" + _range([100 * s for s in row.runs_share], "{:.0f}")
         ms = f"{row.ms_per_token:.2f}" + _range(row.runs_ms, "{:.2f}")
-        lines.append(f"{row.impl:<8}{ms:>{width}}{row.p90_ms:>7.2f} | {ratio:>{width}} | "
-                     f"{share:>{width - 4}}{row.comm_ms:>9.2f}{row.issue_ms:>7.2f}"
-                     f"{row.wait_ms:>7.2f}{row.backend_ms:>8.2f}{row.skew_ms:>7.2f}"
-                     f"{row.profiled_ms:>13.2f}")
+        lines.append(
+            f"{row.impl:<8}{ms:>{width}}{row.p90_ms:>7.2f} | {ratio:>{width}} | "
+            f"{share:>{width - 4}}{row.comm_ms:>9.2f}{row.issue_ms:>7.2f}"
+            f"{row.wait_ms:>7.2f}{row.backend_ms:>8.2f}{row.skew_ms:>7.2f}"
+            f"{row.profiled_ms:>13.2f}"
+        )
     return "\n".join(lines)
 
 
 def events_lines(rows: list[TpRow]) -> list[str]:
     """What was counted as communication, per token, for each implementation."""
-    return [f"#   {row.impl}: " + ", ".join(f"{name} {n:g}" for name, n in row.events.items())
-            for row in rows if row.events]
+    return [
+        f"#   {row.impl}: " + ", ".join(f"{name} {n:g}" for name, n in row.events.items())
+        for row in rows
+        if row.events
+    ]
 
 
 def as_json(rows: list[TpRow]) -> list[dict[str, object]]:

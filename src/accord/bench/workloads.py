@@ -7,8 +7,9 @@ processes. Must not know about reporting.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -41,36 +42,39 @@ def _part(n: int) -> float:
     return (n - 1) / n
 
 
-COLLECTIVES: dict[str, Collective] = {c.name: c for c in [
-    Collective("all_reduce", lambda n: 2 * (n - 1) / n),
-    Collective("broadcast", lambda n: 1.0),
-    Collective("reduce", lambda n: 1.0),
-    Collective("all_gather", _part, total_size=True),      # size = the whole output
-    Collective("reduce_scatter", _part, total_size=True),  # size = the whole input
-    Collective("all_to_all", _part, total_size=True),      # size = what one rank sends in all
-    # the list forms (all_gather, reduce_scatter, all_to_all on lists of separate blocks);
-    # MPI has only the contiguous calls, which its column runs for these rows too
-    Collective("all_gather_list", _part, total_size=True),
-    Collective("reduce_scatter_list", _part, total_size=True),
-    Collective("all_to_all_list", _part, total_size=True),
-    Collective("gather", _part, total_size=True),          # size = everything the root gets
-    Collective("scatter", _part, total_size=True),         # size = everything the root sends
-    Collective("barrier", lambda n: 0.0, sized=False),
-    # the async forms, waited at once (``async_op=True`` then ``wait()``; MPI: I-call, Wait)
-    Collective("all_reduce_async", lambda n: 2 * (n - 1) / n),
-    Collective("broadcast_async", lambda n: 1.0),
-    Collective("all_gather_async", _part, total_size=True),
-    # torch's functional collectives and wait_tensor (DTensor, tensor parallelism, compile)
-    Collective("all_reduce_functional", lambda n: 2 * (n - 1) / n, torch_only=True),
-    Collective("all_gather_functional", _part, total_size=True, torch_only=True),
-    # one DDP training step of a communication-bound model (≈12 M parameters, batch 2)
-    Collective("ddp_step", lambda n: 0.0, sized=False, torch_only=True, step=True),
-    # one loopback TCP socket pair, both directions at once, and one way: what the transport
-    # could move at best (busbw = bytes each way per second, comparable with world-2
-    # all_reduce's and broadcast's busbw)
-    Collective("tcp_limit", lambda n: 1.0, ceiling=True),
-    Collective("tcp_oneway", lambda n: 1.0, ceiling=True),
-]}
+COLLECTIVES: dict[str, Collective] = {
+    c.name: c
+    for c in [
+        Collective("all_reduce", lambda n: 2 * (n - 1) / n),
+        Collective("broadcast", lambda n: 1.0),
+        Collective("reduce", lambda n: 1.0),
+        Collective("all_gather", _part, total_size=True),  # size = the whole output
+        Collective("reduce_scatter", _part, total_size=True),  # size = the whole input
+        Collective("all_to_all", _part, total_size=True),  # size = what one rank sends in all
+        # the list forms (all_gather, reduce_scatter, all_to_all on lists of separate blocks);
+        # MPI has only the contiguous calls, which its column runs for these rows too
+        Collective("all_gather_list", _part, total_size=True),
+        Collective("reduce_scatter_list", _part, total_size=True),
+        Collective("all_to_all_list", _part, total_size=True),
+        Collective("gather", _part, total_size=True),  # size = everything the root gets
+        Collective("scatter", _part, total_size=True),  # size = everything the root sends
+        Collective("barrier", lambda n: 0.0, sized=False),
+        # the async forms, waited at once (``async_op=True`` then ``wait()``; MPI: I-call, Wait)
+        Collective("all_reduce_async", lambda n: 2 * (n - 1) / n),
+        Collective("broadcast_async", lambda n: 1.0),
+        Collective("all_gather_async", _part, total_size=True),
+        # torch's functional collectives and wait_tensor (DTensor, tensor parallelism, compile)
+        Collective("all_reduce_functional", lambda n: 2 * (n - 1) / n, torch_only=True),
+        Collective("all_gather_functional", _part, total_size=True, torch_only=True),
+        # one DDP training step of a communication-bound model (≈12 M parameters, batch 2)
+        Collective("ddp_step", lambda n: 0.0, sized=False, torch_only=True, step=True),
+        # one loopback TCP socket pair, both directions at once, and one way: what the transport
+        # could move at best (busbw = bytes each way per second, comparable with world-2
+        # all_reduce's and broadcast's busbw)
+        Collective("tcp_limit", lambda n: 1.0, ceiling=True),
+        Collective("tcp_oneway", lambda n: 1.0, ceiling=True),
+    ]
+}
 
 
 def per_rank_count(op: str, nbytes: int, world: int, itemsize: int) -> int:
@@ -87,50 +91,59 @@ def make_call(api: Any, op: str, count: int, rank: int, world: int, torch: Any =
     the same calls on both (the tensor forms: all_gather_into_tensor, reduce_scatter_tensor,
     all_to_all_single; the ``_list`` rows: all_gather, reduce_scatter, all_to_all on lists of
     ``world`` separate blocks), ``count`` float32 elements per rank and block, root 0."""
+
     def zeros(n: int) -> Any:
         return torch.zeros(n, dtype=torch.float32) if torch is not None else np.zeros(n, dtype=np.float32)
 
     data = zeros(count)
     if op.endswith("_async"):
         big = zeros(count * world)
-        return {"all_reduce_async": lambda: api.all_reduce(data, async_op=True).wait(),
-                "broadcast_async": lambda: api.broadcast(data, src=0, async_op=True).wait(),
-                "all_gather_async":
-                lambda: api.all_gather_into_tensor(big, data, async_op=True).wait(),
-                }[op]
+        return {
+            "all_reduce_async": lambda: api.all_reduce(data, async_op=True).wait(),
+            "broadcast_async": lambda: api.broadcast(data, src=0, async_op=True).wait(),
+            "all_gather_async": lambda: api.all_gather_into_tensor(big, data, async_op=True).wait(),
+        }[op]
     if op.endswith("_functional"):
         funcol, name = torch.ops._c10d_functional, api.group.WORLD.group_name
-        return {"all_reduce_functional":
-                lambda: funcol.wait_tensor(funcol.all_reduce(data, "sum", name)),
-                "all_gather_functional":
-                lambda: funcol.wait_tensor(funcol.all_gather_into_tensor(data, world, name)),
-                }[op]
+        return {
+            "all_reduce_functional": lambda: funcol.wait_tensor(funcol.all_reduce(data, "sum", name)),
+            "all_gather_functional": lambda: funcol.wait_tensor(
+                funcol.all_gather_into_tensor(data, world, name)
+            ),
+        }[op]
     if op in ("all_reduce", "broadcast", "barrier", "reduce"):
-        return {"all_reduce": lambda: api.all_reduce(data),
-                "broadcast": lambda: api.broadcast(data, src=0),
-                "barrier": lambda: api.barrier(),
-                "reduce": lambda: api.reduce(data, dst=0)}[op]
+        return {
+            "all_reduce": lambda: api.all_reduce(data),
+            "broadcast": lambda: api.broadcast(data, src=0),
+            "barrier": lambda: api.barrier(),
+            "reduce": lambda: api.reduce(data, dst=0),
+        }[op]
     if op in ("all_gather", "reduce_scatter", "all_to_all"):
         big, other = zeros(count * world), zeros(count * world if op == "all_to_all" else 0)
         reduce_scatter = getattr(api, "reduce_scatter_single", None) or api.reduce_scatter_tensor
-        return {"all_gather": lambda: api.all_gather_into_tensor(big, data),
-                "reduce_scatter": lambda: reduce_scatter(data, big),
-                "all_to_all": lambda: api.all_to_all_single(other, big)}[op]
+        return {
+            "all_gather": lambda: api.all_gather_into_tensor(big, data),
+            "reduce_scatter": lambda: reduce_scatter(data, big),
+            "all_to_all": lambda: api.all_to_all_single(other, big),
+        }[op]
     if op in ("all_gather_list", "reduce_scatter_list", "all_to_all_list"):
         blocks = [zeros(count) for _ in range(world)]
         outs = [zeros(count) for _ in range(world)] if op == "all_to_all_list" else []
-        return {"all_gather_list": lambda: api.all_gather(blocks, data),
-                "reduce_scatter_list": lambda: api.reduce_scatter(data, blocks),
-                "all_to_all_list": lambda: api.all_to_all(outs, blocks)}[op]
+        return {
+            "all_gather_list": lambda: api.all_gather(blocks, data),
+            "reduce_scatter_list": lambda: api.reduce_scatter(data, blocks),
+            "all_to_all_list": lambda: api.all_to_all(outs, blocks),
+        }[op]
     if op in ("gather", "scatter"):
-        blocks = [zeros(count) for _ in range(world)] if rank == 0 else None
+        at_root = [zeros(count) for _ in range(world)] if rank == 0 else None
         if op == "gather":
-            return lambda: api.gather(data, blocks, dst=0)
-        return lambda: api.scatter(data, blocks, src=0)
+            return lambda: api.gather(data, at_root, dst=0)
+        return lambda: api.scatter(data, at_root, src=0)
     if op == "ddp_step":
         return _ddp_step(torch)
     if COLLECTIVES[op].ceiling:
         from . import limits
+
         return limits.make_call(api, op, count * 4, rank, world)
     raise ValueError(f"unknown collective {op!r}; known: {sorted(COLLECTIVES)}")
 
@@ -142,9 +155,17 @@ def _ddp_step(torch: Any) -> Callable[[], None]:
 
     torch.manual_seed(0)
     nn = torch.nn
-    model = DistributedDataParallel(nn.Sequential(
-        nn.Linear(1024, 4096), nn.ReLU(), nn.Linear(4096, 1024), nn.ReLU(),
-        nn.Linear(1024, 2048), nn.ReLU(), nn.Linear(2048, 1024)))
+    model = DistributedDataParallel(
+        nn.Sequential(
+            nn.Linear(1024, 4096),
+            nn.ReLU(),
+            nn.Linear(4096, 1024),
+            nn.ReLU(),
+            nn.Linear(1024, 2048),
+            nn.ReLU(),
+            nn.Linear(2048, 1024),
+        )
+    )
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     x, y = torch.randn(2, 1024), torch.randn(2, 1024)
 

@@ -13,9 +13,11 @@ module; every one is importable from here.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
+# Grouped by launcher (torchrun, Slurm, Open MPI, PMI, MVAPICH), not sorted:
+# isort: off
 from .launchers import (  # noqa: F401 — re-exported: config.MASTER_ADDR and the rest
     MASTER_ADDR,
     MASTER_PORT,
@@ -53,24 +55,29 @@ from .launchers import (  # noqa: F401 — re-exported: config.MASTER_ADDR and t
     MV2_LOCAL_RANK,
     MV2_LOCAL_SIZE,
 )
-from .setting import SETTINGS, Setting  # noqa: F401 — re-exported
-from .setting import register as _setting
 
+# isort: on
+from .setting import SETTINGS, Setting  # re-exported
+from .setting import register as _setting
 
 # -- store -----------------------------------------------------------------------------------
 STORE_EXIT_GRACE = _setting(
-    "ACCORD_STORE_EXIT_GRACE", "5",
+    "ACCORD_STORE_EXIT_GRACE",
+    "5",
     "Seconds a process hosting a TCPStore server keeps serving, when it closes the store or "
     "exits, until the clients of other processes have disconnected (0: stop at once). A rank "
-    "that finishes first then does not take the store from ranks still reading it.")
+    "that finishes first then does not take the store from ranks still reading it.",
+)
 
 # -- torch's allocator -------------------------------------------------------------------------
 TORCH_HUGE_PAGES = _setting(
-    "THP_MEM_ALLOC_ENABLE", "1",
+    "THP_MEM_ALLOC_ENABLE",
+    "1",
     "torch's own setting: back CPU tensors of >= 2 MiB with transparent huge pages. "
     "init_process_group sets it to 1 unless it is set already (0 opts out); torch reads it "
     "once, at its first large allocation. accord's single-copy path moves huge pages about "
-    "twice as fast as 4 KiB ones.")
+    "twice as fast as 4 KiB ones.",
+)
 
 # -- transport ---------------------------------------------------------------------------------
 SOCKET_IFNAME = _setting(
@@ -98,8 +105,12 @@ CMA = _setting(
     "Shared-memory groups read large buffers straight from a peer's memory "
     "(process_vm_readv) when the kernel allows it; 0 turns this off.",
 )
-SPREAD = _setting("ACCORD_SPREAD", "1", "A rank stalled beside a local peer on its CPU moves "
-                  "to another CPU it may use (mask kept); 0 leaves placement to the kernel.")
+SPREAD = _setting(
+    "ACCORD_SPREAD",
+    "1",
+    "A rank stalled beside a local peer on its CPU moves "
+    "to another CPU it may use (mask kept); 0 leaves placement to the kernel.",
+)
 SHM_RING_BYTES = _setting(
     "ACCORD_SHM_RING_BYTES",
     str(1 << 20),
@@ -182,12 +193,14 @@ FAIL_FAST = _setting(
 )
 
 MPI_CHECKS = _setting(
-    "ACCORD_MPI_CHECKS", "1",
+    "ACCORD_MPI_CHECKS",
+    "1",
     "Backend mpi: 1 checks before every collective that all ranks called the same one "
     "(one small MPI all_reduce more per call; a mismatch is an error, not a hang); 0 skips it.",
 )
 NCCL_STANDIN = _setting(
-    "ACCORD_NCCL_STANDIN", None,
+    "ACCORD_NCCL_STANDIN",
+    None,
     "For machines without a GPU (tests): 'gloo' makes the cuda:nccl device groups torch's "
     "ProcessGroupGloo, carrying CPU torch tensors, so the routing runs without CUDA.",
 )
@@ -201,8 +214,7 @@ def debug_level_name() -> str:
     """ACCORD_DEBUG / TORCH_DISTRIBUTED_DEBUG, upper-cased and checked."""
     value = (DEBUG.raw() or "OFF").upper()
     if value not in ("OFF", "INFO", "DETAIL"):
-        raise ValueError(f"ACCORD_DEBUG / TORCH_DISTRIBUTED_DEBUG={value!r}: expected OFF, INFO "
-                         f"or DETAIL")
+        raise ValueError(f"ACCORD_DEBUG / TORCH_DISTRIBUTED_DEBUG={value!r}: expected OFF, INFO or DETAIL")
     return value
 
 
@@ -307,9 +319,7 @@ def algorithm_overrides() -> dict[str, str]:
             continue
         collective, sep, name = item.partition("=")
         if not sep or not collective.strip() or not name.strip():
-            raise ValueError(
-                f"ACCORD_ALGORITHM={raw!r}: expected 'collective=algorithm[,…]', got {item!r}"
-            )
+            raise ValueError(f"ACCORD_ALGORITHM={raw!r}: expected 'collective=algorithm[,…]', got {item!r}")
         overrides[collective.strip()] = name.strip()
     return overrides
 
@@ -331,9 +341,18 @@ class Tunables:
 
     @classmethod
     def from_env(cls) -> Tunables:
-        return cls(segment_bytes(), small_message_bytes(), algorithm_overrides(), transport(),
-                   shm_slot_bytes(), _on(CMA), flight_recorder_size(), _on(HIERARCHY),
-                   hierarchy_pipeline_bytes(), spread())
+        return cls(
+            segment_bytes(),
+            small_message_bytes(),
+            algorithm_overrides(),
+            transport(),
+            shm_slot_bytes(),
+            _on(CMA),
+            flight_recorder_size(),
+            _on(HIERARCHY),
+            hierarchy_pipeline_bytes(),
+            spread(),
+        )
 
 
 def _on(setting: Setting) -> bool:

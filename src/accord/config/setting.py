@@ -31,4 +31,3 @@ def register(name: str, default: str | None, doc: str, aliases: tuple[str, ...] 
     setting = Setting(name, default, doc, aliases)
     SETTINGS[name] = setting
     return setting
-

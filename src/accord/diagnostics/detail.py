@@ -17,7 +17,8 @@ import enum
 import logging
 import math
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import CollectiveMismatchError
 from ..group import objects as group_objects
@@ -27,15 +28,21 @@ log = logging.getLogger("accord")
 _COMPANION_SALT = 0x5DE7A11
 
 
-def run(pg: ProcessGroup, collective: str, call: Callable[[], Any], root: int | None = None, /,
-        **arguments: Any) -> Any:
+def run(
+    pg: ProcessGroup, collective: str, call: Callable[[], Any], root: int | None = None, /, **arguments: Any
+) -> Any:
     """Check the arguments of ``collective`` across ranks, run ``call``, log its time."""
     check(pg, collective, root, arguments)
     start = time.perf_counter()
     result = call()
     if result is None:  # a blocking call: it has finished
-        log.info("%s #%d on rank %d: %.3f ms", collective, pg.last_seq, pg.global_rank,
-                 (time.perf_counter() - start) * 1e3)
+        log.info(
+            "%s #%d on rank %d: %.3f ms",
+            collective,
+            pg.last_seq,
+            pg.global_rank,
+            (time.perf_counter() - start) * 1e3,
+        )
     return result
 
 
@@ -48,7 +55,9 @@ def check(pg: ProcessGroup, op: str, root: int | None, arguments: dict[str, Any]
         raise CollectiveMismatchError(
             f"{op} #{pg.last_seq + 1} on rank {pg.global_rank}: the DETAIL check "
             f"(ACCORD_DEBUG / TORCH_DISTRIBUTED_DEBUG) found that the ranks disagree: "
-            + "; ".join(problems) + ". Nothing was sent; the group is still usable")
+            + "; ".join(problems)
+            + ". Nothing was sent; the group is still usable"
+        )
 
 
 def companion(pg: ProcessGroup) -> ProcessGroup:
@@ -57,7 +66,7 @@ def companion(pg: ProcessGroup) -> ProcessGroup:
     if found is None:
         gid = (pg.group_id * 2654435761 + _COMPANION_SALT) & 0xFFFFFFFF or 1
         found = pg.twin(gid, f"{pg.group_name}:detail-check")
-        pg.detail_companion = found
+        pg.detail_companion = found  # type: ignore[attr-defined]  # diagnostics' own, kept on the group
         pg.companions.append(found)
     return found
 
@@ -93,12 +102,22 @@ def _count(value: Any) -> int:
 #: per collective: the arguments every rank must pass alike (root-only lists are left out,
 #: and so are the inputs of uneven all_gather / all_to_all, checked pairwise below)
 SAME = {
-    "all_reduce": ("tensor", "op"), "broadcast": ("tensor",), "reduce": ("tensor", "op"),
-    "all_gather": ("tensor_list",), "all_gather_into_tensor": ("output_tensor", "input_tensor"),
-    "gather": ("tensor",), "scatter": ("tensor",), "reduce_scatter": ("input_list", "op"),
-    "reduce_scatter_tensor": ("output", "input", "op"), "all_to_all": (), "all_to_all_single": (),
-    "barrier": (), "broadcast_object_list": ("object_list",), "all_gather_object": (),
-    "gather_object": (), "scatter_object_list": (),
+    "all_reduce": ("tensor", "op"),
+    "broadcast": ("tensor",),
+    "reduce": ("tensor", "op"),
+    "all_gather": ("tensor_list",),
+    "all_gather_into_tensor": ("output_tensor", "input_tensor"),
+    "gather": ("tensor",),
+    "scatter": ("tensor",),
+    "reduce_scatter": ("input_list", "op"),
+    "reduce_scatter_tensor": ("output", "input", "op"),
+    "all_to_all": (),
+    "all_to_all_single": (),
+    "barrier": (),
+    "broadcast_object_list": ("object_list",),
+    "all_gather_object": (),
+    "gather_object": (),
+    "scatter_object_list": (),
 }
 
 
@@ -130,8 +149,10 @@ def _differ(values: list[Any]) -> str:
     groups: dict[str, list[int]] = {}
     for rank, value in enumerate(values):
         groups.setdefault(value if isinstance(value, str) else repr(value), []).append(rank)
-    return "; ".join(f"{value} on rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}"
-                     for value, ranks in groups.items())
+    return "; ".join(
+        f"{value} on rank{'s' if len(ranks) > 1 else ''} {', '.join(map(str, ranks))}"
+        for value, ranks in groups.items()
+    )
 
 
 def _dtypes(args: dict[str, Any]) -> str:
@@ -159,16 +180,21 @@ def _pairwise(op: str, args: list[dict[str, Any]]) -> list[str]:
         for r, a in enumerate(args):
             items = a.get(listed) or []
             if len(items) == n and _count(a.get(single)) != _count(items[r]):
-                problems.append(f"rank {r} passes {single} of {_count(a.get(single))} elements "
-                                f"but {listed}[{r}] of {_count(items[r])}")
+                problems.append(
+                    f"rank {r} passes {single} of {_count(a.get(single))} elements "
+                    f"but {listed}[{r}] of {_count(items[r])}"
+                )
     elif op in ("all_to_all", "all_to_all_single"):
         sends = [_pieces(a, "input", n) for a in args]
         recvs = [_pieces(a, "output", n) for a in args]
         for i in range(n):
+            send = sends[i]
             for j in range(n):
-                if sends[i] and recvs[j] and sends[i][j] != recvs[j][i]:
-                    problems.append(f"rank {i} sends {sends[i][j]} elements to rank {j}, which "
-                                    f"expects {recvs[j][i]} from it")
+                recv = recvs[j]
+                if send and recv and send[j] != recv[i]:
+                    problems.append(
+                        f"rank {i} sends {send[j]} elements to rank {j}, which expects {recv[i]} from it"
+                    )
     return problems
 
 

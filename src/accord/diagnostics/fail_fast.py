@@ -15,8 +15,9 @@ from __future__ import annotations
 import sys
 import threading
 import traceback
+from collections.abc import Callable
 from types import TracebackType
-from typing import Any, Callable
+from typing import Any
 
 _lock = threading.Lock()
 _installed = False
@@ -44,8 +45,9 @@ def install(current_world: Callable[..., Any]) -> None:
             return
         previous = sys.excepthook
 
-        def accord_excepthook(exc_type: type[BaseException], exc: BaseException,
-                              tb: TracebackType | None) -> None:
+        def accord_excepthook(
+            exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None
+        ) -> None:
             for getter in list(_getters):
                 try:
                     world = getter(required=False)

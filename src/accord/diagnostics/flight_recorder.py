@@ -31,7 +31,8 @@ import socket
 import tempfile
 import threading
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from .. import config
 from ..group.process_group import ProcessGroup
@@ -54,12 +55,27 @@ def default_directory(job: str) -> str | None:
 def snapshot(rank: int, world_size: int, groups: Sequence[ProcessGroup], reason: str) -> dict[str, Any]:
     """Everything a dump holds, as plain data."""
     return {
-        "format": FORMAT, "rank": rank, "world_size": world_size, "pid": os.getpid(),
-        "host": socket.gethostname(), "time": time.time(), "reason": reason,
-        "groups": [{"name": g.group_name, "desc": g.group_desc, "id": g.group_id, "ranks": g.ranks,
-                    "rank": g.rank(), "broken": g.is_broken(), "entries": g.recorder.entries(),
-                    "p2p": g.recorder.p2p_entries(), "stats": g.recorder.stats()}
-                   for g in groups],
+        "format": FORMAT,
+        "rank": rank,
+        "world_size": world_size,
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "time": time.time(),
+        "reason": reason,
+        "groups": [
+            {
+                "name": g.group_name,
+                "desc": g.group_desc,
+                "id": g.group_id,
+                "ranks": g.ranks,
+                "rank": g.rank(),
+                "broken": g.is_broken(),
+                "entries": g.recorder.entries(),
+                "p2p": g.recorder.p2p_entries(),
+                "stats": g.recorder.stats(),
+            }
+            for g in groups
+        ],
     }
 
 
@@ -81,8 +97,9 @@ def write(data: dict[str, Any], path: str) -> str:
     return path
 
 
-def dump(rank: int, world_size: int, groups: Sequence[ProcessGroup], reason: str, job: str,
-         path: str | None = None) -> str | None:
+def dump(
+    rank: int, world_size: int, groups: Sequence[ProcessGroup], reason: str, job: str, path: str | None = None
+) -> str | None:
     """Write this rank's dump to ``path`` (default ``<default dir>/rank<N>.json``); returns
     the path, or None when automatic dumps are off and no path was given."""
     if path is None:

@@ -38,8 +38,10 @@ def load(paths: list[str]) -> dict[int, dict[str, Any]]:
         with open(file, encoding="utf-8") as f:
             data = json.load(f)
         if data.get("format") != FORMAT:
-            raise ValueError(f"{file}: not an accord flight-recorder dump (format "
-                             f"{data.get('format')!r}, expected {FORMAT!r})")
+            raise ValueError(
+                f"{file}: not an accord flight-recorder dump (format "
+                f"{data.get('format')!r}, expected {FORMAT!r})"
+            )
         dumps[int(data["rank"])] = data
     return dumps
 
@@ -62,8 +64,9 @@ def analyse(dumps: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
     groups: dict[int, dict[str, Any]] = {}
     for rank, dump in dumps.items():
         for g in dump["groups"]:
-            info = groups.setdefault(g["id"], {"id": g["id"], "name": g["name"], "ranks": g["ranks"],
-                                               "calls": {}, "p2p": {}})
+            info = groups.setdefault(
+                g["id"], {"id": g["id"], "name": g["name"], "ranks": g["ranks"], "calls": {}, "p2p": {}}
+            )
             info["calls"][rank] = {e["seq"]: e for e in g["entries"]}
             info["p2p"][rank] = g.get("p2p", [])
     results = []
@@ -72,12 +75,18 @@ def analyse(dumps: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
         calls: dict[int, dict[int, dict[str, Any]]] = info["calls"]
         missing = [r for r in info["ranks"] if r not in calls]
         last = {r: (max(c.values(), key=lambda e: e["seq"]) if c else None) for r, c in calls.items()}
-        results.append({"id": gid, "name": info["name"], "ranks": info["ranks"],
-                        "missing_dumps": missing, "last": last,
-                        "divergence": _first_divergence(calls),
-                        "last_p2p": {r: ops[-1] if ops else None
-                                     for r, ops in info["p2p"].items()},
-                        "open_p2p": _open_p2p(info["p2p"])})
+        results.append(
+            {
+                "id": gid,
+                "name": info["name"],
+                "ranks": info["ranks"],
+                "missing_dumps": missing,
+                "last": last,
+                "divergence": _first_divergence(calls),
+                "last_p2p": {r: ops[-1] if ops else None for r, ops in info["p2p"].items()},
+                "open_p2p": _open_p2p(info["p2p"]),
+            }
+        )
     return results
 
 
@@ -96,8 +105,14 @@ def _open_p2p(p2p: dict[int, list[dict[str, Any]]]) -> list[dict[str, Any]]:
             counterpart: list[dict[str, Any]] | None = None
             if peer is not None and peer in p2p:
                 wanted = _RECVS if item["op"] in _SENDS else _SENDS
-                counterpart = [o for o in p2p[peer] if o["state"] == "started" and o["op"] in wanted
-                               and o.get("peer") in (rank, None) and o["tag"] == item["tag"]]
+                counterpart = [
+                    o
+                    for o in p2p[peer]
+                    if o["state"] == "started"
+                    and o["op"] in wanted
+                    and o.get("peer") in (rank, None)
+                    and o["tag"] == item["tag"]
+                ]
             found.append({"rank": rank, "op": item, "counterpart": counterpart})
     return found
 
@@ -118,8 +133,13 @@ def _first_divergence(calls: dict[int, dict[int, dict[str, Any]]]) -> dict[str, 
         if absent:
             return {"seq": seq, "kind": "not reached", "calls": present, "absent": absent}
         if unfinished:
-            return {"seq": seq, "kind": "not finished", "calls": present, "absent": absent,
-                    "unfinished": unfinished}
+            return {
+                "seq": seq,
+                "kind": "not finished",
+                "calls": present,
+                "absent": absent,
+                "unfinished": unfinished,
+            }
     return None
 
 
@@ -129,14 +149,18 @@ def render(dumps: dict[int, dict[str, Any]]) -> str:
         return "no flight-recorder dumps found"
     lines = [f"{len(dumps)} dumps: ranks {', '.join(map(str, sorted(dumps)))}"]
     for rank in sorted(dumps):
-        lines.append(f"  rank {rank} (pid {dumps[rank].get('pid')} on {dumps[rank].get('host')}): "
-                     f"{dumps[rank].get('reason')}".splitlines()[0])
+        lines.append(
+            f"  rank {rank} (pid {dumps[rank].get('pid')} on {dumps[rank].get('host')}): "
+            f"{dumps[rank].get('reason')}".splitlines()[0]
+        )
     for group in analyse(dumps):
         lines.append("")
         lines.append(f"group {group['name']!r} (id {group['id']}, ranks {group['ranks']})")
         if group["missing_dumps"]:
-            lines.append(f"  no dump from rank {', '.join(map(str, group['missing_dumps']))} "
-                         f"(dead, or it never dumped)")
+            lines.append(
+                f"  no dump from rank {', '.join(map(str, group['missing_dumps']))} "
+                f"(dead, or it never dumped)"
+            )
         for rank, entry in sorted(group["last"].items()):
             last = f"{_call(entry)} {entry['state']}" if entry else "none"
             lines.append(f"  rank {rank}: last call {last}")
@@ -151,12 +175,16 @@ def render(dumps: dict[int, dict[str, Any]]) -> str:
             continue
         lines.append(f"  first divergence at #{div['seq']}: {div['kind']}")
         for rank, entry in sorted(div["calls"].items()):
-            lines.append(f"    rank {rank}: {_call(entry)} {entry['state']}"
-                         + (f" ({entry['error']})" if entry.get("error") else ""))
+            lines.append(
+                f"    rank {rank}: {_call(entry)} {entry['state']}"
+                + (f" ({entry['error']})" if entry.get("error") else "")
+            )
         for rank in div["absent"]:
             last = group["last"].get(rank)
-            lines.append(f"    rank {rank}: never started it (its last call: "
-                         f"{_call(last) + ' ' + last['state'] if last else 'none'})")
+            lines.append(
+                f"    rank {rank}: never started it (its last call: "
+                f"{_call(last) + ' ' + last['state'] if last else 'none'})"
+            )
     return "\n".join(lines)
 
 
@@ -165,15 +193,20 @@ def _render_open_p2p(open_ops: list[dict[str, Any]]) -> list[str]:
     for found in open_ops:
         item, counterpart = found["op"], found["counterpart"]
         if counterpart is None:
-            verdict = ("any rank may answer it" if item.get("peer") is None
-                       else f"no dump from rank {item['peer']}")
+            verdict = (
+                "any rank may answer it" if item.get("peer") is None else f"no dump from rank {item['peer']}"
+            )
         elif counterpart:
-            verdict = (f"rank {item['peer']} has {describe_p2p(counterpart[0])} open: they "
-                       f"should meet (different sizes or dtypes, or the transport is stuck)")
+            verdict = (
+                f"rank {item['peer']} has {describe_p2p(counterpart[0])} open: they "
+                f"should meet (different sizes or dtypes, or the transport is stuck)"
+            )
         else:
             side = "receive" if item["op"] in _SENDS else "send"
-            verdict = (f"rank {item['peer']} has no matching {side} open: it never posted one, "
-                       f"or is waiting elsewhere")
+            verdict = (
+                f"rank {item['peer']} has no matching {side} open: it never posted one, "
+                f"or is waiting elsewhere"
+            )
         lines.append(f"  rank {found['rank']}: open p2p {describe_p2p(item)}: {verdict}")
     return lines
 
@@ -181,12 +214,16 @@ def _render_open_p2p(open_ops: list[dict[str, Any]]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="accord flight-recorder",
-        description="Merge the flight-recorder dumps of a job and show where the ranks diverge.")
+        description="Merge the flight-recorder dumps of a job and show where the ranks diverge.",
+    )
     parser.add_argument("paths", nargs="+", help="dump files (rank<N>.json) or directories of them")
     parser.add_argument("--json", action="store_true", help="print the analysis as JSON")
-    parser.add_argument("--trace", metavar="OUT.json",
-                        help="also write the job's calls as one Chrome/Perfetto timeline (a row "
-                             "per rank; open it in https://ui.perfetto.dev or chrome://tracing)")
+    parser.add_argument(
+        "--trace",
+        metavar="OUT.json",
+        help="also write the job's calls as one Chrome/Perfetto timeline (a row "
+        "per rank; open it in https://ui.perfetto.dev or chrome://tracing)",
+    )
     args = parser.parse_args(argv)
     try:
         dumps = load(args.paths)
@@ -197,9 +234,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"accord flight-recorder: {exc}", file=sys.stderr)
         return 2
     if args.trace:
-        print(f"wrote {args.trace}: {len(dumps)} ranks, "
-              f"{sum(e['ph'] == 'X' for e in timeline['traceEvents'])} calls (open it in "
-              f"https://ui.perfetto.dev or chrome://tracing)", file=sys.stderr)
+        print(
+            f"wrote {args.trace}: {len(dumps)} ranks, "
+            f"{sum(e['ph'] == 'X' for e in timeline['traceEvents'])} calls (open it in "
+            f"https://ui.perfetto.dev or chrome://tracing)",
+            file=sys.stderr,
+        )
     if args.json:
         print(json.dumps(analyse(dumps), indent=1, default=str))
     else:

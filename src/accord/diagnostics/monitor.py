@@ -11,7 +11,8 @@ of groups. Must not know about the API or the launcher.
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..errors import DistTimeoutError, PeerError
 from ..group.process_group import ProcessGroup
@@ -25,8 +26,14 @@ log = logging.getLogger("accord")
 class Monitor:
     """Diagnostics for the groups of one world (one rank)."""
 
-    def __init__(self, rank: int, world_size: int, board: ProgressBoard | None,
-                 groups: Callable[[], Sequence[ProcessGroup]], job: str) -> None:
+    def __init__(
+        self,
+        rank: int,
+        world_size: int,
+        board: ProgressBoard | None,
+        groups: Callable[[], Sequence[ProcessGroup]],
+        job: str,
+    ) -> None:
         self.rank = rank
         self.job = job  # the same on every rank: names the dump directory
         self.world_size = world_size
@@ -50,8 +57,9 @@ class Monitor:
             self.board.close()
 
     def dump(self, reason: str, path: str | None = None) -> str | None:
-        self.last_dump = flight_recorder.dump(self.rank, self.world_size, self._groups(), reason,
-                                              self.job, path)
+        self.last_dump = flight_recorder.dump(
+            self.rank, self.world_size, self._groups(), reason, self.job, path
+        )
         return self.last_dump
 
     def group_failed(self, group: ProcessGroup, context: str, exc: BaseException) -> None:
@@ -81,8 +89,10 @@ class Monitor:
             extra.append(f"(flight recorder not written: {err})")
         else:
             if path is not None:
-                extra.append(f"Flight recorder of this rank: {path} (merge a job's dumps with "
-                             f"'accord flight-recorder {path.rsplit('/', 1)[0]}')")
+                extra.append(
+                    f"Flight recorder of this rank: {path} (merge a job's dumps with "
+                    f"'accord flight-recorder {path.rsplit('/', 1)[0]}')"
+                )
         if extra and exc.args and isinstance(exc.args[0], str):
             exc.args = ("\n".join([exc.args[0], *extra]), *exc.args[1:])
 
@@ -94,8 +104,7 @@ def _name_in_first_line(exc: BaseException, missing: list[int]) -> None:
         return
     first, newline, rest = exc.args[0].partition("\n")
     names = ", ".join(map(str, missing))
-    first += (f" Did not reach this call: rank{'s' if len(missing) > 1 else ''} {names} "
-              f"(stuck report below).")
+    first += f" Did not reach this call: rank{'s' if len(missing) > 1 else ''} {names} (stuck report below)."
     exc.args = (first + newline + rest, *exc.args[1:])
 
 
@@ -108,7 +117,9 @@ def format_stats(group: ProcessGroup) -> str:
     stats = group.recorder.stats()
     if not stats:
         return f"group {group.group_name!r} on rank {group.global_rank}: no collectives"
-    rows = [f"{op}: {s['calls']} calls, {s['bytes']} B, total {s['total_s'] * 1e3:.1f} ms, "
-            f"max {s['max_s'] * 1e3:.2f} ms" + (f", {s['failed']} failed" if s["failed"] else "")
-            for op, s in stats.items()]
+    rows = [
+        f"{op}: {s['calls']} calls, {s['bytes']} B, total {s['total_s'] * 1e3:.1f} ms, "
+        f"max {s['max_s'] * 1e3:.2f} ms" + (f", {s['failed']} failed" if s["failed"] else "")
+        for op, s in stats.items()
+    ]
     return f"group {group.group_name!r} on rank {group.global_rank}: " + "; ".join(rows)

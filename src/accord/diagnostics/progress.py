@@ -36,16 +36,17 @@ _MIN_PERIOD_S = 0.05  # the board thread never looks more often than this
 class ProgressBoard:
     """Publishes this rank's position on its groups; reads the others' for a stuck report."""
 
-    def __init__(self, store: Store, prefix: str, rank: int, interval: float,
-                 owns_store: bool = False) -> None:
+    def __init__(
+        self, store: Store, prefix: str, rank: int, interval: float, owns_store: bool = False
+    ) -> None:
         self._store = store
         self._owns_store = owns_store  # a clone made for the board: closed with it
         self._prefix = f"{prefix}/progress"
         self.rank = rank
         self.interval = interval
         self._groups: dict[int, ProcessGroup] = {}
-        self._seen: dict[int, tuple[int, int]] = {}
-        self._published: dict[int, tuple[int, int]] = {}
+        self._seen: dict[int, tuple[int, int, int, int]] = {}  # recorder stamps
+        self._published: dict[int, tuple[int, int, int, int]] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -58,8 +59,9 @@ class ProgressBoard:
         with self._lock:
             self._groups[group.group_id] = group
             if self._thread is None and self.interval > 0 and group.size() > 1:
-                self._thread = threading.Thread(target=self._loop, daemon=True,
-                                                name=f"accord-progress-board-{self.rank}")
+                self._thread = threading.Thread(
+                    target=self._loop, daemon=True, name=f"accord-progress-board-{self.rank}"
+                )
                 self._thread.start()
 
     def remove(self, group: ProcessGroup) -> None:
@@ -115,12 +117,11 @@ class ProgressBoard:
                 self._seen[gid] = stamp
 
     # -- reading -------------------------------------------------------------------------------
-    def read(self, group: ProcessGroup,
-             ranks: list[int] | None = None) -> dict[int, dict[str, Any] | None]:
+    def read(self, group: ProcessGroup, ranks: list[int] | None = None) -> dict[int, dict[str, Any] | None]:
         """The last post of each other member (of ``ranks``, default the first members;
         None: it never posted)."""
         posts: dict[int, dict[str, Any] | None] = {}
-        for global_rank in (group.ranks[:_MAX_REPORTED] if ranks is None else ranks):
+        for global_rank in group.ranks[:_MAX_REPORTED] if ranks is None else ranks:
             if global_rank == self.rank:
                 continue
             key = self.key(group, global_rank)
@@ -131,8 +132,9 @@ class ProgressBoard:
         return posts
 
 
-def _exchange(board: ProgressBoard, group: ProcessGroup,
-              ranks: list[int] | None = None) -> tuple[dict[int, Any] | None, str]:
+def _exchange(
+    board: ProgressBoard, group: ProcessGroup, ranks: list[int] | None = None
+) -> tuple[dict[int, Any] | None, str]:
     """Publish this rank's position on ``group`` and read the others' posts: (posts, "") or
     (None, why the store could not be read)."""
     outcome: dict[str, Any] = {}
@@ -150,15 +152,17 @@ def _exchange(board: ProgressBoard, group: ProcessGroup,
     helper.join(STORE_WAIT_S)
     if "posts" not in outcome:
         error = outcome.get("error")
-        why = (f"{type(error).__name__}: {error}" if error is not None else
-               f"it did not answer within {STORE_WAIT_S:g} s; is the store's host (rank 0 for "
-               f"env:// and tcp://) frozen or gone?")
+        why = (
+            f"{type(error).__name__}: {error}"
+            if error is not None
+            else f"it did not answer within {STORE_WAIT_S:g} s; is the store's host (rank 0 for "
+            f"env:// and tcp://) frozen or gone?"
+        )
         return None, why
     return outcome["posts"], ""
 
 
-def stuck_report(board: ProgressBoard, group: ProcessGroup, seq: int,
-                 op: str) -> tuple[str, list[int]]:
+def stuck_report(board: ProgressBoard, group: ProcessGroup, seq: int, op: str) -> tuple[str, list[int]]:
     """Who has and has not reached call #seq of ``group``, and what each laggard did last;
     with the ranks that did not reach it as far as the posts tell (laggards, then the silent)."""
     posts, why = _exchange(board, group)
@@ -173,15 +177,20 @@ def stuck_report(board: ProgressBoard, group: ProcessGroup, seq: int,
             reached.append(global_rank)
         else:
             lagging.append((global_rank, post))
-    lines = [f"Stuck report for {op} #{seq} on group {group.group_name!r} (ranks as last posted in "
-             f"the store): reached it: {_ranks(sorted(reached))}; not reached: "
-             f"{_ranks(sorted(r for r, _ in lagging)) if lagging else 'none that posted'}"
-             + (f"; no post from {_ranks(sorted(unknown))}" if unknown else "") + "."]
+    lines = [
+        f"Stuck report for {op} #{seq} on group {group.group_name!r} (ranks as last posted in "
+        f"the store): reached it: {_ranks(sorted(reached))}; not reached: "
+        f"{_ranks(sorted(r for r, _ in lagging)) if lagging else 'none that posted'}"
+        + (f"; no post from {_ranks(sorted(unknown))}" if unknown else "")
+        + "."
+    ]
     for global_rank, post in lagging:
         lines.append(f"  rank {global_rank}: {_where(post, now)}")
     if unknown:
-        lines.append(f"  {_ranks(sorted(unknown))}: posted nothing: busy without a pause since the "
-                     f"job started, frozen (SIGSTOP, a debugger), or on another store")
+        lines.append(
+            f"  {_ranks(sorted(unknown))}: posted nothing: busy without a pause since the "
+            f"job started, frozen (SIGSTOP, a debugger), or on another store"
+        )
     if len(group.ranks) > _MAX_REPORTED:
         lines.append(f"  (only the first {_MAX_REPORTED} ranks of the group were read)")
     return "\n".join(lines), sorted(r for r, _ in lagging) + sorted(unknown)
@@ -195,13 +204,17 @@ def peer_report(board: ProgressBoard, group: ProcessGroup, peer: int | None) -> 
         return f"(no peer report: the store could not be read: {why})"
     now = time.time()
     chosen = sorted(posts) if peer is None else [peer]
-    lines = [f"Peer report ({'every other rank' if peer is None else f'rank {peer}'}, as last "
-             f"posted in the store):"]
+    lines = [
+        f"Peer report ({'every other rank' if peer is None else f'rank {peer}'}, as last "
+        f"posted in the store):"
+    ]
     for global_rank in chosen:
         post = posts.get(global_rank)
         if post is None:
-            lines.append(f"  rank {global_rank}: posted nothing: busy without a pause since the "
-                         f"job started, frozen (SIGSTOP, a debugger), or on another store")
+            lines.append(
+                f"  rank {global_rank}: posted nothing: busy without a pause since the "
+                f"job started, frozen (SIGSTOP, a debugger), or on another store"
+            )
         else:
             lines.append(f"  rank {global_rank}: {_where(post, now)}")
     return "\n".join(lines)
@@ -213,8 +226,7 @@ def _reached(post: dict[str, Any], seq: int) -> bool:
 
 
 def _call(entry: dict[str, Any]) -> str:
-    parts = [p for p in (entry.get("dtype"), f"{entry['count']} elements" if "count" in entry else "")
-             if p]
+    parts = [p for p in (entry.get("dtype"), f"{entry['count']} elements" if "count" in entry else "") if p]
     return f"{entry['op']} #{entry['seq']}" + (f" ({', '.join(parts)})" if parts else "")
 
 
@@ -229,12 +241,16 @@ def _where(post: dict[str, Any], now: float) -> str:
         text = f"not in a collective of this group: {p2p_waits(post, now)}"
     elif post.get("p2p_failed"):
         failed = post["p2p_failed"]
-        text = (f"not in a collective of this group: its {describe_p2p(failed)} failed "
-                f"{_span(now - (failed.get('end') or now))} ago: "
-                f"{failed.get('error', '')[:200].splitlines()[0]}")
+        text = (
+            f"not in a collective of this group: its {describe_p2p(failed)} failed "
+            f"{_span(now - (failed.get('end') or now))} ago: "
+            f"{failed.get('error', '')[:200].splitlines()[0]}"
+        )
     elif done is not None:
-        text = (f"not in a collective of this group: its last one, {_call(done)}, ended "
-                f"{_span(now - done['end'])} ago (computing, or blocked outside accord?)")
+        text = (
+            f"not in a collective of this group: its last one, {_call(done)}, ended "
+            f"{_span(now - done['end'])} ago (computing, or blocked outside accord?)"
+        )
     else:
         text = "has not started a collective on this group yet"
     return f"{text} [{age}, pid {post.get('pid')} on {post.get('host')}]"
@@ -253,8 +269,9 @@ def p2p_waits(post: dict[str, Any], now: float) -> str:
     ops = post["p2p_open"]
     first = ops[0]
     more = post.get("p2p_open_count", len(ops)) - 1
-    return (f"waiting in {describe_p2p(first)} for {_span(now - first['start'])}"
-            + (f" (and {more} more open p2p operation{'s' if more > 1 else ''})" if more else ""))
+    return f"waiting in {describe_p2p(first)} for {_span(now - first['start'])}" + (
+        f" (and {more} more open p2p operation{'s' if more > 1 else ''})" if more else ""
+    )
 
 
 def _span(seconds: float) -> str:

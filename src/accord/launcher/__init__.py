@@ -10,8 +10,20 @@ workers reach those through env:// like any torchrun worker.
 Only ``spawn``'s names are imported here, so ``import accord`` stays cheap.
 """
 
-from .spawn import (ProcessContext, ProcessException, ProcessExitedException,
-                    ProcessRaisedException, spawn, start_processes)
+from .spawn import (
+    ProcessContext,
+    ProcessException,
+    ProcessExitedException,
+    ProcessRaisedException,
+    spawn,
+    start_processes,
+)
 
-__all__ = ["ProcessContext", "ProcessException", "ProcessExitedException",
-           "ProcessRaisedException", "spawn", "start_processes"]
+__all__ = [
+    "ProcessContext",
+    "ProcessException",
+    "ProcessExitedException",
+    "ProcessRaisedException",
+    "spawn",
+    "start_processes",
+]

@@ -14,26 +14,28 @@ from __future__ import annotations
 
 import os
 import socket
-from typing import Callable
+from collections.abc import Callable
 
 _PROC = "/proc"
 
 
 def descendants_checker(root: int) -> Callable[[socket.socket], bool]:
     """``admit(sock)``: whether the client of ``sock`` is ``root`` or one of its descendants."""
+
     def admit(sock: socket.socket) -> bool:
         try:
             inode = _client_inode(sock)
             return inode is not None and _held_by_descendant(inode, root)
         except OSError:
             return False
+
     return admit
 
 
 def _hex_address(host: str, port: int) -> str:
     """How /proc/net/tcp{,6} writes an address: the address in the kernel's byte order."""
     packed = socket.inet_pton(socket.AF_INET6 if ":" in host else socket.AF_INET, host)
-    words = [packed[i:i + 4] for i in range(0, len(packed), 4)]
+    words = [packed[i : i + 4] for i in range(0, len(packed), 4)]
     return "".join(w[::-1].hex().upper() for w in words) + f":{port:04X}"
 
 
@@ -44,8 +46,7 @@ def _client_inode(sock: socket.socket) -> int | None:
     if peer[0].startswith("::ffff:"):  # an IPv4 client on a dual-stack server
         wanted.add((_hex_address(peer[0][7:], peer[1]), _hex_address(mine[0][7:], mine[1])))
     elif ":" not in peer[0]:  # an IPv4 server: the client may be a dual-stack IPv6 socket
-        wanted.add((_hex_address("::ffff:" + peer[0], peer[1]),
-                    _hex_address("::ffff:" + mine[0], mine[1])))
+        wanted.add((_hex_address("::ffff:" + peer[0], peer[1]), _hex_address("::ffff:" + mine[0], mine[1])))
     for table in ("tcp", "tcp6"):
         try:
             with open(os.path.join(_PROC, "net", table), encoding="ascii") as f:
@@ -69,7 +70,7 @@ def _children() -> dict[int, list[int]]:
                 stat = f.read()
         except OSError:
             continue
-        ppid = int(stat[stat.rindex(")") + 2:].split()[1])  # after "(comm) state"
+        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])  # after "(comm) state"
         tree.setdefault(ppid, []).append(int(name))
     return tree
 

@@ -13,7 +13,8 @@ import os
 import signal
 import socket
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any, BinaryIO, cast
 
 from .. import config
 from ..errors import DistStoreError
@@ -24,8 +25,17 @@ from .options import LaunchConfig
 from .output import Console, OutputPump, RunDir, line_prefix, stream_targets
 from .procs import LocalGroup, Reaper, WorkerExit, worker_command
 from .report import Failure, format_report, make_failure
-from .rounds import (FAILED, INTERRUPTED, RESTART, STOPPED, SUCCEEDED, NodeStatus, RoundChannel,
-                     Verdict, decide)
+from .rounds import (
+    FAILED,
+    INTERRUPTED,
+    RESTART,
+    STOPPED,
+    SUCCEEDED,
+    NodeStatus,
+    RoundChannel,
+    Verdict,
+    decide,
+)
 
 # How long a failure that blames another rank waits for that rank's own exit (see
 # ``Agent._await_root_cause``).
@@ -79,8 +89,13 @@ class Shutdown:
 class Agent:
     """accordrun on one node."""
 
-    def __init__(self, cfg: LaunchConfig, console: Console | None = None,
-                 local_rank_arg: bool = False, environ: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        cfg: LaunchConfig,
+        console: Console | None = None,
+        local_rank_arg: bool = False,
+        environ: dict[str, str] | None = None,
+    ) -> None:
         self.cfg = cfg
         self.console = console or Console()
         self.local_rank_arg = local_rank_arg
@@ -114,9 +129,11 @@ class Agent:
 
     def _lost_store(self, exc: Exception) -> str:
         where = f"{self.cfg.rdzv_host}:{self.cfg.rdzv_port or '?'}"
-        return (f"accordrun: lost the job's store at {where} ({exc}). The accordrun hosting it "
-                f"(node 0, or the --rdzv-endpoint host) may have died; this node's workers were "
-                f"stopped.")
+        return (
+            f"accordrun: lost the job's store at {where} ({exc}). The accordrun hosting it "
+            f"(node 0, or the --rdzv-endpoint host) may have died; this node's workers were "
+            f"stopped."
+        )
 
     def _attempts(self, store: TCPStore, hosting: bool, reaper: Reaper, rundir: RunDir) -> int:
         rendezvous = Rendezvous(store, self.cfg, self.shutdown.check, hosting)
@@ -125,8 +142,7 @@ class Agent:
         finally:
             rendezvous.close()
 
-    def _rounds(self, rendezvous: Rendezvous, hosting: bool, reaper: Reaper,
-                rundir: RunDir) -> int:
+    def _rounds(self, rendezvous: Rendezvous, hosting: bool, reaper: Reaper, rundir: RunDir) -> int:
         restart, expected = 0, None
         while True:
             info = rendezvous.join(restart, expected)
@@ -137,15 +153,18 @@ class Agent:
                 return self._finish(verdict, restart)
             assert verdict.root is not None
             restart, expected = restart + 1, info.nnodes
-            self.console.say(f"accordrun: attempt {restart - 1} failed: {verdict.root.summary()}. "
-                             f"Restarting every worker (restart {restart} of "
-                             f"{self.cfg.max_restarts}).")
+            self.console.say(
+                f"accordrun: attempt {restart - 1} failed: {verdict.root.summary()}. "
+                f"Restarting every worker (restart {restart} of "
+                f"{self.cfg.max_restarts})."
+            )
 
-    def _attempt(self, info: RoundInfo, channel: RoundChannel, reaper: Reaper,
-                 rundir: RunDir) -> Verdict:
+    def _attempt(self, info: RoundInfo, channel: RoundChannel, reaper: Reaper, rundir: RunDir) -> Verdict:
         group, pump = LocalGroup(reaper), OutputPump(self.console)
-        error_files = [os.path.join(rundir.worker_dir(info.restart, i), "error.json")
-                       for i in range(self.cfg.nproc_per_node)]
+        error_files = [
+            os.path.join(rundir.worker_dir(info.restart, i), "error.json")
+            for i in range(self.cfg.nproc_per_node)
+        ]
         self.shutdown.group = group
         try:
             self._start(group, pump, info, error_files, rundir)
@@ -159,30 +178,51 @@ class Agent:
         mine = decide(info, channel.gather(), self.cfg.max_restarts, self.lost_after)
         return channel.settle(mine)
 
-    def _start(self, group: LocalGroup, pump: OutputPump, info: RoundInfo,
-               error_files: list[str], rundir: RunDir) -> None:
+    def _start(
+        self, group: LocalGroup, pump: OutputPump, info: RoundInfo, error_files: list[str], rundir: RunDir
+    ) -> None:
         cfg = self.cfg
-        job = JobFacts(cfg.role, info.master_addr, info.master_port, cfg.run_id, info.restart,
-                       cfg.max_restarts, ",".join(cfg.signals))
+        job = JobFacts(
+            cfg.role,
+            info.master_addr,
+            info.master_port,
+            cfg.run_id,
+            info.restart,
+            cfg.max_restarts,
+            ",".join(cfg.signals),
+        )
         places = info.places()
-        envs = [worker_env(self.environ, place, job, error_files[place.local_rank])
-                for place in places]
-        commands = [worker_command(cfg.entrypoint, cfg.args, cfg.module, cfg.no_python,
-                                   f"--local-rank={p.local_rank}" if self.local_rank_arg else None)
-                    for p in places]
+        envs = [worker_env(self.environ, place, job, error_files[place.local_rank]) for place in places]
+        commands = [
+            worker_command(
+                cfg.entrypoint,
+                cfg.args,
+                cfg.module,
+                cfg.no_python,
+                f"--local-rank={p.local_rank}" if self.local_rank_arg else None,
+            )
+            for p in places
+        ]
         group.start(commands, envs)
         for place, proc in zip(places, group.procs):
             prefix = line_prefix(place.rank, place.local_rank, cfg.role)
-            targets = stream_targets(self.console, place.local_rank, cfg.redirects, cfg.tee,
-                                     cfg.local_ranks_filter)
+            targets = stream_targets(
+                self.console, place.local_rank, cfg.redirects, cfg.tee, cfg.local_ranks_filter
+            )
             folder = rundir.worker_dir(info.restart, place.local_rank)
             for name, pipe in (("stdout", proc.stdout), ("stderr", proc.stderr)):
                 shown, logged = targets[name]
-                pump.add(pipe, prefix, shown, os.path.join(folder, f"{name}.log") if logged else None)
+                pump.add(
+                    cast(BinaryIO, pipe),
+                    prefix,
+                    shown,
+                    os.path.join(folder, f"{name}.log") if logged else None,
+                )
         pump.start()
 
-    def _watch(self, group: LocalGroup, channel: RoundChannel, info: RoundInfo,
-               error_files: list[str]) -> NodeStatus:
+    def _watch(
+        self, group: LocalGroup, channel: RoundChannel, info: RoundInfo, error_files: list[str]
+    ) -> NodeStatus:
         """Until the local workers end, one fails, another node fails, or a signal comes."""
         several = info.nnodes > 1
         while True:
@@ -196,8 +236,7 @@ class Agent:
             if event is not None and event.returncode != 0:
                 exits = [event, *self._queued(group)]
                 failures = [self._failure(e, info, error_files) for e in exits if e.returncode]
-                self._await_root_cause(group, info, error_files, failures,
-                                       channel.beat if several else None)
+                self._await_root_cause(group, info, error_files, failures, channel.beat if several else None)
                 if several:
                     channel.raise_alarm()
                 failures.sort(key=lambda f: (f.caused_by_a_peer(), f.time))
@@ -209,8 +248,14 @@ class Agent:
                 if channel.failed_elsewhere():
                     return self._status(info, STOPPED, [])
 
-    def _await_root_cause(self, group: LocalGroup, info: RoundInfo, error_files: list[str],
-                          failures: list[Failure], tick: Callable[[], None] | None) -> None:
+    def _await_root_cause(
+        self,
+        group: LocalGroup,
+        info: RoundInfo,
+        error_files: list[str],
+        failures: list[Failure],
+        tick: Callable[[], None] | None,
+    ) -> None:
         """While every failure so far blames a peer ('rank 1 raised ValueError …'), the rank
         it blames is usually still on its way out (printing its traceback, writing its error
         file): wait up to ``_ROOT_CAUSE_GRACE_S`` for more exits, so that the report names the
@@ -233,15 +278,22 @@ class Agent:
             exits.append(event)
         return exits
 
-    def _status(self, info: RoundInfo, outcome: str, failures: list[Failure],
-                detail: str = "") -> NodeStatus:
+    def _status(self, info: RoundInfo, outcome: str, failures: list[Failure], detail: str = "") -> NodeStatus:
         return NodeStatus(info.node_rank, self.host, outcome, failures, detail)
 
     def _failure(self, event: WorkerExit, info: RoundInfo, error_files: list[str]) -> Failure:
         place = info.places()[event.local_rank]
-        return make_failure(place.rank, place.local_rank, info.node_rank, self.host, event.pid,
-                            event.returncode, event.time, error_files[event.local_rank],
-                            self.cfg.no_python)
+        return make_failure(
+            place.rank,
+            place.local_rank,
+            info.node_rank,
+            self.host,
+            event.pid,
+            event.returncode,
+            event.time,
+            error_files[event.local_rank],
+            self.cfg.no_python,
+        )
 
     def _finish(self, verdict: Verdict, restarts: int) -> int:
         if verdict.outcome == SUCCEEDED:
@@ -252,8 +304,10 @@ class Agent:
         if verdict.root is None:
             self.console.say(f"accordrun: the job failed: {verdict.detail}")
             return 1
-        footer = (f"accordrun: job {self.cfg.run_id} failed after {restarts} restart(s) "
-                  f"(--max-restarts {self.cfg.max_restarts}); first failure: "
-                  f"{verdict.root.summary()}")
+        footer = (
+            f"accordrun: job {self.cfg.run_id} failed after {restarts} restart(s) "
+            f"(--max-restarts {self.cfg.max_restarts}); first failure: "
+            f"{verdict.root.summary()}"
+        )
         self.console.say(format_report(self.cfg.entrypoint, verdict.root, verdict.others, footer))
         return 1

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Sequence
+from collections.abc import Sequence
 
 from .. import auth
 from .agent import Agent
@@ -20,8 +20,11 @@ from .options import config_from_args, get_args_parser, ignored_options
 from .output import Console
 
 
-def run(argv: Sequence[str] | None = None, parser: argparse.ArgumentParser | None = None,
-        local_rank_arg: bool = False) -> int:
+def run(
+    argv: Sequence[str] | None = None,
+    parser: argparse.ArgumentParser | None = None,
+    local_rank_arg: bool = False,
+) -> int:
     """Parse ``argv`` and run the job; the exit status. ``local_rank_arg`` passes each worker
     ``--local-rank=N`` (the legacy launcher)."""
     parser = parser or get_args_parser()
@@ -33,8 +36,7 @@ def run(argv: Sequence[str] | None = None, parser: argparse.ArgumentParser | Non
     console = Console()
     give_job_a_secret(cfg.max_nodes, cfg.rdzv_host)
     for option in ignored_options(args):
-        console.say(f"accordrun: {option} is accepted for torchrun compatibility and has no "
-                    f"effect here.")
+        console.say(f"accordrun: {option} is accepted for torchrun compatibility and has no effect here.")
     return Agent(cfg, console, local_rank_arg=local_rank_arg).run()
 
 

@@ -34,8 +34,8 @@ Everything else is inherited from the launcher's environment.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 
 @dataclass(frozen=True)
@@ -65,29 +65,30 @@ class JobFacts:
     signals: str
 
 
-def worker_env(base: Mapping[str, str], place: WorkerPlace, job: JobFacts,
-               error_file: str) -> dict[str, str]:
+def worker_env(base: Mapping[str, str], place: WorkerPlace, job: JobFacts, error_file: str) -> dict[str, str]:
     """``base`` (the launcher's environment) with the contract above written over it."""
     env = dict(base)
-    env.update({
-        "RANK": str(place.rank),
-        "LOCAL_RANK": str(place.local_rank),
-        "WORLD_SIZE": str(place.world_size),
-        "LOCAL_WORLD_SIZE": str(place.local_world_size),
-        "GROUP_RANK": str(place.group_rank),
-        "GROUP_WORLD_SIZE": str(place.group_world_size),
-        "ROLE_NAME": job.role,
-        "ROLE_RANK": str(place.role_rank),
-        "ROLE_WORLD_SIZE": str(place.role_world_size),
-        "MASTER_ADDR": job.master_addr,
-        "MASTER_PORT": str(job.master_port),
-        "TORCHELASTIC_USE_AGENT_STORE": "True",
-        "TORCHELASTIC_RUN_ID": job.run_id,
-        "TORCHELASTIC_RESTART_COUNT": str(job.restart_count),
-        "TORCHELASTIC_MAX_RESTARTS": str(job.max_restarts),
-        "TORCHELASTIC_ERROR_FILE": error_file,
-        "TORCHELASTIC_SIGNALS_TO_HANDLE": job.signals,
-    })
+    env.update(
+        {
+            "RANK": str(place.rank),
+            "LOCAL_RANK": str(place.local_rank),
+            "WORLD_SIZE": str(place.world_size),
+            "LOCAL_WORLD_SIZE": str(place.local_world_size),
+            "GROUP_RANK": str(place.group_rank),
+            "GROUP_WORLD_SIZE": str(place.group_world_size),
+            "ROLE_NAME": job.role,
+            "ROLE_RANK": str(place.role_rank),
+            "ROLE_WORLD_SIZE": str(place.role_world_size),
+            "MASTER_ADDR": job.master_addr,
+            "MASTER_PORT": str(job.master_port),
+            "TORCHELASTIC_USE_AGENT_STORE": "True",
+            "TORCHELASTIC_RUN_ID": job.run_id,
+            "TORCHELASTIC_RESTART_COUNT": str(job.restart_count),
+            "TORCHELASTIC_MAX_RESTARTS": str(job.max_restarts),
+            "TORCHELASTIC_ERROR_FILE": error_file,
+            "TORCHELASTIC_SIGNALS_TO_HANDLE": job.signals,
+        }
+    )
     env.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")
     if place.local_world_size > 1 and not env.get("OMP_NUM_THREADS"):
         env["OMP_NUM_THREADS"] = "1"

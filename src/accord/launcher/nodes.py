@@ -19,9 +19,9 @@ import json
 import os
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import timedelta
-from typing import Callable
 
 from ..errors import DistStoreError, StoreTimeoutError
 from ..store.prefix_store import PrefixStore
@@ -85,8 +85,19 @@ class RoundInfo:
         peers = [node for node in self.nodes if node.role == me.role]
         role_offset = sum(node.nproc for node in peers if node.node_rank < me.node_rank)
         role_size = sum(node.nproc for node in peers)
-        return [WorkerPlace(offset + i, i, self.world_size, me.nproc, self.node_rank,
-                            self.nnodes, role_offset + i, role_size) for i in range(me.nproc)]
+        return [
+            WorkerPlace(
+                offset + i,
+                i,
+                self.world_size,
+                me.nproc,
+                self.node_rank,
+                self.nnodes,
+                role_offset + i,
+                role_size,
+            )
+            for i in range(me.nproc)
+        ]
 
 
 def is_local_address(host: str) -> bool:
@@ -108,13 +119,14 @@ def is_local_address(host: str) -> bool:
 def _host_store(cfg: LaunchConfig, timeout: timedelta) -> TCPStore | None:
     """The store, hosted here; None if a c10d endpoint's port is already served on this host."""
     try:
-        return TCPStore(cfg.rdzv_host, cfg.rdzv_port, is_master=True, wait_for_workers=False,
-                        timeout=timeout)
+        return TCPStore(cfg.rdzv_host, cfg.rdzv_port, is_master=True, wait_for_workers=False, timeout=timeout)
     except DistStoreError as exc:
         if cfg.rdzv_backend == "c10d" and cfg.rdzv_port:
             return None  # another launcher on this host got there first: join it
-        raise LaunchError(f"cannot host the job's store on port {cfg.rdzv_port} of this node "
-                          f"({exc}). Pick a free --master-port (or --rdzv-endpoint port).") from exc
+        raise LaunchError(
+            f"cannot host the job's store on port {cfg.rdzv_port} of this node "
+            f"({exc}). Pick a free --master-port (or --rdzv-endpoint port)."
+        ) from exc
 
 
 def open_store(cfg: LaunchConfig) -> tuple[TCPStore, bool]:
@@ -130,7 +142,8 @@ def open_store(cfg: LaunchConfig) -> tuple[TCPStore, bool]:
         raise LaunchError(
             f"cannot reach the job's store at {cfg.rdzv_host}:{cfg.rdzv_port} within "
             f"{format_seconds(cfg.join_timeout)} ({exc}). Is node 0's accordrun running, with "
-            f"the same --master-addr/--master-port (or --rdzv-endpoint)?") from exc
+            f"the same --master-addr/--master-port (or --rdzv-endpoint)?"
+        ) from exc
 
 
 class Rendezvous:
@@ -159,15 +172,16 @@ class Rendezvous:
             node_rank, nnodes = self.cfg.node_rank, self.cfg.max_nodes
         else:
             node_rank, nnodes = self._arrive(restart, expected)
-        me = NodeRecord(node_rank, self.host, os.getpid(), self.cfg.nproc_per_node, self.cfg.role,
-                        self.addr)
+        me = NodeRecord(node_rank, self.host, os.getpid(), self.cfg.nproc_per_node, self.cfg.role, self.addr)
         key = f"r{restart}/node/{node_rank}"
         held = self.store.compare_set(key, "", me.encode())
         if held.decode() != me.encode():
             other = NodeRecord.decode(held)
-            raise LaunchError(f"node rank {node_rank} is taken by accordrun pid {other.pid} on "
-                              f"{other.host}: give every node its own --node-rank (0 … "
-                              f"{nnodes - 1}).")
+            raise LaunchError(
+                f"node rank {node_rank} is taken by accordrun pid {other.pid} on "
+                f"{other.host}: give every node its own --node-rank (0 … "
+                f"{nnodes - 1})."
+            )
         nodes = self._gather(restart, nnodes)
         return RoundInfo(restart, node_rank, nodes, self.cfg.rdzv_host, self._workers_port(restart))
 
@@ -177,13 +191,16 @@ class Rendezvous:
         key = f"r{restart}/workers_port"
         if self.hosting:
             self.close()
-            self._workers_store = TCPStoreServer(0, host=self.cfg.rdzv_host,
-                                                 admit=descendants_checker(os.getpid()))
+            self._workers_store = TCPStoreServer(
+                0, host=self.cfg.rdzv_host, admit=descendants_checker(os.getpid())
+            )
             self.store.set(key, str(self._workers_store.port))
         if self.wait_keys([key], self.cfg.join_timeout):
-            raise LaunchError(f"the launcher hosting the store at {self.cfg.rdzv_host}:"
-                              f"{self.port} never published attempt {restart}'s workers' store; "
-                              f"is it alive?")
+            raise LaunchError(
+                f"the launcher hosting the store at {self.cfg.rdzv_host}:"
+                f"{self.port} never published attempt {restart}'s workers' store; "
+                f"is it alive?"
+            )
         return int(self.store.get(key))
 
     def _gather(self, restart: int, nnodes: int) -> tuple[NodeRecord, ...]:
@@ -195,7 +212,8 @@ class Rendezvous:
                 f"rendezvous of attempt {restart} timed out after "
                 f"{format_seconds(self.cfg.join_timeout)}: node ranks {ranks} of {nnodes} never "
                 f"joined at {self.cfg.rdzv_host}:{self.port}. Did their accordrun start, with the "
-                f"same --nnodes, --master-addr/--master-port and --rdzv-id?")
+                f"same --nnodes, --master-addr/--master-port and --rdzv-id?"
+            )
         return tuple(NodeRecord.decode(value) for value in self.store.multi_get(keys))
 
     def wait_keys(self, keys: list[str], seconds: float) -> list[str]:
@@ -219,17 +237,23 @@ class Rendezvous:
         else:
             limit = self.cfg.join_timeout + self.cfg.last_call_timeout + 30.0
             if self.wait_keys([f"r{restart}/closed"], limit):
-                raise LaunchError(f"rendezvous at {self.cfg.rdzv_host}:{self.port}: the first node "
-                                  f"never closed attempt {restart}; is its accordrun alive?")
+                raise LaunchError(
+                    f"rendezvous at {self.cfg.rdzv_host}:{self.port}: the first node "
+                    f"never closed attempt {restart}; is its accordrun alive?"
+                )
             count = int(self.store.get(f"r{restart}/closed"))
         if count == 0:
-            raise LaunchError(f"rendezvous at {self.cfg.rdzv_host}:{self.port}: fewer than "
-                              f"{self.cfg.min_nodes} nodes (--nnodes {self.cfg.nnodes}) joined within "
-                              f"{format_seconds(self.cfg.join_timeout)}.")
+            raise LaunchError(
+                f"rendezvous at {self.cfg.rdzv_host}:{self.port}: fewer than "
+                f"{self.cfg.min_nodes} nodes (--nnodes {self.cfg.nnodes}) joined within "
+                f"{format_seconds(self.cfg.join_timeout)}."
+            )
         if index >= count:
-            raise LaunchError(f"this node arrived after attempt {restart} started with {count} "
-                              f"nodes (--nnodes {self.cfg.nnodes}); accordrun cannot add nodes "
-                              f"to a running job. Start all nodes together.")
+            raise LaunchError(
+                f"this node arrived after attempt {restart} started with {count} "
+                f"nodes (--nnodes {self.cfg.nnodes}); accordrun cannot add nodes "
+                f"to a running job. Start all nodes together."
+            )
         return index, count
 
     def _lead(self, restart: int, expected: int | None) -> int:
@@ -239,8 +263,11 @@ class Rendezvous:
             joined, now = self.store.add(key, 0), time.monotonic()
             if joined >= self.cfg.min_nodes:
                 since_min = since_min if since_min is not None else now
-                if joined >= self.cfg.max_nodes or (expected and joined >= expected) or \
-                        now - since_min >= self.cfg.last_call_timeout:
+                if (
+                    joined >= self.cfg.max_nodes
+                    or (expected and joined >= expected)
+                    or now - since_min >= self.cfg.last_call_timeout
+                ):
                     break
             elif now - start >= self.cfg.join_timeout:
                 self.store.set(f"r{restart}/closed", "0")

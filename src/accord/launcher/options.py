@@ -23,8 +23,15 @@ from .. import config
 DEFAULT_MASTER_PORT = 29500
 DEFAULT_C10D_PORT = 29400
 #: Options accepted so torchrun command lines run unchanged, but without effect here.
-IGNORED = ("start_method", "event_log_handler", "logs_specs", "numa_binding",
-           "duplicate_stdout_filters", "duplicate_stderr_filters", "virtual_local_rank")
+IGNORED = (
+    "start_method",
+    "event_log_handler",
+    "logs_specs",
+    "numa_binding",
+    "duplicate_stdout_filters",
+    "duplicate_stderr_filters",
+    "virtual_local_rank",
+)
 
 
 class Std(IntFlag):
@@ -67,8 +74,9 @@ class LaunchConfig:
 
     @property
     def nnodes(self) -> str:
-        return str(self.max_nodes) if self.min_nodes == self.max_nodes else \
-            f"{self.min_nodes}:{self.max_nodes}"
+        return (
+            str(self.max_nodes) if self.min_nodes == self.max_nodes else f"{self.min_nodes}:{self.max_nodes}"
+        )
 
 
 class _EnvDefault(argparse.Action):
@@ -76,10 +84,9 @@ class _EnvDefault(argparse.Action):
 
     def __init__(self, dest: str, default: object = None, **kwargs: object) -> None:
         env_value = config.launcher_option_default(dest)
-        super().__init__(dest=dest, default=env_value if env_value is not None else default,
-                         **kwargs)  # type: ignore[arg-type]
+        super().__init__(dest=dest, default=env_value if env_value is not None else default, **kwargs)  # type: ignore[arg-type]
 
-    def __call__(self, parser, namespace, values, option_string=None):  # noqa: ANN001
+    def __call__(self, parser, namespace, values, option_string=None) -> None:  # noqa: ANN001
         setattr(namespace, self.dest, values)
 
 
@@ -90,7 +97,7 @@ class _EnvFlag(argparse.Action):
         default = (config.launcher_option_default(dest) or "0") not in ("0", "")
         super().__init__(dest=dest, const=True, default=default, nargs=0, **kwargs)  # type: ignore[arg-type]
 
-    def __call__(self, parser, namespace, values, option_string=None):  # noqa: ANN001
+    def __call__(self, parser, namespace, values, option_string=None) -> None:  # noqa: ANN001
         setattr(namespace, self.dest, True)
 
 
@@ -100,66 +107,100 @@ def _spellings(name: str) -> list[str]:
     return [dashed] if underscored == dashed else [dashed, underscored]
 
 
-def _add(parser: argparse.ArgumentParser, name: str, help: str, *short: str,
-         flag: bool = False, **kwargs: object) -> None:
+def _add(
+    parser: argparse.ArgumentParser, name: str, text: str, *short: str, flag: bool = False, **kwargs: object
+) -> None:
     action = _EnvFlag if flag else _EnvDefault
-    parser.add_argument(*short, *_spellings(name), action=action, help=help, **kwargs)  # type: ignore[arg-type]
+    parser.add_argument(*short, *_spellings(name), action=action, help=text, **kwargs)  # type: ignore[arg-type]
 
 
 def _add_node_options(parser: argparse.ArgumentParser) -> None:
     _add(parser, "nnodes", "Number of nodes, or MIN:MAX for an elastic range.", default="1:1")
-    _add(parser, "nproc-per-node", "Workers per node: an integer, 'auto' or 'cpu' (the CPUs "
-         "this process may use).", default="1")
+    _add(
+        parser,
+        "nproc-per-node",
+        "Workers per node: an integer, 'auto' or 'cpu' (the CPUs this process may use).",
+        default="1",
+    )
     _add(parser, "node-rank", "This node's rank (static rendezvous).", type=int, default=0)
     _add(parser, "master-addr", "Address of node 0 (static rendezvous).", default="127.0.0.1")
-    _add(parser, "master-port", "Port of node 0's store (static rendezvous); default 29500, or a "
-         "free port on a single node.", type=int, default=None)
+    _add(
+        parser,
+        "master-port",
+        "Port of node 0's store (static rendezvous); default 29500, or a free port on a single node.",
+        type=int,
+        default=None,
+    )
     _add(parser, "local-addr", "Accepted for torchrun compatibility (unused).", default=None)
     _add(parser, "standalone", "Single node: a store on a free local port.", flag=True)
-    _add(parser, "rdzv-backend", "'static' (--node-rank) or 'c10d' (ranks by arrival).",
-         default="static")
+    _add(parser, "rdzv-backend", "'static' (--node-rank) or 'c10d' (ranks by arrival).", default="static")
     _add(parser, "rdzv-endpoint", "host:port of the rendezvous store.", default="")
     _add(parser, "rdzv-id", "Job id shared by all nodes (TORCHELASTIC_RUN_ID).", default="none")
-    _add(parser, "rdzv-conf", "key=value,…: join_timeout, last_call_timeout (seconds).",
-         default="")
+    _add(parser, "rdzv-conf", "key=value,…: join_timeout, last_call_timeout (seconds).", default="")
 
 
 def _add_worker_options(parser: argparse.ArgumentParser) -> None:
-    _add(parser, "max-restarts", "Restarts of the whole job before giving up.", type=int,
-         default=0)
-    _add(parser, "monitor-interval", "Seconds between checks of the workers and other nodes.",
-         type=float, default=0.1)
+    _add(parser, "max-restarts", "Restarts of the whole job before giving up.", type=int, default=0)
+    _add(
+        parser,
+        "monitor-interval",
+        "Seconds between checks of the workers and other nodes.",
+        type=float,
+        default=0.1,
+    )
     _add(parser, "role", "Role name of the workers (ROLE_NAME).", default="default")
     _add(parser, "module", "Run the entry point as 'python -m'.", "-m", flag=True)
     _add(parser, "no-python", "Execute the entry point directly, not with python.", flag=True)
     _add(parser, "run-path", "Accepted for torchrun compatibility: runs as a script.", flag=True)
     _add(parser, "log-dir", "Directory for the per-rank logs and error files.", default=None)
-    _add(parser, "redirects", "Send streams to log files only: 0-3, or local_rank:0-3,…",
-         "-r", default="0")
-    _add(parser, "tee", "Send streams to log files and the console: 0-3, or local_rank:0-3,…",
-         "-t", default="0")
-    _add(parser, "local-ranks-filter", "Show console output of these local ranks only, e.g. 0,1.",
-         default="")
-    _add(parser, "shutdown-timeout", "Seconds from SIGTERM to SIGKILL when stopping workers.",
-         type=float, default=None)
-    _add(parser, "signals-to-handle", "Signals forwarded to the workers.",
-         default="SIGTERM,SIGINT,SIGHUP,SIGQUIT")
-    for name in ("start-method", "event-log-handler", "logs-specs", "numa-binding",
-                 "duplicate-stdout-filters", "duplicate-stderr-filters"):
+    _add(parser, "redirects", "Send streams to log files only: 0-3, or local_rank:0-3,…", "-r", default="0")
+    _add(
+        parser,
+        "tee",
+        "Send streams to log files and the console: 0-3, or local_rank:0-3,…",
+        "-t",
+        default="0",
+    )
+    _add(parser, "local-ranks-filter", "Show console output of these local ranks only, e.g. 0,1.", default="")
+    _add(
+        parser,
+        "shutdown-timeout",
+        "Seconds from SIGTERM to SIGKILL when stopping workers.",
+        type=float,
+        default=None,
+    )
+    _add(
+        parser,
+        "signals-to-handle",
+        "Signals forwarded to the workers.",
+        default="SIGTERM,SIGINT,SIGHUP,SIGQUIT",
+    )
+    for name in (
+        "start-method",
+        "event-log-handler",
+        "logs-specs",
+        "numa-binding",
+        "duplicate-stdout-filters",
+        "duplicate-stderr-filters",
+    ):
         _add(parser, name, "Accepted for torchrun compatibility (no effect).", default=None)
-    _add(parser, "virtual-local-rank", "Accepted for torchrun compatibility (no effect).",
-         flag=True)
+    _add(parser, "virtual-local-rank", "Accepted for torchrun compatibility (no effect).", flag=True)
 
 
 def get_args_parser(prog: str = "accordrun") -> argparse.ArgumentParser:
     """torchrun's parser, with accordrun's help texts."""
     parser = argparse.ArgumentParser(
-        prog=prog, description="Start a distributed job like torchrun: N workers per node with "
-        "the torchrun environment, restarts, and a report naming the first failure.")
+        prog=prog,
+        description="Start a distributed job like torchrun: N workers per node with "
+        "the torchrun environment, restarts, and a report naming the first failure.",
+    )
     _add_node_options(parser)
     _add_worker_options(parser)
-    parser.add_argument("training_script", help="The script (or module with -m, or command "
-                        "with --no-python) each worker runs, followed by its arguments.")
+    parser.add_argument(
+        "training_script",
+        help="The script (or module with -m, or command "
+        "with --no-python) each worker runs, followed by its arguments.",
+    )
     parser.add_argument("training_script_args", nargs=argparse.REMAINDER)
     return parser
 
@@ -183,8 +224,9 @@ def parse_nproc(text: str) -> int:
         except (AttributeError, OSError):
             return os.cpu_count() or 1
     if text in ("gpu", "xpu", "cuda"):
-        raise ValueError(f"--nproc-per-node={text}: accord has no {text} support; give a number, "
-                         f"'auto' or 'cpu'")
+        raise ValueError(
+            f"--nproc-per-node={text}: accord has no {text} support; give a number, 'auto' or 'cpu'"
+        )
     try:
         value = int(text)
     except ValueError:
@@ -200,8 +242,10 @@ def parse_std(text: str, option: str, nproc: int) -> dict[int, Std]:
         return {rank: Std(int(text)) for rank in range(nproc)}
     if re.fullmatch(r"(\d+:[0-3],)*\d+:[0-3]", text):
         return {int(r): Std(int(v)) for r, v in (item.split(":") for item in text.split(","))}
-    raise ValueError(f"{option}={text!r}: expected 0-3 (0 none, 1 stdout, 2 stderr, 3 both) or "
-                     f"local_rank:0-3,… e.g. 0:3,1:1")
+    raise ValueError(
+        f"{option}={text!r}: expected 0-3 (0 none, 1 stdout, 2 stderr, 3 both) or "
+        f"local_rank:0-3,… e.g. 0:3,1:1"
+    )
 
 
 def parse_endpoint(text: str, default_port: int) -> tuple[str, int]:
@@ -236,11 +280,16 @@ def parse_local_ranks(text: str) -> set[int] | None:
 def parse_signals(text: str) -> tuple[str, ...]:
     """'SIGTERM,SIGUSR1' → the names, checked: each must be a signal a handler can catch."""
     names = tuple(name.strip() for name in text.split(",") if name.strip())
-    bad = [name for name in names if name in ("SIGKILL", "SIGSTOP")
-           or not isinstance(getattr(signal, name, None), signal.Signals)]
+    bad = [
+        name
+        for name in names
+        if name in ("SIGKILL", "SIGSTOP") or not isinstance(getattr(signal, name, None), signal.Signals)
+    ]
     if bad:
-        raise ValueError(f"--signals-to-handle={text!r}: {', '.join(bad)} cannot be handled "
-                         f"here; give catchable signal names, e.g. SIGTERM,SIGINT,SIGUSR1")
+        raise ValueError(
+            f"--signals-to-handle={text!r}: {', '.join(bad)} cannot be handled "
+            f"here; give catchable signal names, e.g. SIGTERM,SIGINT,SIGUSR1"
+        )
     return names
 
 
@@ -258,8 +307,10 @@ def _rendezvous(args: argparse.Namespace, max_nodes: int) -> tuple[str, str, int
     """(backend, store host, store port, run id), with torchrun's defaults."""
     backend = args.rdzv_backend
     if backend not in ("static", "c10d"):
-        raise ValueError(f"--rdzv-backend={backend!r}: accordrun has 'static' and 'c10d' (etcd "
-                         f"backends need an etcd server; use c10d with --rdzv-endpoint)")
+        raise ValueError(
+            f"--rdzv-backend={backend!r}: accordrun has 'static' and 'c10d' (etcd "
+            f"backends need an etcd server; use c10d with --rdzv-endpoint)"
+        )
     single = not args.rdzv_endpoint and args.master_port is None and max_nodes == 1
     if args.standalone or (backend == "static" and single):
         return "c10d", "127.0.0.1", 0, str(uuid.uuid4())
@@ -268,8 +319,10 @@ def _rendezvous(args: argparse.Namespace, max_nodes: int) -> tuple[str, str, int
         port = DEFAULT_MASTER_PORT if args.master_port is None else args.master_port
     else:
         if not args.rdzv_endpoint:
-            raise ValueError("--rdzv-backend=c10d needs --rdzv-endpoint HOST:PORT (the node "
-                             "that can bind HOST hosts the store)")
+            raise ValueError(
+                "--rdzv-backend=c10d needs --rdzv-endpoint HOST:PORT (the node "
+                "that can bind HOST hosts the store)"
+            )
         default = DEFAULT_MASTER_PORT if backend == "static" else DEFAULT_C10D_PORT
         host, port = parse_endpoint(args.rdzv_endpoint, default)
     if not 0 <= port < 65536:
@@ -300,18 +353,31 @@ def config_from_args(args: argparse.Namespace) -> LaunchConfig:
     shutdown = args.shutdown_timeout
     shutdown = config.env_float(config.SHUTDOWN_TIMEOUT) if shutdown is None else float(shutdown)
     return LaunchConfig(
-        entrypoint=args.training_script, args=list(args.training_script_args),
-        min_nodes=min_nodes, max_nodes=max_nodes, nproc_per_node=nproc,
-        node_rank=args.node_rank, rdzv_backend=backend, rdzv_host=host, rdzv_port=port,
-        run_id=run_id, join_timeout=_seconds(conf, "join_timeout", 600.0),
+        entrypoint=args.training_script,
+        args=list(args.training_script_args),
+        min_nodes=min_nodes,
+        max_nodes=max_nodes,
+        nproc_per_node=nproc,
+        node_rank=args.node_rank,
+        rdzv_backend=backend,
+        rdzv_host=host,
+        rdzv_port=port,
+        run_id=run_id,
+        join_timeout=_seconds(conf, "join_timeout", 600.0),
         last_call_timeout=_seconds(conf, "last_call_timeout", 30.0),
-        max_restarts=args.max_restarts, monitor_interval=args.monitor_interval, role=args.role,
-        module=args.module, no_python=args.no_python, use_env=getattr(args, "use_env", True),
-        log_dir=args.log_dir, redirects=parse_std(args.redirects, "--redirects", nproc),
+        max_restarts=args.max_restarts,
+        monitor_interval=args.monitor_interval,
+        role=args.role,
+        module=args.module,
+        no_python=args.no_python,
+        use_env=getattr(args, "use_env", True),
+        log_dir=args.log_dir,
+        redirects=parse_std(args.redirects, "--redirects", nproc),
         tee=parse_std(args.tee, "--tee", nproc),
         local_ranks_filter=parse_local_ranks(args.local_ranks_filter),
         shutdown_timeout=max(shutdown, 0.0),
-        signals=parse_signals(args.signals_to_handle))
+        signals=parse_signals(args.signals_to_handle),
+    )
 
 
 def ignored_options(args: argparse.Namespace) -> list[str]:

@@ -62,8 +62,7 @@ class _Stream:
 
 def line_prefix(rank: int, local_rank: int, role: str) -> bytes:
     template = config.LOG_LINE_PREFIX_TEMPLATE.raw() or DEFAULT_PREFIX
-    return Template(template).safe_substitute(rank=rank, local_rank=local_rank,
-                                              role_name=role).encode()
+    return Template(template).safe_substitute(rank=rank, local_rank=local_rank, role_name=role).encode()
 
 
 class OutputPump:
@@ -77,10 +76,9 @@ class OutputPump:
         self._lock = threading.Condition()
         self._thread: threading.Thread | None = None
 
-    def add(self, pipe: BinaryIO, prefix: bytes, console: BinaryIO | None,
-            log_path: str | None) -> None:
+    def add(self, pipe: BinaryIO, prefix: bytes, console: BinaryIO | None, log_path: str | None) -> None:
         """Follow ``pipe``; before ``start``."""
-        log = open(log_path, "ab", buffering=0) if log_path else None  # noqa: SIM115
+        log = open(log_path, "ab", buffering=0) if log_path else None
         self._selector.register(pipe, selectors.EVENT_READ, _Stream(prefix, console, log))
         self._open += 1
 
@@ -192,8 +190,9 @@ class RunDir:
             shutil.rmtree(self.base, ignore_errors=True)
 
 
-def stream_targets(console: Console, local_rank: int, redirects: dict[int, Std],
-                   tee: dict[int, Std], shown: set[int] | None) -> dict[str, tuple]:
+def stream_targets(
+    console: Console, local_rank: int, redirects: dict[int, Std], tee: dict[int, Std], shown: set[int] | None
+) -> dict[str, tuple]:
     """For 'stdout' and 'stderr' of one worker: (console stream or None, log or not)."""
     targets = {}
     for name, flag, stream in (("stdout", Std.OUT, console.out), ("stderr", Std.ERR, console.err)):

@@ -15,16 +15,17 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKER_SCRIPT = os.path.join(HERE, "worker.py")
 REAPER_SCRIPT = os.path.join(HERE, "reaper.py")
 
 
-def worker_command(target: str, args: Sequence[str], module: bool, no_python: bool,
-                   local_rank_arg: str | None = None) -> list[str]:
+def worker_command(
+    target: str, args: Sequence[str], module: bool, no_python: bool, local_rank_arg: str | None = None
+) -> list[str]:
     """The command line of one worker: the bootstrap, then the user's target and arguments
     (``--local-rank=N`` first for the legacy launcher)."""
     head = [sys.executable, "-S" if no_python else "-u", WORKER_SCRIPT, "--parent", str(os.getpid())]
@@ -58,8 +59,11 @@ class Reaper:
         self._proc: subprocess.Popen | None = None
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-S", REAPER_SCRIPT], stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL, start_new_session=True)
+                [sys.executable, "-S", REAPER_SCRIPT],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         except OSError:
             self._proc = None  # no watchdog: workers still die with us (PDEATHSIG)
 
@@ -108,13 +112,15 @@ class LocalGroup:
         """Start one worker per command (local rank = index). Call from the main thread:
         PR_SET_PDEATHSIG fires when the *thread* that forked the child ends."""
         for local_rank, (command, env) in enumerate(zip(commands, envs)):
-            proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, start_new_session=True)
+            proc = subprocess.Popen(
+                command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+            )
             self.procs.append(proc)
             if self._reaper is not None:
                 self._reaper.watch(proc.pid)
-            threading.Thread(target=self._wait, args=(local_rank, proc), daemon=True,
-                             name=f"accordrun-wait-{local_rank}").start()
+            threading.Thread(
+                target=self._wait, args=(local_rank, proc), daemon=True, name=f"accordrun-wait-{local_rank}"
+            ).start()
 
     def _wait(self, local_rank: int, proc: subprocess.Popen) -> None:
         returncode = proc.wait()

@@ -53,8 +53,11 @@ class Failure:
     def summary(self) -> str:
         """One line: 'rank 3 (local_rank 1 on host b) exited with code 1: ValueError: boom'."""
         where = f"local_rank {self.local_rank} on {self.host}"
-        how = f"was killed by {self.signal_name()}" if self.exitcode < 0 else \
-            f"exited with code {self.exitcode}"
+        how = (
+            f"was killed by {self.signal_name()}"
+            if self.exitcode < 0
+            else f"exited with code {self.exitcode}"
+        )
         who = f"rank {self.rank} ({where})" if self.rank >= 0 else f"the launcher on {self.host}"
         return f"{who} {how}: {self.message}"
 
@@ -82,9 +85,17 @@ def read_error_file(path: str | None) -> tuple[str | None, str | None]:
         return f"unreadable error file {path} ({type(exc).__name__}: {exc})", None
 
 
-def make_failure(rank: int, local_rank: int, node_rank: int, host: str, pid: int,
-                 exitcode: int, when: float, error_file: str | None,
-                 no_python: bool = False) -> Failure:
+def make_failure(
+    rank: int,
+    local_rank: int,
+    node_rank: int,
+    host: str,
+    pid: int,
+    exitcode: int,
+    when: float,
+    error_file: str | None,
+    no_python: bool = False,
+) -> Failure:
     """A Failure from an exit status and the worker's error file (if it wrote one)."""
     message, callstack = read_error_file(error_file)
     if message is None:
@@ -95,10 +106,8 @@ def make_failure(rank: int, local_rank: int, node_rank: int, host: str, pid: int
             message = f"exit code {exitcode} (--no-python: a command leaves no traceback)"
         else:
             message = f"exit code {exitcode}, no Python exception (os._exit, or a crash)"
-    found = error_file if callstack is not None or (error_file and os.path.isfile(error_file)) \
-        else None
-    return Failure(rank, local_rank, node_rank, host, pid, exitcode, when, message, callstack,
-                   found)
+    found = error_file if callstack is not None or (error_file and os.path.isfile(error_file)) else None
+    return Failure(rank, local_rank, node_rank, host, pid, exitcode, when, message, callstack, found)
 
 
 def _timestamp(when: float) -> str:
@@ -108,13 +117,18 @@ def _timestamp(when: float) -> str:
 def _block(index: int, failure: Failure, full: bool) -> str:
     sig = failure.signal_name()
     exitcode = f"{failure.exitcode} (pid: {failure.pid})" + (f" ({sig})" if sig else "")
-    rank = f"{failure.rank} (local_rank: {failure.local_rank})" if failure.rank >= 0 else \
-        "<none: the launcher itself>"
-    lines = [f"[{index}]:",
-             f"  time      : {_timestamp(failure.time)}",
-             f"  host      : {failure.host} (node {failure.node_rank})",
-             f"  rank      : {rank}",
-             f"  exitcode  : {exitcode}"]
+    rank = (
+        f"{failure.rank} (local_rank: {failure.local_rank})"
+        if failure.rank >= 0
+        else "<none: the launcher itself>"
+    )
+    lines = [
+        f"[{index}]:",
+        f"  time      : {_timestamp(failure.time)}",
+        f"  host      : {failure.host} (node {failure.node_rank})",
+        f"  rank      : {rank}",
+        f"  exitcode  : {exitcode}",
+    ]
     if full:
         lines.append(f"  error_file: {failure.error_file or _NOT_AVAILABLE}")
         trace = (failure.traceback or failure.message).rstrip("\n").replace("\n", "\n  ")
@@ -129,9 +143,17 @@ def format_report(title: str, root: Failure, others: list[Failure], footer: str 
     (the first failure in time) with its traceback."""
     border, section = "=" * _WIDTH, "-" * _WIDTH
     other_blocks = [_block(i + 1, f, full=False) for i, f in enumerate(others)]
-    parts = [border, f"{title} FAILED", section, "Failures:",
-             "\n".join(other_blocks) or "  <NO_OTHER_FAILURES>", section,
-             "Root Cause (first observed failure):", _block(0, root, full=True), border]
+    parts = [
+        border,
+        f"{title} FAILED",
+        section,
+        "Failures:",
+        "\n".join(other_blocks) or "  <NO_OTHER_FAILURES>",
+        section,
+        "Root Cause (first observed failure):",
+        _block(0, root, full=True),
+        border,
+    ]
     if footer:
         parts.append(footer)
     return "\n" + "\n".join(parts) + "\n"

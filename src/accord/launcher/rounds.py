@@ -21,7 +21,12 @@ from .nodes import RoundInfo, Tick
 from .report import Failure
 
 SUCCEEDED, FAILED, STOPPED, INTERRUPTED, RESTART = (
-    "succeeded", "failed", "stopped", "interrupted", "restart")
+    "succeeded",
+    "failed",
+    "stopped",
+    "interrupted",
+    "restart",
+)
 _BEAT_EVERY_S = 0.5
 _POLL_S = 0.05
 
@@ -38,9 +43,15 @@ class NodeStatus:
     detail: str = ""
 
     def encode(self) -> str:
-        return json.dumps({"node_rank": self.node_rank, "host": self.host, "outcome": self.outcome,
-                           "failures": [json.loads(f.encode()) for f in self.failures],
-                           "detail": self.detail})
+        return json.dumps(
+            {
+                "node_rank": self.node_rank,
+                "host": self.host,
+                "outcome": self.outcome,
+                "failures": [json.loads(f.encode()) for f in self.failures],
+                "detail": self.detail,
+            }
+        )
 
     @classmethod
     def decode(cls, data: bytes) -> NodeStatus:
@@ -59,9 +70,14 @@ class Verdict:
     detail: str = ""
 
     def encode(self) -> str:
-        return json.dumps({"outcome": self.outcome, "detail": self.detail,
-                           "root": json.loads(self.root.encode()) if self.root else None,
-                           "others": [json.loads(f.encode()) for f in self.others]})
+        return json.dumps(
+            {
+                "outcome": self.outcome,
+                "detail": self.detail,
+                "root": json.loads(self.root.encode()) if self.root else None,
+                "others": [json.loads(f.encode()) for f in self.others],
+            }
+        )
 
     @classmethod
     def decode(cls, data: bytes) -> Verdict:
@@ -72,16 +88,26 @@ class Verdict:
 
 def _lost(info: RoundInfo, node_rank: int, seconds: float) -> Failure:
     node = info.nodes[node_rank]
-    return Failure(-1, -1, node_rank, node.host, node.pid, 0, time.time(),
-                   f"its accordrun (pid {node.pid}) stopped answering for {seconds:g} s: was it "
-                   f"killed, or is its host down?")
+    return Failure(
+        -1,
+        -1,
+        node_rank,
+        node.host,
+        node.pid,
+        0,
+        time.time(),
+        f"its accordrun (pid {node.pid}) stopped answering for {seconds:g} s: was it "
+        f"killed, or is its host down?",
+    )
 
 
-def decide(info: RoundInfo, statuses: dict[int, NodeStatus | None], max_restarts: int,
-           lost_after: float) -> Verdict:
+def decide(
+    info: RoundInfo, statuses: dict[int, NodeStatus | None], max_restarts: int, lost_after: float
+) -> Verdict:
     """The verdict from every node's status (None: the node was lost)."""
-    failures = sorted((f for s in statuses.values() if s for f in s.failures),
-                      key=lambda f: (f.caused_by_a_peer(), f.time))
+    failures = sorted(
+        (f for s in statuses.values() if s for f in s.failures), key=lambda f: (f.caused_by_a_peer(), f.time)
+    )
     failures += [_lost(info, n, lost_after) for n, s in sorted(statuses.items()) if s is None]
     interrupted = [s for s in statuses.values() if s is not None and s.outcome == INTERRUPTED]
     if interrupted:

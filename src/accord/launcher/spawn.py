@@ -21,7 +21,8 @@ import sys
 import tempfile
 import time
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 _PR_SET_PDEATHSIG = 1
 
@@ -55,15 +56,15 @@ class ProcessExitedException(ProcessException):
 
     __slots__ = ["exit_code"]
 
-    def __init__(self, msg: str, error_index: int, error_pid: int, exit_code: int,
-                 signal_name: str | None = None) -> None:
+    def __init__(
+        self, msg: str, error_index: int, error_pid: int, exit_code: int, signal_name: str | None = None
+    ) -> None:
         super().__init__(msg, error_index, error_pid)
         self.exit_code = exit_code
         self.signal_name = signal_name
 
     def __reduce__(self) -> tuple:
-        return type(self), (self.msg, self.error_index, self.error_pid, self.exit_code,
-                            self.signal_name)
+        return type(self), (self.msg, self.error_index, self.error_pid, self.exit_code, self.signal_name)
 
 
 def _die_with_parent(sig: int) -> None:
@@ -153,10 +154,12 @@ class ProcessContext:
                 code = process.exitcode
                 if code < 0:
                     name = _signal_name(code)
-                    return ProcessExitedException(f"process {index:d} terminated with signal "
-                                                  f"{name}", index, process.pid, code, name)
-                return ProcessExitedException(f"process {index:d} terminated with exit code "
-                                              f"{code:d}", index, process.pid, code)
+                    return ProcessExitedException(
+                        f"process {index:d} terminated with signal {name}", index, process.pid, code, name
+                    )
+                return ProcessExitedException(
+                    f"process {index:d} terminated with exit code {code:d}", index, process.pid, code
+                )
             with open(path, "rb") as handle:
                 trace = pickle.load(handle)
             message = f"\n\n-- Process {index:d} terminated with the following error:\n{trace}"
@@ -170,9 +173,14 @@ class ProcessContext:
             self._folder = None
 
 
-def start_processes(fn: Callable[..., Any], args: tuple = (), nprocs: int = 1,
-                    join: bool = True, daemon: bool = False,
-                    start_method: str = "spawn") -> ProcessContext | None:
+def start_processes(
+    fn: Callable[..., Any],
+    args: tuple = (),
+    nprocs: int = 1,
+    join: bool = True,
+    daemon: bool = False,
+    start_method: str = "spawn",
+) -> ProcessContext | None:
     """Start ``nprocs`` processes running ``fn(i, *args)`` with ``start_method``
     (torch.multiprocessing.start_processes); see ``spawn``."""
     if not isinstance(nprocs, int) or nprocs < 1:
@@ -182,7 +190,10 @@ def start_processes(fn: Callable[..., Any], args: tuple = (), nprocs: int = 1,
     error_files = [os.path.join(folder, f"{i}.pickle") for i in range(nprocs)]
     processes = []
     for i in range(nprocs):
-        process = context.Process(target=_wrap, args=(fn, i, args, error_files[i]), daemon=daemon)
+        # typeshed's BaseContext lacks Process; every context get_context returns has it
+        process = context.Process(  # type: ignore[attr-defined]
+            target=_wrap, args=(fn, i, args, error_files[i]), daemon=daemon
+        )
         process.start()
         processes.append(process)
     spawned = ProcessContext(processes, error_files, folder)
@@ -193,8 +204,14 @@ def start_processes(fn: Callable[..., Any], args: tuple = (), nprocs: int = 1,
     return None
 
 
-def spawn(fn: Callable[..., Any], args: tuple = (), nprocs: int = 1, join: bool = True,
-          daemon: bool = False, start_method: str = "spawn") -> ProcessContext | None:
+def spawn(
+    fn: Callable[..., Any],
+    args: tuple = (),
+    nprocs: int = 1,
+    join: bool = True,
+    daemon: bool = False,
+    start_method: str = "spawn",
+) -> ProcessContext | None:
     """Run ``fn(i, *args)`` for i in 0 … nprocs-1, each in a new process (torch's spawn).
 
     ``fn`` must be importable (defined at module level). If a process raises, the others are
@@ -205,7 +222,11 @@ def spawn(fn: Callable[..., Any], args: tuple = (), nprocs: int = 1, join: bool 
         None with ``join=True`` (all succeeded); else a ProcessContext to ``join()``.
     """
     if start_method != "spawn":
-        warnings.warn(f"This method only supports start_method=spawn (got: {start_method}).\n"
-                      f"To use a different start_method use:\n\t\t "
-                      f"accord.launcher.spawn.start_processes(...)", FutureWarning, stacklevel=2)
+        warnings.warn(
+            f"This method only supports start_method=spawn (got: {start_method}).\n"
+            f"To use a different start_method use:\n\t\t "
+            f"accord.launcher.spawn.start_processes(...)",
+            FutureWarning,
+            stacklevel=2,
+        )
     return start_processes(fn, args, nprocs, join, daemon, start_method="spawn")

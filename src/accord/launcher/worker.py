@@ -21,6 +21,7 @@ The error file, as torchrun's ErrorHandler writes it::
 
 import os
 import sys
+from types import TracebackType
 
 del sys.path[0]  # the launcher's directory: nothing in it may shadow a module the user imports
 
@@ -48,8 +49,12 @@ def write_error_file(message: str, callstack: str) -> None:
     import json
     import time
 
-    data = {"message": {"message": message, "extraInfo": {
-        "py_callstack": callstack, "timestamp": str(int(time.time()))}}}
+    data = {
+        "message": {
+            "message": message,
+            "extraInfo": {"py_callstack": callstack, "timestamp": str(int(time.time()))},
+        }
+    }
     try:
         with open(f"{path}.tmp", "w", encoding="utf-8") as handle:
             json.dump(data, handle)
@@ -58,7 +63,7 @@ def write_error_file(message: str, callstack: str) -> None:
         print(f"accordrun worker: could not write the error file {path}: {exc}", file=sys.stderr)
 
 
-def _user_frames(tb):  # noqa: ANN001, ANN202 - a traceback
+def _user_frames(tb: TracebackType | None) -> TracebackType | None:
     """``tb`` without the leading frames of this bootstrap and of runpy."""
     import runpy
 
@@ -68,7 +73,9 @@ def _user_frames(tb):  # noqa: ANN001, ANN202 - a traceback
     return tb
 
 
-def _record(kind, value, tb) -> str:  # noqa: ANN001
+def _record(
+    kind: type[BaseException], value: BaseException, tb: TracebackType | None
+) -> TracebackType | None:
     import traceback
 
     tb = _user_frames(tb)
@@ -85,7 +92,7 @@ def _install_excepthook() -> None:
     faulthandler.enable(all_threads=True)
     previous = sys.excepthook
 
-    def hook(kind, value, tb):  # noqa: ANN001
+    def hook(kind, value, tb) -> None:  # noqa: ANN001
         tb = _record(kind, value, tb)
         if isinstance(value, BaseException):
             value = value.with_traceback(tb)  # the default hook prints __traceback__
@@ -102,13 +109,16 @@ def _missing(target: str, module: bool) -> str | None:
         try:
             found = importlib.util.find_spec(target)
         except (ImportError, ValueError) as exc:
-            return f"{sys.executable}: Error while finding module specification for " \
-                   f"{target!r} ({type(exc).__name__}: {exc})"
+            return (
+                f"{sys.executable}: Error while finding module specification for "
+                f"{target!r} ({type(exc).__name__}: {exc})"
+            )
         return None if found is not None else f"{sys.executable}: No module named {target}"
     if os.path.exists(target):
         return None
-    return f"{sys.executable}: can't open file {os.path.abspath(target)!r}: [Errno 2] No such " \
-           f"file or directory"
+    return (
+        f"{sys.executable}: can't open file {os.path.abspath(target)!r}: [Errno 2] No such file or directory"
+    )
 
 
 def _run_file(target: str) -> None:
@@ -122,8 +132,13 @@ def _run_file(target: str) -> None:
     with open(path, "rb") as handle:
         code = compile(handle.read(), path, "exec", dont_inherit=True)
     main = types.ModuleType("__main__")
-    main.__dict__.update(__file__=path, __builtins__=builtins, __cached__=None, __package__=None,
-                         __loader__=importlib.machinery.SourceFileLoader("__main__", path))
+    main.__dict__.update(
+        __file__=path,
+        __builtins__=builtins,
+        __cached__=None,
+        __package__=None,
+        __loader__=importlib.machinery.SourceFileLoader("__main__", path),
+    )
     sys.modules["__main__"] = main
     exec(code, main.__dict__)
 

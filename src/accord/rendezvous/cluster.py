@@ -32,8 +32,7 @@ from .. import config
 #: (name, rank, size, local rank, local size), in order of precedence.
 _MPI_SOURCES = (
     ("Open MPI", config.OMPI_RANK, config.OMPI_SIZE, config.OMPI_LOCAL_RANK, config.OMPI_LOCAL_SIZE),
-    ("MPICH/Intel MPI", config.PMI_RANK, config.PMI_SIZE, config.MPI_LOCAL_RANK,
-     config.MPI_LOCAL_SIZE),
+    ("MPICH/Intel MPI", config.PMI_RANK, config.PMI_SIZE, config.MPI_LOCAL_RANK, config.MPI_LOCAL_SIZE),
     ("MVAPICH", config.MV2_RANK, config.MV2_SIZE, config.MV2_LOCAL_RANK, config.MV2_LOCAL_SIZE),
 )
 RANK_VARIABLES = ("RANK", *(s[1].name for s in _MPI_SOURCES), "SLURM_PROCID")
@@ -59,8 +58,13 @@ def detect() -> ClusterEnv | None:
     """The first cluster launcher whose rank variable is set (MPI before SLURM), or None."""
     for name, rank, size, local_rank, local_size in _MPI_SOURCES:
         if rank.raw() is not None:
-            return ClusterEnv(name, config.env_int(rank), config.env_int(size),
-                              config.env_int(local_rank), config.env_int(local_size))
+            return ClusterEnv(
+                name,
+                config.env_int(rank),
+                config.env_int(size),
+                config.env_int(local_rank),
+                config.env_int(local_size),
+            )
     if config.SLURM_PROCID.raw() is not None:
         return _slurm()
     return None
@@ -71,9 +75,15 @@ def _slurm() -> ClusterEnv:
     hosts = expand_hostlist(nodelist) if nodelist else []
     job_id = config.SLURM_JOB_ID.raw()
     port = 15000 + int(job_id[-4:]) if job_id and job_id[-4:].isdigit() else None
-    return ClusterEnv("SLURM", config.env_int(config.SLURM_PROCID),
-                      config.env_int(config.SLURM_NTASKS), config.env_int(config.SLURM_LOCALID),
-                      _slurm_local_size(), hosts[0] if hosts else None, port)
+    return ClusterEnv(
+        "SLURM",
+        config.env_int(config.SLURM_PROCID),
+        config.env_int(config.SLURM_NTASKS),
+        config.env_int(config.SLURM_LOCALID),
+        _slurm_local_size(),
+        hosts[0] if hosts else None,
+        port,
+    )
 
 
 def _slurm_local_size() -> int | None:
@@ -103,8 +113,9 @@ def expand_tasks_per_node(spec: str) -> list[int]:
     for item in spec.split(","):
         match = _TASKS.match(item.strip())
         if match is None:
-            raise ValueError(f"SLURM tasks-per-node spec {spec!r}: cannot read {item!r}; "
-                             f"expected e.g. '2(x3),1'")
+            raise ValueError(
+                f"SLURM tasks-per-node spec {spec!r}: cannot read {item!r}; expected e.g. '2(x3),1'"
+            )
         counts += [int(match.group(1))] * int(match.group(2) or 1)
     return counts
 
@@ -153,7 +164,8 @@ def expand_hostlist(hostlist: str) -> list[str]:
     hosts: list[str] = []
     for item in _split_top_level(hostlist):
         pieces = re.split(r"\[([^\]]*)\]", item)  # text, range, text, range, …, text
-        choices = [[piece] if i % 2 == 0 else _expand_range(piece, hostlist)
-                   for i, piece in enumerate(pieces)]
+        choices = [
+            [piece] if i % 2 == 0 else _expand_range(piece, hostlist) for i, piece in enumerate(pieces)
+        ]
         hosts += ["".join(parts) for parts in itertools.product(*choices)]
     return hosts

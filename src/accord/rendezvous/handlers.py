@@ -12,8 +12,9 @@ Must not know about transports or collectives.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import timedelta
-from typing import Any, Iterator
+from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from .. import config
@@ -25,8 +26,10 @@ from ..timeouts import DEFAULT_STORE_TIMEOUT
 from . import cluster
 from .registry import register_rendezvous_handler
 
-_ENV_HINT = ("Set MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE (accordrun and torchrun set "
-             "them for you), or pass rank= and world_size= to init_process_group")
+_ENV_HINT = (
+    "Set MASTER_ADDR, MASTER_PORT, RANK and WORLD_SIZE (accordrun and torchrun set "
+    "them for you), or pass rank= and world_size= to init_process_group"
+)
 
 
 def _query(url: str) -> dict[str, str]:
@@ -50,8 +53,7 @@ def _rank_and_size(query: dict[str, str], url: str) -> tuple[int, int]:
     if rank is None:
         raise ValueError(f"{scheme}:// rendezvous needs the rank: pass rank= or add ?rank=")
     if size is None:
-        raise ValueError(f"{scheme}:// rendezvous needs the world size: pass world_size= or add "
-                         f"?world_size=")
+        raise ValueError(f"{scheme}:// rendezvous needs the world size: pass world_size= or add ?world_size=")
     if size < 1 or not 0 <= rank < size:
         raise ValueError(f"{scheme}:// rendezvous: rank {rank} is not in [0, world_size={size})")
     return rank, size
@@ -63,8 +65,15 @@ def _timeout(kwargs: dict[str, Any]) -> timedelta:
 
 
 def _tcp_store(host: str, port: int, rank: int, size: int, timeout: timedelta) -> Store:
-    return TCPStore(host, port, world_size=size, is_master=rank == 0, timeout=timeout,
-                    wait_for_workers=False, multi_tenant=True)
+    return TCPStore(
+        host,
+        port,
+        world_size=size,
+        is_master=rank == 0,
+        timeout=timeout,
+        wait_for_workers=False,
+        multi_tenant=True,
+    )
 
 
 class AgentAttemptStore(PrefixStore):
@@ -85,12 +94,16 @@ def _env_rank_and_size(query: dict[str, str], url: str) -> tuple[int, int, clust
         rank = found.rank if rank is None else rank
         size = found.world_size if size is None else size
     if rank is None:
-        raise ValueError(f"env:// rendezvous: the rank is not known: environment variable RANK is "
-                         f"not set, nor any of {', '.join(cluster.RANK_VARIABLES[1:])}. {_ENV_HINT}")
+        raise ValueError(
+            f"env:// rendezvous: the rank is not known: environment variable RANK is "
+            f"not set, nor any of {', '.join(cluster.RANK_VARIABLES[1:])}. {_ENV_HINT}"
+        )
     if size is None:
-        raise ValueError(f"env:// rendezvous: the world size is not known: environment variable "
-                         f"WORLD_SIZE is not set, nor any of {', '.join(cluster.SIZE_VARIABLES[1:])}"
-                         f". {_ENV_HINT}")
+        raise ValueError(
+            f"env:// rendezvous: the world size is not known: environment variable "
+            f"WORLD_SIZE is not set, nor any of {', '.join(cluster.SIZE_VARIABLES[1:])}"
+            f". {_ENV_HINT}"
+        )
     if size < 1 or not 0 <= rank < size:
         source = f" (from {found.source})" if found is not None else ""
         raise ValueError(f"env:// rendezvous: rank {rank} is not in [0, world_size={size}){source}")
@@ -100,13 +113,17 @@ def _env_rank_and_size(query: dict[str, str], url: str) -> tuple[int, int, clust
 def _env_master(found: cluster.ClusterEnv | None) -> tuple[str, int]:
     addr = config.MASTER_ADDR.raw() or (found.master_addr if found is not None else None)
     if addr is None:
-        raise ValueError(f"env:// rendezvous: environment variable MASTER_ADDR is not set, nor "
-                         f"any of {', '.join(cluster.ADDR_VARIABLES[1:])}. {_ENV_HINT}")
+        raise ValueError(
+            f"env:// rendezvous: environment variable MASTER_ADDR is not set, nor "
+            f"any of {', '.join(cluster.ADDR_VARIABLES[1:])}. {_ENV_HINT}"
+        )
     port = config.env_int(config.MASTER_PORT)
     port = port if port is not None else (found.master_port if found is not None else None)
     if port is None:
-        raise ValueError(f"env:// rendezvous: environment variable MASTER_PORT is not set (nor "
-                         f"SLURM_JOB_ID, under SLURM). {_ENV_HINT}")
+        raise ValueError(
+            f"env:// rendezvous: environment variable MASTER_PORT is not set (nor "
+            f"SLURM_JOB_ID, under SLURM). {_ENV_HINT}"
+        )
     if not 0 <= port < 65536:
         raise ValueError(f"env:// rendezvous: MASTER_PORT={port} is not a valid port")
     return addr, port
@@ -129,8 +146,7 @@ def env_handler(url: str, **kwargs: Any) -> Iterator[tuple[Store, int, int]]:
         return
     # No wait_for_workers: the launcher already knows who joined, and the "init/" counter of
     # an agent store that outlives attempts would count every attempt's workers.
-    client = TCPStore(addr, port, world_size=size, is_master=False, timeout=timeout,
-                      wait_for_workers=False)
+    client = TCPStore(addr, port, world_size=size, is_master=False, timeout=timeout, wait_for_workers=False)
     yield AgentAttemptStore(f"/worker/attempt_{attempt}", client), rank, size
 
 

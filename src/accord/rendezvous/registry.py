@@ -10,7 +10,8 @@ world_size reach it as the URL's query parameters (``?rank=0&world_size=4``), as
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 from urllib.parse import urlencode, urlparse, urlunparse
 
 from ..store.base import Store
@@ -30,7 +31,9 @@ def register_rendezvous_handler(scheme: str, handler: Handler) -> None:
     _handlers[scheme] = handler
 
 
-def rendezvous(url: str, rank: int = -1, world_size: int = -1, **kwargs: Any) -> Iterator[tuple[Store, int, int]]:
+def rendezvous(
+    url: str, rank: int = -1, world_size: int = -1, **kwargs: Any
+) -> Iterator[tuple[Store, int, int]]:
     """Run the handler of ``url``'s scheme; rank/world_size ≥ 0 are added to its query."""
     if not isinstance(url, str):
         raise TypeError(f"rendezvous URL must be a str, got {type(url).__name__}")
@@ -47,6 +50,8 @@ def rendezvous(url: str, rank: int = -1, world_size: int = -1, **kwargs: Any) ->
         url = urlunparse(parsed._replace(query=query))
     handler = _handlers.get(parsed.scheme)
     if handler is None:
-        raise RuntimeError(f"no rendezvous handler for {parsed.scheme}:// (init_method={url!r}); "
-                           f"known: {sorted(s + '://' for s in _handlers)}")
+        raise RuntimeError(
+            f"no rendezvous handler for {parsed.scheme}:// (init_method={url!r}); "
+            f"known: {sorted(s + '://' for s in _handlers)}"
+        )
     return handler(url, **kwargs)

@@ -27,13 +27,13 @@ Semantics, identical for every store (HashStore, FileStore, PrefixStore, TCPStor
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from datetime import timedelta
-from typing import Sequence, Union
 
 from ..errors import DistStoreError
 from ..timeouts import DEFAULT_STORE_TIMEOUT, to_seconds
 
-Value = Union[str, bytes, bytearray, memoryview]
+Value = str | bytes | bytearray | memoryview
 
 
 def to_bytes(value: Value, what: str = "value") -> bytes:
@@ -177,7 +177,7 @@ class Store(ABC):
         """
         return None
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: B027 (not abstract: a store holding nothing need not override it)
         """Release this handle's resources (sockets, files). Idempotent."""
 
     def __enter__(self) -> Store:

@@ -29,9 +29,10 @@ import os
 import struct
 import threading
 import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
-from typing import Callable, Iterator, Sequence, TypeVar
+from typing import TypeVar
 
 from ..errors import DistStoreError, QueueEmptyError, StoreTimeoutError
 from ..timeouts import DEFAULT_STORE_TIMEOUT, Deadline, format_seconds
@@ -54,8 +55,9 @@ def encode_record(op: int, key: str = "", value: bytes = b"") -> bytes:
 class FileStore(Store):
     """A store in one file, shared by every process that opens it."""
 
-    def __init__(self, file_name: str | os.PathLike, world_size: int = -1,
-                 timeout: timedelta = DEFAULT_STORE_TIMEOUT) -> None:
+    def __init__(
+        self, file_name: str | os.PathLike, world_size: int = -1, timeout: timedelta = DEFAULT_STORE_TIMEOUT
+    ) -> None:
         super().__init__(timeout)
         self._setup(os.fspath(file_name), int(world_size), counted=True)
 
@@ -97,7 +99,8 @@ class FileStore(Store):
             except OSError as exc:
                 raise DistStoreError(
                     f"FileStore: cannot open {self._path} ({exc.strerror}). Does the directory "
-                    f"exist, and may this process write there?") from exc
+                    f"exist, and may this process write there?"
+                ) from exc
             fcntl.flock(fd, fcntl.LOCK_EX)
             try:
                 at_path = os.stat(self._path)
@@ -122,13 +125,13 @@ class FileStore(Store):
             raise DistStoreError(
                 f"FileStore {self._path}: this is handle #{self._opens} but world_size is "
                 f"{self._world_size}. The file is probably left over from an earlier job: "
-                f"delete it or use a fresh path.")
+                f"delete it or use a fresh path."
+            )
 
     @contextmanager
     def _flocked(self, mode: int) -> Iterator[None]:
         if self._fd < 0:
-            raise DistStoreError(
-                f"FileStore {self._path}: this handle is closed; open a new FileStore.")
+            raise DistStoreError(f"FileStore {self._path}: this handle is closed; open a new FileStore.")
         fcntl.flock(self._fd, mode)
         try:
             yield
@@ -138,12 +141,13 @@ class FileStore(Store):
     def _write(self, data: bytes) -> None:
         view = memoryview(data)
         while view:
-            view = view[os.write(self._fd, view):]
+            view = view[os.write(self._fd, view) :]
 
     def _corrupt(self, why: str) -> DistStoreError:
         return DistStoreError(
             f"FileStore {self._path}: the file is corrupt ({why}). Another program may have "
-            f"written to it, or a process died while writing; delete it and restart the job.")
+            f"written to it, or a process died while writing; delete it and restart the job."
+        )
 
     def _replay(self) -> None:
         """Apply the records appended since our last look (caller holds a flock)."""
@@ -155,7 +159,7 @@ class FileStore(Store):
         data = memoryview(os.pread(self._fd, size - self._offset, self._offset))
         pos = 0
         if self._offset == 0:
-            if bytes(data[:len(MAGIC)]) != MAGIC:
+            if bytes(data[: len(MAGIC)]) != MAGIC:
                 raise self._corrupt("it does not start with the accord FileStore header")
             pos = len(MAGIC)
         while pos < len(data):
@@ -165,16 +169,19 @@ class FileStore(Store):
     def _apply_record(self, data: memoryview, pos: int) -> int:
         if len(data) - pos < RECORD.size:
             raise self._corrupt(f"a truncated record at byte {self._offset + pos}")
+        op: int
+        key_len: int
+        value_len: int
         op, key_len, value_len = RECORD.unpack_from(data, pos)
         start = pos + RECORD.size
         end = start + key_len + value_len
         if end > len(data) or not SET <= op <= CLOSE:
             raise self._corrupt(f"a bad record (op {op}) at byte {self._offset + pos}")
         try:
-            key = str(data[start:start + key_len], "utf-8")
+            key = str(data[start : start + key_len], "utf-8")
         except UnicodeDecodeError:
             raise self._corrupt(f"a key that is not UTF-8 at byte {self._offset + pos}") from None
-        value = bytes(data[start + key_len:end])
+        value = bytes(data[start + key_len : end])
         self._apply(op, key, value)
         return end
 
@@ -220,8 +227,7 @@ class FileStore(Store):
                 self._replay()
             return result
 
-    def _poll(self, attempt: Callable[[], tuple[bool, T]], seconds: float,
-              describe: Callable[[], str]) -> T:
+    def _poll(self, attempt: Callable[[], tuple[bool, T]], seconds: float, describe: Callable[[], str]) -> T:
         """Repeat ``attempt`` with a growing pause until it succeeds or the timeout passes."""
         deadline, pause = Deadline.after(seconds), _FIRST_POLL_S
         while True:
@@ -232,7 +238,8 @@ class FileStore(Store):
             if remaining <= 0:
                 raise StoreTimeoutError(
                     f"FileStore {self._path}: timed out after {format_seconds(seconds)} waiting "
-                    f"for {describe()}. Did the process that should set it reach that point?")
+                    f"for {describe()}. Did the process that should set it reach that point?"
+                )
             time.sleep(min(pause, remaining))
             pause = min(pause * 2, _MAX_POLL_S)
 
@@ -322,8 +329,9 @@ class FileStore(Store):
     def queue_pop(self, key: str, block: bool = True) -> bytes:
         key = check_key(key)
         if block:
-            return self._poll(lambda: self._try_pop(key), self._seconds(None),
-                              lambda: f"a value in queue {key!r}")
+            return self._poll(
+                lambda: self._try_pop(key), self._seconds(None), lambda: f"a value in queue {key!r}"
+            )
         done, value = self._try_pop(key)
         if not done:
             raise QueueEmptyError(f"FileStore {self._path}: queue_pop({key!r}): the queue is empty")

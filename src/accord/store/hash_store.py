@@ -7,8 +7,9 @@ one process. Must not know about ranks, sockets or files.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Callable, Sequence, TypeVar
+from typing import TypeVar
 
 from ..errors import StoreTimeoutError
 from ..timeouts import DEFAULT_STORE_TIMEOUT, Deadline, format_seconds
@@ -65,8 +66,11 @@ class HashStore(Store):
     def wait(self, keys: Sequence[str], timeout: timedelta | None = None) -> None:
         keys = check_keys(keys)
         with self._changed:
-            self._await(lambda: not self._table.missing(keys), self._seconds(timeout),
-                        lambda: f"keys {self._table.missing(keys)}")
+            self._await(
+                lambda: not self._table.missing(keys),
+                self._seconds(timeout),
+                lambda: f"keys {self._table.missing(keys)}",
+            )
 
     def check(self, keys: Sequence[str]) -> bool:
         keys = check_keys(keys)
@@ -88,8 +92,11 @@ class HashStore(Store):
     def multi_get(self, keys: Sequence[str]) -> list[bytes]:
         keys = check_keys(keys)
         with self._changed:
-            self._await(lambda: not self._table.missing(keys), self._seconds(None),
-                        lambda: f"keys {self._table.missing(keys)}")
+            self._await(
+                lambda: not self._table.missing(keys),
+                self._seconds(None),
+                lambda: f"keys {self._table.missing(keys)}",
+            )
             return [self._table.data[k] for k in keys]
 
     def multi_set(self, keys: Sequence[str], values: Sequence[Value]) -> None:
@@ -107,8 +114,11 @@ class HashStore(Store):
         key = check_key(key)
         with self._changed:
             if block:
-                self._await(lambda: self._table.queue_len(key) > 0, self._seconds(None),
-                            lambda: f"a value in queue {key!r}")
+                self._await(
+                    lambda: self._table.queue_len(key) > 0,
+                    self._seconds(None),
+                    lambda: f"a value in queue {key!r}",
+                )
             return self._table.queue_pop(key)
 
     def queue_len(self, key: str) -> int:

@@ -8,7 +8,7 @@ appears — so this module knows no threads, sockets or clocks. Not thread-safe 
 from __future__ import annotations
 
 from collections import deque
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..errors import QueueEmptyError
 from .base import parse_counter

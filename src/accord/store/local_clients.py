@@ -21,7 +21,7 @@ def address(name: object) -> tuple[str, int] | None:
     if not isinstance(name, tuple) or len(name) < 2:
         return None
     host = str(name[0])
-    return (host[len("::ffff:"):] if host.startswith("::ffff:") else host, int(name[1]))
+    return (host[len("::ffff:") :] if host.startswith("::ffff:") else host, int(name[1]))
 
 
 def note_local_client(sock: socket.socket) -> tuple[str, int] | None:

@@ -12,8 +12,8 @@ a PrefixStore made by ``clone()``, which owns its cloned underlying store.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
-from typing import Sequence
 
 from .base import Store, Value, check_key, check_keys
 
@@ -25,8 +25,7 @@ class PrefixStore(Store):
         if not isinstance(prefix, str):
             raise TypeError(f"PrefixStore prefix must be str, got {type(prefix).__name__}")
         if not isinstance(store, Store):
-            raise TypeError(
-                f"PrefixStore needs an accord Store to wrap, got {type(store).__name__}")
+            raise TypeError(f"PrefixStore needs an accord Store to wrap, got {type(store).__name__}")
         super().__init__(store.timeout)
         self._prefix = prefix
         self._store = store
@@ -103,7 +102,7 @@ class PrefixStore(Store):
 
     def list_keys(self) -> list[str]:
         head = f"{self._prefix}/"
-        return sorted(k[len(head):] for k in self._store.list_keys() if k.startswith(head))
+        return sorted(k[len(head) :] for k in self._store.list_keys() if k.startswith(head))
 
     def clone(self) -> PrefixStore:
         clone = PrefixStore(self._prefix, self._store.clone())

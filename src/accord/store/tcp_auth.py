@@ -23,7 +23,7 @@ workers' processes, for torch programs), and logs why.
 from __future__ import annotations
 
 import enum
-from typing import Callable
+from collections.abc import Callable
 
 from .. import auth
 from ..errors import AuthenticationError
@@ -37,7 +37,7 @@ _HELLO_BYTES = 2 + auth.NONCE_BYTES
 
 class Verdict(enum.Enum):
     PENDING = "pending"  # more bytes needed
-    OPEN = "open"        # authenticated (or admitted): hand the rest to torch's protocol
+    OPEN = "open"  # authenticated (or admitted): hand the rest to torch's protocol
     REFUSED = "refused"  # send the reply, then close; ``why`` says why
 
 
@@ -58,13 +58,13 @@ class ServerGate:
             return self._hello()
         if len(self.buffer) < auth.PROOF_BYTES:
             return Verdict.PENDING, b"", b""
-        received = bytes(self.buffer[:auth.PROOF_BYTES])
-        rest = bytes(self.buffer[auth.PROOF_BYTES:])
+        received = bytes(self.buffer[: auth.PROOF_BYTES])
+        rest = bytes(self.buffer[auth.PROOF_BYTES :])
         assert self.secret is not None
-        if not auth.check(self.secret, received, LABEL, auth.CONNECTOR, self.server_nonce,
-                          self.client_nonce):
-            self.why = ("refused: its proof does not match this store's secret (the client "
-                        "has another ACCORD_SECRET)")
+        if not auth.check(self.secret, received, LABEL, auth.CONNECTOR, self.server_nonce, self.client_nonce):
+            self.why = (
+                "refused: its proof does not match this store's secret (the client has another ACCORD_SECRET)"
+            )
             return Verdict.REFUSED, bytes([REFUSED]), b""
         mine = auth.proof(self.secret, LABEL, auth.ACCEPTOR, self.client_nonce, self.server_nonce)
         return Verdict.OPEN, bytes([ACCEPTED]) + mine, rest
@@ -75,18 +75,21 @@ class ServerGate:
         if self.buffer[0] != AUTH:
             if self.secret is None or (self.admit is not None and self.admit()):
                 return Verdict.OPEN, b"", bytes(self.buffer)
-            self.why = ("refused: it did not authenticate (torch's client, or accord without "
-                        "the job's ACCORD_SECRET); this store requires the job's secret")
+            self.why = (
+                "refused: it did not authenticate (torch's client, or accord without "
+                "the job's ACCORD_SECRET); this store requires the job's secret"
+            )
             return Verdict.REFUSED, b"", b""
         if self.secret is None:
-            self.why = ("refused: it asked to authenticate, but this store has no secret (set "
-                        "the same ACCORD_SECRET where the store runs)")
+            self.why = (
+                "refused: it asked to authenticate, but this store has no secret (set "
+                "the same ACCORD_SECRET where the store runs)"
+            )
             return Verdict.REFUSED, b"", b""
         if len(self.buffer) < _HELLO_BYTES:
             return Verdict.PENDING, b"", b""
         if self.buffer[1] != VERSION:
-            self.why = (f"refused: authentication version {self.buffer[1]} (this accord "
-                        f"speaks {VERSION})")
+            self.why = f"refused: authentication version {self.buffer[1]} (this accord speaks {VERSION})"
             return Verdict.REFUSED, b"", b""
         self.client_nonce = bytes(self.buffer[2:_HELLO_BYTES])
         del self.buffer[:_HELLO_BYTES]
@@ -97,8 +100,9 @@ class ServerGate:
         return Verdict.PENDING, self.server_nonce, b""
 
 
-def authenticate_client(secret: bytes, send: Callable[[bytes], None],
-                        read: Callable[[int], bytes], where: str) -> None:
+def authenticate_client(
+    secret: bytes, send: Callable[[bytes], None], read: Callable[[int], bytes], where: str
+) -> None:
     """The client's side, before VALIDATE. ``read`` raises what the connection raises when it
     closes; AuthenticationError when the store refuses or cannot prove the secret."""
     mine = auth.nonce()
@@ -108,7 +112,9 @@ def authenticate_client(secret: bytes, send: Callable[[bytes], None],
     if read(1)[0] != ACCEPTED:
         raise AuthenticationError(
             f"{where} refused this process: its secret differs from the store's (check "
-            f"ACCORD_SECRET / ACCORD_SECRET_FILE on both sides)")
+            f"ACCORD_SECRET / ACCORD_SECRET_FILE on both sides)"
+        )
     if not auth.check(secret, read(auth.PROOF_BYTES), LABEL, auth.ACCEPTOR, mine, theirs):
         raise AuthenticationError(
-            f"{where} could not prove it holds the job's secret: it is not this job's store")
+            f"{where} could not prove it holds the job's secret: it is not this job's store"
+        )

@@ -91,21 +91,23 @@ class ClientConnection:
         if secret is not None:
             self._authenticate(secret, deadline)
         nonce = os.getpid() & 0xFFFFFFFF
-        self.send(p.request(p.Command.VALIDATE, number=p.MAGIC) +
-                  p.request(p.Command.PING, number=nonce))
+        self.send(p.request(p.Command.VALIDATE, number=p.MAGIC) + p.request(p.Command.PING, number=nonce))
         try:
             echoed = p.read_u32(lambda n: self.read(n, deadline))
-        except socket.timeout:
+        except TimeoutError:
             self.close()
-            raise StoreTimeoutError(f"{self.where}: the server accepted the connection but did not "
-                                    f"answer the handshake in time. Is it a TCPStore server, and "
-                                    f"is it alive?") from None
+            raise StoreTimeoutError(
+                f"{self.where}: the server accepted the connection but did not "
+                f"answer the handshake in time. Is it a TCPStore server, and "
+                f"is it alive?"
+            ) from None
         if echoed != nonce:
             self.close()
             raise DistStoreError(
                 f"{self.where}: the server answered the handshake with 0x{echoed:08X} instead of "
                 f"echoing 0x{nonce:08X}: it does not speak torch's TCPStore protocol (an accord "
-                f"before torch's protocol was adopted, or another program, listens there).")
+                f"before torch's protocol was adopted, or another program, listens there)."
+            )
 
     def _authenticate(self, secret: bytes, deadline: Deadline) -> None:
         """Prove the job's secret before torch's protocol starts (see tcp_auth)."""
@@ -114,30 +116,35 @@ class ClientConnection:
         deadline = deadline.earlier(Deadline.after(_AUTH_ANSWER_S))
         try:
             authenticate_client(secret, self.send, lambda n: self.read(n, deadline), self.where)
-        except (Lost, socket.timeout) as exc:
+        except (TimeoutError, Lost) as exc:
             self.close()
             raise AuthenticationError(
                 f"{self.where} did not take part in authentication ({exc or 'no answer'}): it "
                 f"has no secret "
                 f"(torch's store, or accord's with ACCORD_SECRET unset where it runs), while "
                 f"this process has one. Set the same ACCORD_SECRET on every process of the "
-                f"job, or unset it on all.") from None
+                f"job, or unset it on all."
+            ) from None
         except AuthenticationError:
             self.close()
             raise
 
     def _unreachable(self, seconds: float, last: BaseException) -> str:
         reason = getattr(last, "strerror", None) or str(last) or type(last).__name__
-        return (f"{self.where}: could not reach the store within {format_seconds(seconds)} "
-                f"(last error: {reason}). Is rank 0 (or the launcher) running, and are "
-                f"MASTER_ADDR/MASTER_PORT right?")
+        return (
+            f"{self.where}: could not reach the store within {format_seconds(seconds)} "
+            f"(last error: {reason}). Is rank 0 (or the launcher) running, and are "
+            f"MASTER_ADDR/MASTER_PORT right?"
+        )
 
     def _refused_handshake(self, exc: Lost) -> str:
-        return (f"{self.where}: the server closed the connection during the handshake "
-                f"{_HANDSHAKE_TRIES} times ({exc}): it requires the job's secret, which this "
-                f"process does not have (set ACCORD_SECRET or ACCORD_SECRET_FILE as on the "
-                f"store's side), or it does not speak torch's TCPStore protocol (an accord "
-                f"before torch's protocol was adopted speaks its own). Its log says which.")
+        return (
+            f"{self.where}: the server closed the connection during the handshake "
+            f"{_HANDSHAKE_TRIES} times ({exc}): it requires the job's secret, which this "
+            f"process does not have (set ACCORD_SECRET or ACCORD_SECRET_FILE as on the "
+            f"store's side), or it does not speak torch's TCPStore protocol (an accord "
+            f"before torch's protocol was adopted speaks its own). Its log says which."
+        )
 
     # -- exchanging -------------------------------------------------------------------------
     def send(self, data: bytes) -> None:
@@ -154,11 +161,11 @@ class ClientConnection:
         while len(buffer) < n:
             remaining = deadline.remaining()
             if remaining <= 0:
-                raise socket.timeout("timed out")
+                raise TimeoutError("timed out")
             sock.settimeout(remaining)
             try:
                 chunk = sock.recv(_RECV_BYTES)
-            except socket.timeout:
+            except TimeoutError:
                 raise
             except OSError as exc:
                 raise Lost(f"{type(exc).__name__}: {exc}") from exc
@@ -174,7 +181,7 @@ class ClientConnection:
         False if it did not (the wait was cancelled with CANCEL_WAIT)."""
         try:
             code = self._read_code(Deadline.after(seconds))
-        except socket.timeout:
+        except TimeoutError:
             self.send(p.request(p.Command.CANCEL_WAIT))
             deadline = Deadline.after(_CANCEL_S)
             code = self._read_code(deadline)
@@ -206,14 +213,14 @@ class ClientConnection:
         sock = open_socket(self.host, self.port, seconds)
         try:
             self._handshake(sock, Deadline.after(seconds))
-        except (Lost, socket.timeout):
+        except (TimeoutError, Lost):
             self.close()
             raise Lost("no handshake") from None
 
     def local_address(self) -> str:
         assert self.sock is not None
-        address = self.sock.getsockname()[0]
-        return address[len("::ffff:"):] if address.startswith("::ffff:") else address
+        address: str = self.sock.getsockname()[0]
+        return address[len("::ffff:") :] if address.startswith("::ffff:") else address
 
     def interrupt(self) -> None:
         """Wake a thread blocked on this connection (it sees the connection lost)."""

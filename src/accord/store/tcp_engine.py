@@ -16,8 +16,8 @@ parked) raises Refused: the server then closes that connection, as torch's does.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Callable, Hashable, Optional
 
 from ..errors import DistStoreError
 from . import tcp_protocol as p
@@ -41,7 +41,7 @@ class _Waiter:
 
     keys: tuple[str, ...]
     missing: set[str] = field(default_factory=set)
-    world_size: Optional[int] = None
+    world_size: int | None = None
 
 
 class StoreEngine:
@@ -51,15 +51,22 @@ class StoreEngine:
         self.table = KeyValueTable()
         self._waiting: dict[Hashable, _Waiter] = {}
         self._by_name: dict[str, dict[Hashable, None]] = {}  # name → parked conns, in order
-        self._handlers: dict[C, Callable[[Hashable, p.Request, list[Reply]], Optional[bytes]]] = {
+        self._handlers: dict[C, Callable[[Hashable, p.Request, list[Reply]], bytes | None]] = {
             C.VALIDATE: lambda conn, r, out: None,
             C.PING: lambda conn, r, out: p.reply_u32(r.number),
-            C.SET: self._set, C.COMPARE_SET: self._compare_set, C.GET: self._get,
-            C.ADD: self._add, C.CHECK: self._check, C.WAIT: self._wait,
+            C.SET: self._set,
+            C.COMPARE_SET: self._compare_set,
+            C.GET: self._get,
+            C.ADD: self._add,
+            C.CHECK: self._check,
+            C.WAIT: self._wait,
             C.GETNUMKEYS: lambda conn, r, out: p.reply_i64(self.table.num_keys()),
             C.DELETE_KEY: lambda conn, r, out: p.reply_i64(int(self.table.delete(r.keys[0]))),
-            C.APPEND: self._append, C.MULTI_GET: self._multi_get, C.MULTI_SET: self._multi_set,
-            C.CANCEL_WAIT: self._cancel_wait, C.QUEUE_PUSH: self._queue_push,
+            C.APPEND: self._append,
+            C.MULTI_GET: self._multi_get,
+            C.MULTI_SET: self._multi_set,
+            C.CANCEL_WAIT: self._cancel_wait,
+            C.QUEUE_PUSH: self._queue_push,
             C.QUEUE_POP: self._queue_pop,
             C.QUEUE_LEN: lambda conn, r, out: p.reply_i64(self.table.queue_len(r.keys[0])),
             C.LIST_KEYS: lambda conn, r, out: p.reply_key_list(list(self.table.data)),
@@ -108,7 +115,7 @@ class StoreEngine:
     def _check(self, conn: Hashable, r: p.Request, out: list[Reply]) -> bytes:
         return p.reply_u8(p.READY if all(map(self._present, r.keys)) else p.NOT_READY)
 
-    def _wait(self, conn: Hashable, r: p.Request, out: list[Reply]) -> Optional[bytes]:
+    def _wait(self, conn: Hashable, r: p.Request, out: list[Reply]) -> bytes | None:
         self._refuse_second_wait(conn, "WAIT")
         missing = {key for key in r.keys if not self._present(key)}
         if not missing:
@@ -141,7 +148,7 @@ class StoreEngine:
         length = self.table.queue_len(r.keys[0])
         return p.reply_popped(self.table.queue_pop(r.keys[0]) if length else None, length)
 
-    def _barrier(self, conn: Hashable, r: p.Request, out: list[Reply]) -> Optional[bytes]:
+    def _barrier(self, conn: Hashable, r: p.Request, out: list[Reply]) -> bytes | None:
         self._refuse_second_wait(conn, "BARRIER")
         key = r.keys[0]
         count = self._counter(key) + 1
@@ -177,8 +184,10 @@ class StoreEngine:
 
     def _refuse_second_wait(self, conn: Hashable, command: str) -> None:
         if conn in self._waiting:
-            raise Refused(f"{command} while an earlier WAIT or BARRIER of the same connection "
-                          f"is still waiting (torch's clients send CANCEL_WAIT first)")
+            raise Refused(
+                f"{command} while an earlier WAIT or BARRIER of the same connection "
+                f"is still waiting (torch's clients send CANCEL_WAIT first)"
+            )
 
     def _park(self, conn: Hashable, waiter: _Waiter) -> None:
         self._waiting[conn] = waiter

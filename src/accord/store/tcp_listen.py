@@ -18,8 +18,9 @@ from ..errors import DistStoreError
 BACKLOG = 2048
 
 
-def make_listener(port: int, listen_fd: int | None, host: str | None = None,
-                  secured: bool = False) -> socket.socket:
+def make_listener(
+    port: int, listen_fd: int | None, host: str | None = None, secured: bool = False
+) -> socket.socket:
     """A non-blocking listening socket on ``port``, or on ``listen_fd``."""
     if listen_fd is not None:
         try:
@@ -28,7 +29,8 @@ def make_listener(port: int, listen_fd: int | None, host: str | None = None,
         except OSError as exc:
             raise DistStoreError(
                 f"TCPStore server: cannot listen on master_listen_fd={listen_fd} "
-                f"({exc.strerror or exc}); pass the descriptor of a bound TCP socket.") from exc
+                f"({exc.strerror or exc}); pass the descriptor of a bound TCP socket."
+            ) from exc
     else:
         loopback = host is not None and auth.is_loopback(host)
         try:
@@ -48,8 +50,9 @@ def make_listener(port: int, listen_fd: int | None, host: str | None = None,
 def _bind(port: int) -> socket.socket:
     if socket.has_dualstack_ipv6():
         try:
-            return socket.create_server(("", port), family=socket.AF_INET6, backlog=BACKLOG,
-                                        dualstack_ipv6=True)
+            return socket.create_server(
+                ("", port), family=socket.AF_INET6, backlog=BACKLOG, dualstack_ipv6=True
+            )
         except OSError as exc:
             if exc.errno == getattr(socket, "EADDRINUSE", 98):
                 raise

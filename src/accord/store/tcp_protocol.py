@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import enum
 import struct
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from ..errors import ProtocolError, StoreLimitError
@@ -67,14 +68,25 @@ _U64, _I64 = struct.Struct("<Q"), struct.Struct("<q")
 #: Each command's arguments, in order: "key" / "value" (u64 length + bytes), "i64", "u32",
 #: "keys" (u64 count + keys), "pairs" (i64 count + key, value pairs).
 ARGUMENTS: dict[Command, tuple[str, ...]] = {
-    Command.VALIDATE: ("u32",), Command.PING: ("u32",),
-    Command.SET: ("key", "value"), Command.COMPARE_SET: ("key", "value", "value"),
-    Command.GET: ("key",), Command.ADD: ("key", "i64"), Command.CHECK: ("keys",),
-    Command.WAIT: ("keys",), Command.GETNUMKEYS: (), Command.DELETE_KEY: ("key",),
-    Command.APPEND: ("key", "value"), Command.MULTI_GET: ("keys",),
-    Command.MULTI_SET: ("pairs",), Command.CANCEL_WAIT: (),
-    Command.QUEUE_PUSH: ("key", "value"), Command.QUEUE_POP: ("key",),
-    Command.QUEUE_LEN: ("key",), Command.LIST_KEYS: (), Command.BARRIER: ("key", "i64"),
+    Command.VALIDATE: ("u32",),
+    Command.PING: ("u32",),
+    Command.SET: ("key", "value"),
+    Command.COMPARE_SET: ("key", "value", "value"),
+    Command.GET: ("key",),
+    Command.ADD: ("key", "i64"),
+    Command.CHECK: ("keys",),
+    Command.WAIT: ("keys",),
+    Command.GETNUMKEYS: (),
+    Command.DELETE_KEY: ("key",),
+    Command.APPEND: ("key", "value"),
+    Command.MULTI_GET: ("keys",),
+    Command.MULTI_SET: ("pairs",),
+    Command.CANCEL_WAIT: (),
+    Command.QUEUE_PUSH: ("key", "value"),
+    Command.QUEUE_POP: ("key",),
+    Command.QUEUE_LEN: ("key",),
+    Command.LIST_KEYS: (),
+    Command.BARRIER: ("key", "i64"),
 }
 
 
@@ -100,21 +112,26 @@ def key_text(raw: bytes) -> str:
 
 
 def check_limits(keys: list[bytes], values: list[bytes], what: str) -> None:
-    """StoreLimitError (a DistStoreError and a ValueError) naming the limit when a request would break it (a client checks before
-    sending: the server would close the connection)."""
+    """StoreLimitError (a DistStoreError and a ValueError) naming the limit when a request would
+    break it (a client checks before sending: the server would close the connection)."""
     if len(keys) > MAX_KEY_COUNT:
-        raise StoreLimitError(f"{what}: {len(keys)} keys in one call, above the TCPStore limit of "
-                         f"{MAX_KEY_COUNT}; split the call")
+        raise StoreLimitError(
+            f"{what}: {len(keys)} keys in one call, above the TCPStore limit of "
+            f"{MAX_KEY_COUNT}; split the call"
+        )
     for key in keys:
         if len(key) > MAX_KEY_BYTES:
-            raise StoreLimitError(f"{what}: a key of {len(key)} bytes is above the TCPStore limit of "
-                             f"{MAX_KEY_BYTES} (torch's server has the same); use a shorter key")
+            raise StoreLimitError(
+                f"{what}: a key of {len(key)} bytes is above the TCPStore limit of "
+                f"{MAX_KEY_BYTES} (torch's server has the same); use a shorter key"
+            )
     for value in values:
         if len(value) > MAX_VALUE_BYTES:
             raise StoreLimitError(
                 f"{what}: a value of {len(value)} bytes is above the TCPStore limit of "
                 f"{MAX_VALUE_BYTES} (8 MiB, torch's server has the same); store large data "
-                f"elsewhere and put a reference in the store")
+                f"elsewhere and put a reference in the store"
+            )
 
 
 # -- encoding -----------------------------------------------------------------------------------
@@ -123,8 +140,13 @@ def string(data: bytes) -> bytes:
     return _U64.pack(len(data)) + data
 
 
-def request(command: Command, *, keys: list[bytes] = (), values: list[bytes] = (),  # type: ignore[assignment]
-            number: int = 0) -> bytes:
+def request(
+    command: Command,
+    *,
+    keys: Sequence[bytes] = (),
+    values: Sequence[bytes] = (),
+    number: int = 0,
+) -> bytes:
     """The bytes of one request (arguments as ``ARGUMENTS`` lists them)."""
     out = [_U8.pack(command)]
     key_iter, value_iter = iter(keys), iter(values)
@@ -175,23 +197,27 @@ def reply_popped(value: bytes | None, length_before: int) -> bytes:
 
 
 # -- decoding replies (the client reads them with a ``read(n)`` that returns n bytes) ------------
-def read_u8(read) -> int:  # noqa: ANN001 - read: Callable[[int], bytes]
+def read_u8(read: Callable[[int], bytes]) -> int:
     return read(1)[0]
 
 
-def read_u32(read) -> int:  # noqa: ANN001
-    return _U32.unpack(read(4))[0]
+def read_u32(read: Callable[[int], bytes]) -> int:
+    value: int = _U32.unpack(read(4))[0]
+    return value
 
 
-def read_i64(read) -> int:  # noqa: ANN001
-    return _I64.unpack(read(8))[0]
+def read_i64(read: Callable[[int], bytes]) -> int:
+    value: int = _I64.unpack(read(8))[0]
+    return value
 
 
-def read_string(read, limit: int = 1 << 40) -> bytes:  # noqa: ANN001
-    length = _U64.unpack(read(8))[0]
+def read_string(read: Callable[[int], bytes], limit: int = 1 << 40) -> bytes:
+    length: int = _U64.unpack(read(8))[0]
     if length > limit:
-        raise ProtocolError(f"TCPStore: the server announced a string of {length} bytes, above "
-                            f"any limit; the stream is corrupt or the peer is not a TCPStore")
+        raise ProtocolError(
+            f"TCPStore: the server announced a string of {length} bytes, above "
+            f"any limit; the stream is corrupt or the peer is not a TCPStore"
+        )
     return read(length)
 
 
@@ -220,7 +246,7 @@ class _Cursor:
         end = self.pos + n
         if end > len(self.buf):
             raise _Short(end)
-        chunk = bytes(self.buf[self.pos:end])
+        chunk = bytes(self.buf[self.pos : end])
         self.pos = end
         return chunk
 
@@ -228,22 +254,24 @@ class _Cursor:
         end = self.pos + fmt.size
         if end > len(self.buf):
             raise _Short(end)
-        value = fmt.unpack_from(self.buf, self.pos)[0]
+        value: int = fmt.unpack_from(self.buf, self.pos)[0]
         self.pos = end
         return value
 
     def string(self, limit: int, what: str) -> bytes:
         length = self.unpack(_U64)
         if length > limit:
-            raise ProtocolError(f"a {self.command} {what} of {length} bytes is above the limit of "
-                                f"{limit} bytes")
+            raise ProtocolError(
+                f"a {self.command} {what} of {length} bytes is above the limit of {limit} bytes"
+            )
         return self.take(length)
 
     def count(self, fmt: struct.Struct) -> int:
         count = self.unpack(fmt)
         if not 0 <= count <= MAX_KEY_COUNT:
-            raise ProtocolError(f"a {self.command} of {count} keys is above the limit of "
-                                f"{MAX_KEY_COUNT} keys")
+            raise ProtocolError(
+                f"a {self.command} of {count} keys is above the limit of {MAX_KEY_COUNT} keys"
+            )
         return count
 
 
@@ -322,27 +350,37 @@ class RequestDecoder:
             raise ProtocolError(self._unknown(code, cursor)) from None
         cursor.command = command.name
         if (command is Command.VALIDATE) == self._validated:
-            raise ProtocolError("VALIDATE a second time on one connection: not a torch TCPStore "
-                                "client" if self._validated else self._not_first(cursor))
+            raise ProtocolError(
+                "VALIDATE a second time on one connection: not a torch TCPStore client"
+                if self._validated
+                else self._not_first(cursor)
+            )
         parsed = _parse(cursor, command)
         if command is Command.VALIDATE:
             if parsed.number != MAGIC:
                 raise ProtocolError(
                     f"VALIDATE carried the magic number 0x{parsed.number:08X}, not torch's "
-                    f"0x{MAGIC:08X}: the client speaks another version of the protocol")
+                    f"0x{MAGIC:08X}: the client speaks another version of the protocol"
+                )
             self._validated = True
         return parsed
 
     def _unknown(self, code: int, cursor: _Cursor) -> str:
         if not self._validated:
             return self._not_first(cursor)
-        return (f"unknown command {code} (this server knows 0-{max(Command)}, torch 2.13's "
-                f"commands): a client of a newer protocol, or a corrupt stream")
+        return (
+            f"unknown command {code} (this server knows 0-{max(Command)}, torch 2.13's "
+            f"commands): a client of a newer protocol, or a corrupt stream"
+        )
 
     def _not_first(self, cursor: _Cursor) -> str:
         head = bytes(cursor.buf[:8])
         if head.startswith(b"AS"):
-            return ("the client speaks accord's own store protocol of accord versions before "
-                    "torch's was adopted; run the same accord version everywhere")
-        return (f"the connection did not start with VALIDATE (it starts {head!r}): not a "
-                f"TCPStore client, or one of an incompatible version")
+            return (
+                "the client speaks accord's own store protocol of accord versions before "
+                "torch's was adopted; run the same accord version everywhere"
+            )
+        return (
+            f"the connection did not start with VALIDATE (it starts {head!r}): not a "
+            f"TCPStore client, or one of an incompatible version"
+        )

@@ -22,6 +22,7 @@ up. A new server on the port of a retiring one stops it at once (the program sta
 from __future__ import annotations
 
 import atexit
+import functools
 import logging
 import selectors
 import socket
@@ -30,7 +31,8 @@ import threading
 import time
 import weakref
 from collections import deque
-from typing import Callable
+from collections.abc import Callable
+from typing import cast
 
 from .. import auth, config, tls
 from .local_clients import address as _address
@@ -47,7 +49,7 @@ _RECV_BYTES = 1 << 16
 _LISTENER, _WAKER = object(), object()
 
 # Every running server, so that interpreter exit drains the ones nobody closed.
-_LIVE_SERVERS: "weakref.WeakSet[TCPStoreServer]" = weakref.WeakSet()
+_LIVE_SERVERS: weakref.WeakSet[TCPStoreServer] = weakref.WeakSet()
 
 
 def drain_at_exit(grace: float) -> None:
@@ -84,8 +86,7 @@ _SHARED_SERVERS: dict[int, list] = {}
 _SHARED_LOCK = threading.Lock()
 
 
-def acquire(port: int, multi_tenant: bool, listen_fd: int | None,
-            host: str | None = None) -> TCPStoreServer:
+def acquire(port: int, multi_tenant: bool, listen_fd: int | None, host: str | None = None) -> TCPStoreServer:
     """A server for a master TCPStore: a new one, or with ``multi_tenant`` the one this
     process already runs on ``port``. ``host``: the address clients are told (a loopback
     one keeps the server on loopback)."""
@@ -101,7 +102,8 @@ def acquire(port: int, multi_tenant: bool, listen_fd: int | None,
             server = TCPStoreServer(port, listen_fd=listen_fd, host=host)
             entry = _SHARED_SERVERS[server.port] = [server, 0]
         entry[1] += 1
-        return entry[0]
+        shared: TCPStoreServer = entry[0]
+        return shared
 
 
 def release(server: TCPStoreServer) -> None:
@@ -140,15 +142,22 @@ class TCPStoreServer:
     may let in a client that does not authenticate (accordrun: its own workers' processes).
     ``host``: the address clients are told; a loopback one keeps the server on loopback."""
 
-    def __init__(self, port: int = 0, *, listen_fd: int | None = None, host: str | None = None,
-                 secret: bytes | None | object = JOB_SECRET,
-                 admit: Callable[[socket.socket], bool] | None = None) -> None:
-        self._secret = auth.job_secret() if secret is JOB_SECRET else secret
+    def __init__(
+        self,
+        port: int = 0,
+        *,
+        listen_fd: int | None = None,
+        host: str | None = None,
+        secret: bytes | object | None = JOB_SECRET,
+        admit: Callable[[socket.socket], bool] | None = None,
+    ) -> None:
+        self._secret = auth.job_secret() if secret is JOB_SECRET else cast("bytes | None", secret)
         self._admit = admit
         # the server's TLS context, made now: a bad certificate file fails here
         self._tls = tls.contexts()[1] if tls.enabled() else None
-        self._listener = make_listener(port, listen_fd, host,
-                                       secured=self._secret is not None or bool(self._tls))
+        self._listener = make_listener(
+            port, listen_fd, host, secured=self._secret is not None or bool(self._tls)
+        )
         self.port: int = self._listener.getsockname()[1]
         self._engine = StoreEngine()
         self._conns: set[_Connection] = set()
@@ -162,7 +171,8 @@ class TCPStoreServer:
         self._drain_started = 0.0
         self._drain_waited_for = 0
         self._thread = threading.Thread(
-            target=self._serve, name=f"accord-tcpstore-server:{self.port}", daemon=True)
+            target=self._serve, name=f"accord-tcpstore-server:{self.port}", daemon=True
+        )
         self._thread.start()
         _LIVE_SERVERS.add(self)
 
@@ -230,7 +240,7 @@ class TCPStoreServer:
                     wait = max(0.0, self._drain_until - time.monotonic())
                 for key, events in self._selector.select(wait):
                     self._dispatch(key.data, events)
-        except Exception:  # noqa: BLE001 - a bug here must not vanish silently
+        except Exception:  # a bug here must not vanish silently
             log.exception("TCPStore server on port %d stopped by an internal error", self.port)
         finally:
             self._shutdown()
@@ -243,10 +253,15 @@ class TCPStoreServer:
         if left and now < self._drain_until:
             return False
         if self._drain_waited_for:
-            log.debug("TCPStore server on port %d: closed with %d client(s) of other processes "
-                      "connected; waited %.2f s for them to disconnect, %d still connected "
-                      "when it stopped", self.port, self._drain_waited_for,
-                      now - self._drain_started, left)
+            log.debug(
+                "TCPStore server on port %d: closed with %d client(s) of other processes "
+                "connected; waited %.2f s for them to disconnect, %d still connected "
+                "when it stopped",
+                self.port,
+                self._drain_waited_for,
+                now - self._drain_started,
+                left,
+            )
         return True
 
     def _dispatch(self, tag: object, events: int) -> None:
@@ -277,7 +292,7 @@ class TCPStoreServer:
             if self._tls is not None:
                 sock = tls.server_wrap(sock, handshake=False, context=self._tls)
             admit = self._admit
-            gate = ServerGate(self._secret, None if admit is None else lambda s=sock: admit(s))
+            gate = ServerGate(self._secret, None if admit is None else functools.partial(admit, sock))
             conn = _Connection(sock, peer, gate)
             self._conns.add(conn)
             self._selector.register(sock, selectors.EVENT_READ, conn)
@@ -323,7 +338,7 @@ class TCPStoreServer:
                 self._deliver(replies)
                 return self._drop(conn, f"{request.command.name} refused: {exc}")
             for target, reply in answers:
-                replies.setdefault(target, []).append(reply)
+                replies.setdefault(cast(_Connection, target), []).append(reply)
         self._deliver(replies)
         if conn.decoder.failed is not None:
             self._drop(conn, str(conn.decoder.failed))
@@ -359,8 +374,13 @@ class TCPStoreServer:
     def _drop(self, conn: _Connection, why: str | None) -> None:
         if why is not None:
             host, port = _address(conn.peer) or (str(conn.peer), 0)
-            log.warning("TCPStore server on port %d: closed the connection of client %s:%d: %s",
-                        self.port, host, port, why)
+            log.warning(
+                "TCPStore server on port %d: closed the connection of client %s:%d: %s",
+                self.port,
+                host,
+                port,
+                why,
+            )
         self._conns.discard(conn)
         self._engine.disconnect(conn)
         try:

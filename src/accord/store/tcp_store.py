@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Callable, Sequence, TypeVar
+from typing import TypeVar
 
 from ..errors import DistStoreError, ProtocolError, QueueEmptyError, StoreTimeoutError
 from ..timeouts import Deadline, format_seconds
@@ -44,7 +45,7 @@ def _wire(key: str) -> bytes:
 
 def _refusal(what: str) -> str:
     """The likely reason a server closes the connection on the request ``what``."""
-    if what.startswith("add(") or what.startswith("barrier("):
+    if what.startswith(("add(", "barrier(")):
         return "the key holds a value that is not an integer (or the sum leaves 64 bits)"
     if what.startswith("queue_"):
         return "the server is torch's legacy one (use_libuv=False), which has no queues"
@@ -66,10 +67,18 @@ class TCPStore(Store):
     ignored. The server may be accord's or torch's (libuv or legacy), and so may the clients.
     """
 
-    def __init__(self, host_name: str, port: int, world_size: int | None = None,
-                 is_master: bool = False, timeout: timedelta = timedelta(seconds=300),
-                 wait_for_workers: bool = True, multi_tenant: bool = False,
-                 master_listen_fd: int | None = None, use_libuv: bool = True) -> None:
+    def __init__(
+        self,
+        host_name: str,
+        port: int,
+        world_size: int | None = None,
+        is_master: bool = False,
+        timeout: timedelta = timedelta(seconds=300),
+        wait_for_workers: bool = True,
+        multi_tenant: bool = False,
+        master_listen_fd: int | None = None,
+        use_libuv: bool = True,
+    ) -> None:
         super().__init__(timeout)
         self._conn: ClientConnection | None = None
         self._server: TCPStoreServer | None = None
@@ -79,8 +88,7 @@ class TCPStore(Store):
         self._closing = False
         self._unanswered: str | None = None  # the last request sent that has no reply
         if is_master:
-            self._server = tcp_server.acquire(self._port, multi_tenant, master_listen_fd,
-                                              host_name)
+            self._server = tcp_server.acquire(self._port, multi_tenant, master_listen_fd, host_name)
             self._port = self._server.port
         try:
             self._conn = ClientConnection(host_name, self._port, self._seconds(None))
@@ -120,8 +128,10 @@ class TCPStore(Store):
 
     def _require(self, what: str) -> ClientConnection:
         if self._broken is not None:
-            raise DistStoreError(f"{self._where()}: {what}: the connection broke earlier "
-                                 f"({self._broken}); create a new TCPStore.")
+            raise DistStoreError(
+                f"{self._where()}: {what}: the connection broke earlier "
+                f"({self._broken}); create a new TCPStore."
+            )
         if self._conn is None or self._conn.sock is None:
             raise DistStoreError(f"{self._where()}: {what} on a closed TCPStore; create a new one.")
         return self._conn
@@ -134,13 +144,15 @@ class TCPStore(Store):
                 return run(conn, Deadline.after(self._seconds(None) + _REPLY_GRACE_S))
             except TimeoutError:  # socket.timeout: no reply at all
                 self._broken = f"no reply to {what} in time"
-                raise StoreTimeoutError(f"{self._where()}: {self._broken}. Is the server "
-                                        f"process (rank 0) overloaded or frozen?") from None
+                raise StoreTimeoutError(
+                    f"{self._where()}: {self._broken}. Is the server process (rank 0) overloaded or frozen?"
+                ) from None
             except ProtocolError as exc:
                 self._broken = str(exc)
                 raise DistStoreError(
                     f"{self._where()}: the server's reply to {what} breaks torch's TCPStore "
-                    f"protocol ({exc}). Is another program listening on that port?") from exc
+                    f"protocol ({exc}). Is another program listening on that port?"
+                ) from exc
             except Lost as exc:
                 raise self._lost(conn, what, str(exc)) from None
 
@@ -148,8 +160,9 @@ class TCPStore(Store):
         earlier, self._unanswered = self._unanswered, None
         if self._closing:
             self._broken = why
-            return DistStoreError(f"{self._where()}: {what} was interrupted because another "
-                                  f"thread closed this TCPStore.")
+            return DistStoreError(
+                f"{self._where()}: {what} was interrupted because another thread closed this TCPStore."
+            )
         # A request without a reply is refused silently; of those, the client checked the
         # limits of all, so only a queue_push (to torch's legacy server) can be the culprit.
         earlier = earlier if earlier and earlier.startswith("queue_") else None
@@ -159,34 +172,48 @@ class TCPStore(Store):
             return DistStoreError(
                 f"{self._where()}: the server closed the connection during {what}{also} but is "
                 f"still up, so it refused the request: likely {hints}. Its log says why. This "
-                f"TCPStore has reconnected and can be used again.")
+                f"TCPStore has reconnected and can be used again."
+            )
         self._broken = why
-        return DistStoreError(f"{self._where()}: lost the connection to the server during "
-                              f"{what} ({why}). Did rank 0, which runs the store, exit or crash?")
+        return DistStoreError(
+            f"{self._where()}: lost the connection to the server during "
+            f"{what} ({why}). Did rank 0, which runs the store, exit or crash?"
+        )
 
     def _send(self, what: str, data: bytes) -> None:
         """A request without a reply: a refusal shows at the next exchange."""
+
         def run(conn: ClientConnection, deadline: Deadline) -> None:
             conn.send(data)
+
         self._exchange(what, run)
         self._unanswered = what
 
     def _ask(self, what: str, data: bytes, read: Callable[[Callable[[int], bytes]], R]) -> R:
         """A request and its reply, read by ``read(read_exact)``."""
+
         def run(conn: ClientConnection, deadline: Deadline) -> R:
             conn.send(data)
             return read(lambda n: conn.read(n, deadline))
+
         result = self._exchange(what, run)
         self._unanswered = None
         return result
 
-    def _await(self, what: str, keys: list[bytes], seconds: float, then: bytes | None = None,
-               read: Callable[[Callable[[int], bytes]], R] | None = None,
-               barrier: int | None = None) -> R | None:
+    def _await(
+        self,
+        what: str,
+        keys: list[bytes],
+        seconds: float,
+        then: bytes | None = None,
+        read: Callable[[Callable[[int], bytes]], R] | None = None,
+        barrier: int | None = None,
+    ) -> R | None:
         """WAIT for ``keys`` (or BARRIER on ``keys[0]`` for ``barrier`` callers) up to
         ``seconds`` (StoreTimeoutError after), then send ``then`` and return what ``read``
         makes of its reply. A WAIT of zero seconds is a CHECK: it never parks."""
-        def run(conn: ClientConnection, deadline: Deadline) -> R | None:
+
+        def run(conn: ClientConnection, deadline: Deadline) -> R | TimedOut | None:
             if barrier is not None:
                 conn.send(p.request(C.BARRIER, keys=keys, number=barrier))
                 arrived = conn.await_stop(seconds)
@@ -203,13 +230,15 @@ class TCPStore(Store):
                 return None
             conn.send(then)
             return read(lambda n: conn.read(n, reply))
+
         result = self._exchange(what, run)
         self._unanswered = None
         if isinstance(result, TimedOut):
             names = [p.key_text(key[1:] if key.startswith(b"/") else key) for key in result.keys]
             raise StoreTimeoutError(
                 f"{self._where()}: {what} timed out after {format_seconds(seconds)} waiting for "
-                f"{names}. Did the rank that should set it (or reach the barrier) get that far?")
+                f"{names}. Did the rank that should set it (or reach the barrier) get that far?"
+            )
         return result
 
     # -- the operations ---------------------------------------------------------------------
@@ -221,8 +250,13 @@ class TCPStore(Store):
     def get(self, key: str) -> bytes:
         wire, seconds = _wire(key), self._seconds(None)
         p.check_limits([wire], [], f"get({key!r})")
-        return self._await(f"get({key!r})", [wire], seconds,  # type: ignore[return-value]
-                           p.request(C.GET, keys=[wire]), p.read_string)
+        return self._await(
+            f"get({key!r})",
+            [wire],
+            seconds,  # type: ignore[return-value]
+            p.request(C.GET, keys=[wire]),
+            p.read_string,
+        )
 
     def add(self, key: str, amount: int) -> int:
         wire = _wire(key)
@@ -253,8 +287,7 @@ class TCPStore(Store):
     def delete_key(self, key: str) -> bool:
         wire = _wire(key)
         p.check_limits([wire], [], f"delete_key({key!r})")
-        return self._ask(f"delete_key({key!r})", p.request(C.DELETE_KEY, keys=[wire]),
-                         p.read_i64) == 1
+        return self._ask(f"delete_key({key!r})", p.request(C.DELETE_KEY, keys=[wire]), p.read_i64) == 1
 
     def num_keys(self) -> int:
         """Every key on the server, as torch counts them ("init/" of wait_for_workers too)."""
@@ -269,9 +302,12 @@ class TCPStore(Store):
         wires = [_wire(k) for k in check_keys(keys)]
         p.check_limits(wires, [], "multi_get")
         return self._await(  # type: ignore[return-value]
-            f"multi_get({list(keys)!r})", wires, self._seconds(None),
+            f"multi_get({list(keys)!r})",
+            wires,
+            self._seconds(None),
             p.request(C.MULTI_GET, keys=wires),
-            lambda read: [p.read_string(read) for _ in wires])
+            lambda read: [p.read_string(read) for _ in wires],
+        )
 
     def multi_set(self, keys: Sequence[str], values: Sequence[Value]) -> None:
         checked = check_keys(keys)
@@ -316,8 +352,9 @@ class TCPStore(Store):
         BARRIER request, as torch's client)."""
         wire = _wire(key)
         p.check_limits([wire], [], f"barrier({key!r})")
-        self._await(f"barrier({key!r}, {world_size})", [wire], self._seconds(timeout),
-                    barrier=int(world_size))
+        self._await(
+            f"barrier({key!r}, {world_size})", [wire], self._seconds(timeout), barrier=int(world_size)
+        )
 
     def _wait_for_workers(self, world_size: int, is_master: bool) -> None:
         """torch's way: every store adds 1 under "init/"; the master polls until all have."""
@@ -325,8 +362,15 @@ class TCPStore(Store):
         deadline = Deadline.after(self._seconds(None))
         while is_master:
             init = [_INIT_KEY.encode()]
-            joined = int(self._await("wait_for_workers", init, deadline.remaining(),  # type: ignore[arg-type]
-                                     p.request(C.GET, keys=init), p.read_string))
+            joined = int(
+                self._await(
+                    "wait_for_workers",
+                    init,
+                    deadline.remaining(),  # type: ignore[arg-type]
+                    p.request(C.GET, keys=init),
+                    p.read_string,
+                )
+            )
             if joined >= world_size:
                 return
             if deadline.expired():
@@ -334,7 +378,8 @@ class TCPStore(Store):
                     f"TCPStore master on port {self._port}: {joined} of {world_size} workers "
                     f"joined within {format_seconds(deadline.budget)} (the master included). "
                     f"Did every rank start, with MASTER_ADDR={self._host} and "
-                    f"MASTER_PORT={self._port}?")
+                    f"MASTER_PORT={self._port}?"
+                )
             time.sleep(_POLL_S)
 
     def clone(self) -> TCPStore:

@@ -16,15 +16,22 @@ import logging
 import os
 import socket
 from dataclasses import dataclass
+from datetime import timedelta
 
 from .. import auth, config, tls
-from ..errors import (AuthenticationError, DistNetworkError, DistStoreError, DistTimeoutError,
-                      ProtocolError, StoreTimeoutError)
+from ..errors import (
+    AuthenticationError,
+    DistNetworkError,
+    DistStoreError,
+    DistTimeoutError,
+    ProtocolError,
+    StoreTimeoutError,
+)
 from ..store.base import Store
 from ..timeouts import Deadline, format_seconds
 from .addresses import choose_address, host_identity
-from .shm_ring import RingReader, RingWriter, map_rings
 from .handshake import acceptor_side, connector_side
+from .shm_ring import RingReader, RingWriter, map_rings
 from .tcp import TcpMesh
 
 log = logging.getLogger("accord")
@@ -62,13 +69,17 @@ def _listen(address: str, backlog: int) -> socket.socket:
         listener.bind((address, 0))
     except OSError as exc:
         listener.close()
-        raise DistNetworkError(f"cannot listen on {address}: {exc}. Set ACCORD_SOCKET_IFNAME "
-                               f"to an interface with a reachable address") from exc
+        raise DistNetworkError(
+            f"cannot listen on {address}: {exc}. Set ACCORD_SOCKET_IFNAME "
+            f"to an interface with a reachable address"
+        ) from exc
     listener.listen(max(backlog, 128))
     return listener
 
 
-def gather_records(store: Store, prefix: str, me: PeerRecord, size: int, deadline: Deadline) -> list[PeerRecord]:
+def gather_records(
+    store: Store, prefix: str, me: PeerRecord, size: int, deadline: Deadline
+) -> list[PeerRecord]:
     """Publish this rank's record, then wait for everyone's; a timeout names who is missing.
 
     A rank that gives up tells the others why (``_abandon``) before it raises, because the
@@ -79,14 +90,16 @@ def gather_records(store: Store, prefix: str, me: PeerRecord, size: int, deadlin
     store.set(f"{prefix}/peer/{me.rank}", me.encode())
     keys = [f"{prefix}/peer/{r}" for r in range(size)]
     try:
-        store.wait(keys, _remaining(deadline))
+        store.wait(keys, timedelta(seconds=_remaining(deadline)))
     except StoreTimeoutError:
         missing = [r for r, key in enumerate(keys) if not store.check([key])]
         if store.check([f"{prefix}/{_ABANDONED}"]):  # after `missing`: see _abandon
             raise _abandoned_error(store, prefix, me.rank) from None
-        verdict = (f"ranks {missing} of {size} did not join within "
-                   f"{format_seconds(deadline.budget)}. Did they start, with the same rendezvous "
-                   f"settings (MASTER_ADDR/MASTER_PORT, world size)?")
+        verdict = (
+            f"ranks {missing} of {size} did not join within "
+            f"{format_seconds(deadline.budget)}. Did they start, with the same rendezvous "
+            f"settings (MASTER_ADDR/MASTER_PORT, world size)?"
+        )
         _abandon(store, prefix, me.rank, keys, missing, verdict)
         raise DistTimeoutError(f"rank {me.rank}: {verdict}") from None
     values = store.multi_get(keys)
@@ -100,8 +113,7 @@ _ABANDONED = "abandoned"
 _ABANDON_GRACE_S = 2.0
 
 
-def _abandon(store: Store, prefix: str, rank: int, keys: list[str], missing: list[int],
-             verdict: str) -> None:
+def _abandon(store: Store, prefix: str, rank: int, keys: list[str], missing: list[int], verdict: str) -> None:
     """Publish the verdict, release the ranks still waiting (an empty record for each missing
     rank), and give them a moment to read it. Best effort: the store may already be gone.
 
@@ -113,7 +125,7 @@ def _abandon(store: Store, prefix: str, rank: int, keys: list[str], missing: lis
             store.set(keys[r], b"")
         store.set(f"{prefix}/left/{rank}", b"1")
         joined = [r for r in range(len(keys)) if r not in missing and r != rank]
-        store.wait([f"{prefix}/left/{r}" for r in joined], _ABANDON_GRACE_S)
+        store.wait([f"{prefix}/left/{r}" for r in joined], timedelta(seconds=_ABANDON_GRACE_S))
     except DistStoreError:
         pass
 
@@ -153,13 +165,21 @@ def _connect(record: PeerRecord, me: int, deadline: Deadline) -> socket.socket:
         raise DistNetworkError(
             f"rank {me} cannot connect to rank {record.rank} at {record.host}:{record.port} "
             f"({exc}). Is the address reachable from here? Set ACCORD_SOCKET_IFNAME to pick "
-            f"the interface each rank publishes") from exc
+            f"the interface each rank publishes"
+        ) from exc
     return sock
 
 
-def _accept_link(sock: socket.socket, stranger: object, rank: int, size: int, token: bytes,
-                 secret: bytes | None, deadline: Deadline,
-                 sockets: dict[int, socket.socket]) -> tuple[socket.socket, int | None]:
+def _accept_link(
+    sock: socket.socket,
+    stranger: object,
+    rank: int,
+    size: int,
+    token: bytes,
+    secret: bytes | None,
+    deadline: Deadline,
+    sockets: dict[int, socket.socket],
+) -> tuple[socket.socket, int | None]:
     """(the link's socket, the rank of the accepted connection), or rank None (closed, with a
     warning) if it is refused. With TLS, the socket is the TLS one."""
     sock.settimeout(min(_remaining(deadline), _HANDSHAKE_S))
@@ -172,8 +192,7 @@ def _accept_link(sock: socket.socket, stranger: object, rank: int, size: int, to
     except (ProtocolError, AuthenticationError, OSError) as exc:
         sock.close()
         why = "it did not finish the handshake in time" if isinstance(exc, socket.timeout) else exc
-        log.warning("rank %d: refused a connection from %s: %s", rank,
-                    _where(stranger), why)
+        log.warning("rank %d: refused a connection from %s: %s", rank, _where(stranger), why)
         return sock, None
     sock.settimeout(_remaining(deadline))
     return sock, peer
@@ -185,15 +204,17 @@ def _where(address: object) -> str:
     return str(address)
 
 
-def _rings(store: Store, prefix: str, rank: int, records: list[PeerRecord],
-           deadline: Deadline) -> dict[int, tuple[RingWriter, RingReader]]:
+def _rings(
+    store: Store, prefix: str, rank: int, records: list[PeerRecord], deadline: Deadline
+) -> dict[int, tuple[RingWriter, RingReader]]:
     """Shared-memory rings to the ranks on this host, unless ACCORD_TRANSPORT=tcp."""
     if config.transport() == "tcp":
         return {}
     local = [r.rank for r in records if r.host_id == records[rank].host_id]
     token = f"{records[0].pid:x}{records[0].port:x}"
-    return map_rings(store, prefix, rank, local, [r.pid for r in records], token,
-                     config.shm_ring_bytes(), deadline)
+    return map_rings(
+        store, prefix, rank, local, [r.pid for r in records], token, config.shm_ring_bytes(), deadline
+    )
 
 
 def connect_mesh(store: Store, prefix: str, rank: int, size: int, deadline: Deadline) -> TcpMesh:
@@ -223,18 +244,24 @@ def connect_mesh(store: Store, prefix: str, rank: int, size: int, deadline: Dead
             listener.settimeout(_remaining(deadline))
             try:
                 sock, stranger = listener.accept()
-            except socket.timeout:
+            except TimeoutError:
                 missing = sorted(set(range(rank + 1, size)) - set(sockets))
-                raise DistTimeoutError(f"rank {rank}: ranks {missing} never connected within "
-                                       f"{format_seconds(deadline.budget)}") from None
-            sock, peer = _accept_link(sock, stranger, rank, size, token, secret, deadline,
-                                      sockets)
-            if peer is not None:
-                sockets[peer] = sock
+                raise DistTimeoutError(
+                    f"rank {rank}: ranks {missing} never connected within {format_seconds(deadline.budget)}"
+                ) from None
+            sock, accepted = _accept_link(sock, stranger, rank, size, token, secret, deadline, sockets)
+            if accepted is not None:
+                sockets[accepted] = sock
         for sock in sockets.values():
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return TcpMesh(rank, size, sockets, records, _rings(store, prefix, rank, records, deadline),
-                       spread=config.spread())
+        return TcpMesh(
+            rank,
+            size,
+            sockets,
+            records,
+            _rings(store, prefix, rank, records, deadline),
+            spread=config.spread(),
+        )
     except BaseException:
         for sock in sockets.values():
             sock.close()

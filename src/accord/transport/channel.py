@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import enum
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .matching import Matcher, RecvRequest, SendRequest, match_key
 from .wire import Fingerprint, pack_header
@@ -33,22 +34,40 @@ class Carrier(Protocol):
 
     def post_send(self, req: SendRequest) -> SendRequest: ...
 
-    def post_recv(self, src: int | None, kind: int, key: Any, buf: memoryview | None,
-                  expect: Fingerprint | None, channel: Channel, context: Any) -> RecvRequest: ...
+    def post_recv(
+        self,
+        src: int | None,
+        kind: int,
+        key: Any,
+        buf: memoryview | None,
+        expect: Fingerprint | None,
+        channel: Channel,
+        context: Any,
+    ) -> RecvRequest: ...
 
-    def wait(self, requests: Sequence[SendRequest | RecvRequest], deadline: Deadline,
-             context: Any, channel: Channel) -> None: ...
+    def wait(
+        self,
+        requests: Sequence[SendRequest | RecvRequest],
+        deadline: Deadline,
+        context: Any,
+        channel: Channel,
+    ) -> None: ...
 
-    def settle(self, requests: Sequence[SendRequest | RecvRequest], deadline: Deadline,
-               context: Any, channel: Channel) -> None: ...
+    def settle(
+        self,
+        requests: Sequence[SendRequest | RecvRequest],
+        deadline: Deadline,
+        context: Any,
+        channel: Channel,
+    ) -> None: ...
 
     def break_channel(self, channel: Channel, error: BaseException, notify_peers: bool) -> None: ...
 
 
 class PeerState(enum.Enum):
     OPEN = "open"
-    LEFT = "left"   # said GOODBYE: done with the job, not a failure
-    DEAD = "dead"   # vanished without GOODBYE
+    LEFT = "left"  # said GOODBYE: done with the job, not a failure
+    DEAD = "dead"  # vanished without GOODBYE
 
 
 def default_describe(fp: Fingerprint, seq: int) -> str:
@@ -80,13 +99,31 @@ class Channel:
             self.history[seq] = done[0]
             self.history.pop(seq - _HISTORY, None)
 
-    def isend(self, dst: int, kind: int, seq: int, step: int, tag: int, fp: Fingerprint,
-              payload: memoryview, context: Any) -> SendRequest:
+    def isend(
+        self,
+        dst: int,
+        kind: int,
+        seq: int,
+        step: int,
+        tag: int,
+        fp: Fingerprint,
+        payload: memoryview,
+        context: Any,
+    ) -> SendRequest:
         header = pack_header(kind, self.group_id, seq, step, tag, fp, payload.nbytes)
         return self.mesh.post_send(SendRequest(dst, header, payload, self, context))
 
-    def irecv(self, src: int | None, kind: int, seq: int, step: int, tag: int,
-              expect: Fingerprint | None, buf: memoryview | None, context: Any) -> RecvRequest:
+    def irecv(
+        self,
+        src: int | None,
+        kind: int,
+        seq: int,
+        step: int,
+        tag: int,
+        expect: Fingerprint | None,
+        buf: memoryview | None,
+        context: Any,
+    ) -> RecvRequest:
         """Post a receive; ``buf`` None takes a message of any size (see RecvRequest)."""
         key = match_key(kind, self.group_id, seq, step, tag)
         return self.mesh.post_recv(src, kind, key, buf, expect, self, context)
@@ -106,5 +143,3 @@ class Channel:
         """Withdraw an unmatched receive (after a p2p timeout); False if data is arriving."""
         with self.mesh.lock:
             return self.mesh.matcher.cancel(req)
-
-

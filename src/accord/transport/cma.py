@@ -13,6 +13,7 @@ import ctypes
 import errno
 import os
 import sys
+from collections.abc import Callable
 
 import numpy as np
 
@@ -23,7 +24,7 @@ class _Iovec(ctypes.Structure):
     _fields_ = [("iov_base", ctypes.c_void_p), ("iov_len", ctypes.c_size_t)]
 
 
-def _binding() -> object | None:
+def _binding() -> Callable[..., int] | None:
     if not sys.platform.startswith("linux"):
         return None
     try:
@@ -32,8 +33,14 @@ def _binding() -> object | None:
     except (OSError, AttributeError):
         return None
     fn.restype = ctypes.c_ssize_t
-    fn.argtypes = [ctypes.c_int, ctypes.POINTER(_Iovec), ctypes.c_ulong, ctypes.POINTER(_Iovec),
-                   ctypes.c_ulong, ctypes.c_ulong]
+    fn.argtypes = [
+        ctypes.c_int,
+        ctypes.POINTER(_Iovec),
+        ctypes.c_ulong,
+        ctypes.POINTER(_Iovec),
+        ctypes.c_ulong,
+        ctypes.c_ulong,
+    ]
     return fn
 
 
@@ -68,8 +75,10 @@ class CrossMemory:
             got = _READV(pid, ctypes.byref(self._local), 1, ctypes.byref(self._remote), 1, 0)
             if got <= 0:
                 err = ctypes.get_errno()
-                raise PeerError(f"reading process {pid}'s memory failed: {errno.errorcode.get(err, err)} "
-                                f"({os.strerror(err)})")
+                raise PeerError(
+                    f"reading process {pid}'s memory failed: {errno.errorcode.get(err, err)} "
+                    f"({os.strerror(err)})"
+                )
             done += got
 
 

@@ -57,8 +57,9 @@ def _context(token: bytes, connector: int, acceptor: int, size: int) -> bytes:
     return struct.pack("<III", connector, acceptor, size) + token
 
 
-def connector_side(sock: socket.socket, rank: int, peer: int, size: int, token: bytes,
-                   secret: bytes | None, where: str) -> None:
+def connector_side(
+    sock: socket.socket, rank: int, peer: int, size: int, token: bytes, secret: bytes | None, where: str
+) -> None:
     """Open a link to ``peer`` (a lower rank) on a connected socket; AuthenticationError if
     the two do not share the secret (``where``: the peer's address, for messages)."""
     if secret is None:
@@ -75,14 +76,16 @@ def connector_side(sock: socket.socket, rank: int, peer: int, size: int, token: 
         raise AuthenticationError(
             f"rank {rank}: rank {peer} at {where} refused the link during authentication "
             f"({exc}): its secret differs, or it has none (set the same ACCORD_SECRET on "
-            f"every rank)") from None
+            f"every rank)"
+        ) from None
     if not auth.check(secret, answer, LABEL, auth.ACCEPTOR, mine, theirs, context):
-        raise AuthenticationError(f"rank {rank}: the process at {where} could not prove the "
-                                  f"job's secret: it is not rank {peer} of this job")
+        raise AuthenticationError(
+            f"rank {rank}: the process at {where} could not prove the "
+            f"job's secret: it is not rank {peer} of this job"
+        )
 
 
-def acceptor_side(sock: socket.socket, rank: int, size: int, token: bytes,
-                  secret: bytes | None) -> int:
+def acceptor_side(sock: socket.socket, rank: int, size: int, token: bytes, secret: bytes | None) -> int:
     """Accept a link on ``sock``; returns the connector's rank. ProtocolError (another job,
     a bad frame) or AuthenticationError (no or another secret): the caller refuses the link
     and goes on accepting."""
@@ -98,18 +101,21 @@ def acceptor_side(sock: socket.socket, rank: int, size: int, token: bytes,
         raise ProtocolError(f"a HELLO claiming rank {peer} of {size}")
     if secret is None:
         if authenticates:
-            raise AuthenticationError(f"a process claiming rank {peer} asked to authenticate, "
-                                      f"but this rank has no secret (ACCORD_SECRET unset here)")
+            raise AuthenticationError(
+                f"a process claiming rank {peer} asked to authenticate, "
+                f"but this rank has no secret (ACCORD_SECRET unset here)"
+            )
         return int(peer)
     if not authenticates:
-        raise AuthenticationError(f"a process claiming rank {peer} did not authenticate: it "
-                                  f"lacks the job's secret (ACCORD_SECRET)")
-    theirs, mine = payload[_HELLO.size:nonce_end], auth.nonce()
+        raise AuthenticationError(
+            f"a process claiming rank {peer} did not authenticate: it lacks the job's secret (ACCORD_SECRET)"
+        )
+    theirs, mine = payload[_HELLO.size : nonce_end], auth.nonce()
     context = _context(token, peer, rank, size)
     sock.sendall(_frame(mine))
-    if not auth.check(secret, _read_frame(sock, auth.PROOF_BYTES), LABEL, auth.CONNECTOR, mine,
-                      theirs, context):
-        raise AuthenticationError(f"a process claiming rank {peer} proved another secret than "
-                                  f"this job's")
+    if not auth.check(
+        secret, _read_frame(sock, auth.PROOF_BYTES), LABEL, auth.CONNECTOR, mine, theirs, context
+    ):
+        raise AuthenticationError(f"a process claiming rank {peer} proved another secret than this job's")
     sock.sendall(_frame(auth.proof(secret, LABEL, auth.ACCEPTOR, theirs, mine, context)))
     return int(peer)

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import struct
 import threading
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..errors import PeerError
 from .channel import PeerState
@@ -57,8 +58,11 @@ class Leaving:
             self._channels.pop(channel.group_id, None)
             last = ended if ended is not None else max(channel.history, default=0)
             self.ended[channel.group_id] = last
-            peers = [] if self.closed or self.leaving or not tell_peers else [
-                p for p in channel.members if p != self.rank and self.peer_state[p] is PeerState.OPEN]
+            peers = (
+                []
+                if self.closed or self.leaving or not tell_peers
+                else [p for p in channel.members if p != self.rank and self.peer_state[p] is PeerState.OPEN]
+            )
         payload = memoryview(_LEAVE_PAYLOAD.pack(last))
         for peer in peers:
             header = pack_header(FrameKind.LEAVE, channel.group_id, 0, 0, 0, NO_FINGERPRINT, payload.nbytes)
@@ -98,7 +102,9 @@ class Leaving:
         return PeerError(
             f"{context}: rank {peer} has left this group (destroy_process_group or exit) after "
             f"call #{ended} of it, so this call can never complete. Did every rank call the same "
-            f"collectives before leaving?", peer=peer)
+            f"collectives before leaving?",
+            peer=peer,
+        )
 
     def goodbye_payload(self) -> bytes:
         """GOODBYE's payload: (group id, last call ended here) for every group this rank had."""
@@ -123,4 +129,3 @@ class Leaving:
                 error = self._left_error(peer, gid, ended, context)
                 self.break_channel(channel, error, notify_peers=True)
                 raise error
-

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import itertools
 from collections import deque
-from typing import Any, Hashable
+from collections.abc import Hashable
+from typing import Any
 
 from ..arrays import DTYPE_NAMES
 from ..errors import CollectiveMismatchError
-from .wire import FrameKind, Header, Fingerprint
+from .wire import Fingerprint, FrameKind, Header
 
 ANY_SOURCE = None
 
@@ -59,11 +60,32 @@ class RecvRequest:
     the parked one handed over) and left in ``buf`` once done.
     """
 
-    __slots__ = ("src", "kind", "key", "buf", "expect", "channel", "context", "done", "error",
-                 "source", "order", "claimed")
+    __slots__ = (
+        "src",
+        "kind",
+        "key",
+        "buf",
+        "expect",
+        "channel",
+        "context",
+        "done",
+        "error",
+        "source",
+        "order",
+        "claimed",
+    )
 
-    def __init__(self, src: int | None, kind: int, key: Hashable, buf: memoryview | None,
-                 expect: Fingerprint | None, channel: Any, context: Any, order: int) -> None:
+    def __init__(
+        self,
+        src: int | None,
+        kind: int,
+        key: Hashable,
+        buf: memoryview | None,
+        expect: Fingerprint | None,
+        channel: Any,
+        context: Any,
+        order: int,
+    ) -> None:
         self.src = src
         self.kind = kind
         self.key = key
@@ -91,8 +113,9 @@ class Parked:
         self.claimed_by: RecvRequest | None = None
 
 
-def mismatch_error(context: Any, src: int, theirs: Fingerprint, ours: Fingerprint, seq: int,
-                   describe: Any) -> CollectiveMismatchError:
+def mismatch_error(
+    context: Any, src: int, theirs: Fingerprint, ours: Fingerprint, seq: int, describe: Any
+) -> CollectiveMismatchError:
     return CollectiveMismatchError(
         f"{context}: rank {src} called {describe(theirs, seq)}, this rank called "
         f"{describe(ours, seq)}. Every rank must call the same collectives, in the same order, "
@@ -105,8 +128,7 @@ def frame_error(req: RecvRequest, src: int, header: Header, describe: Any) -> Ba
     expected = header.nbytes if req.buf is None else req.buf.nbytes
     if req.kind == FrameKind.COLL and req.expect is not None and header.fingerprint != req.expect:
         return mismatch_error(req.context, src, header.fingerprint, req.expect, header.seq, describe)
-    if (req.kind == FrameKind.P2P and req.expect is not None
-            and header.fingerprint.dtype != req.expect.dtype):
+    if req.kind == FrameKind.P2P and req.expect is not None and header.fingerprint.dtype != req.expect.dtype:
         return CollectiveMismatchError(
             f"{req.context}: rank {src} sent {DTYPE_NAMES.get(header.fingerprint.dtype, '?')} "
             f"elements, but this rank receives into a {DTYPE_NAMES.get(req.expect.dtype, '?')} "
@@ -163,8 +185,9 @@ class Matcher:
         return None
 
     def park(self, entry: Parked) -> None:
-        key = match_key(entry.header.kind, entry.header.group, entry.header.seq,
-                        entry.header.step, entry.header.tag)
+        key = match_key(
+            entry.header.kind, entry.header.group, entry.header.seq, entry.header.step, entry.header.tag
+        )
         self.parked.setdefault(key, deque()).append(entry)
 
     def cancel(self, req: RecvRequest) -> bool:
@@ -181,8 +204,12 @@ class Matcher:
         """Parked frames of collective calls numbered ``upto`` or lower of ``group``."""
         if not self.parked:
             return []
-        return [entry for key, queue in self.parked.items()
-                if key[0] == group and key[1] != "p2p" and key[1] <= upto for entry in queue]
+        return [
+            entry
+            for key, queue in self.parked.items()
+            if key[0] == group and key[1] != "p2p" and key[1] <= upto  # type: ignore[index]  # (group, seq, ...)
+            for entry in queue
+        ]
 
     def posted_requests(self) -> list[RecvRequest]:
         return [req for queue in self.posted.values() for req in queue]

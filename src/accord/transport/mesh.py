@@ -4,8 +4,8 @@ Owns: posting sends and receives, delivering frames into posted buffers or parki
 checks of a collective's frames against the call running here (mismatches), peer
 loss (died → every group containing the peer breaks; left → only receives from it fail), and
 POISON frames that carry a group's failure to its other members. The wait loop is in
-``waiting``, what a leaver says and what the others make of it (GOODBYE, LEAVE) in ``leaving``, ``Channel`` (one
-group's view of the mesh) in ``channel``. Must not know about
+``waiting``, what a leaver says and what the others make of it (GOODBYE, LEAVE) in ``leaving``,
+``Channel`` (one group's view of the mesh) in ``channel``. Must not know about
 algorithms, process groups or stores; concrete transports (tcp, loopback) supply ``_transmit``
 (start sending one frame) and ``_drive`` (do I/O for a while).
 
@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..errors import CollectiveMismatchError, DestroyedGroupError, PeerError, with_context
-from .matching import (Matcher, Parked, RecvRequest, SendRequest, frame_error, match_key,
-                       mismatch_error)
 from .channel import Channel, Describe, PeerState, default_describe
 from .leaving import GOODBYE_ITEM, Leaving
+from .matching import Matcher, Parked, RecvRequest, SendRequest, frame_error, match_key, mismatch_error
 from .waiting import TICK, Waiting
 from .wire import NO_FINGERPRINT, Fingerprint, FrameKind, Header, pack_header
 
@@ -35,8 +35,6 @@ Request = "SendRequest | RecvRequest"
 #: Bytes of parking buffers kept for reuse (frames that arrive before their receive is posted
 #: are common: a peer that is a little ahead sends its next call's data early).
 _PARKING_POOL_BYTES = 64 << 20
-
-
 
 
 class Mesh(Waiting, Leaving, ABC):
@@ -117,7 +115,9 @@ class Mesh(Waiting, Leaving, ABC):
         """Say GOODBYE to every open peer and release the links. Idempotent."""
 
     # -- channels ----------------------------------------------------------------------------
-    def open_channel(self, group_id: int, members: Sequence[int], describe: Describe | None = None) -> Channel:
+    def open_channel(
+        self, group_id: int, members: Sequence[int], describe: Describe | None = None
+    ) -> Channel:
         with self.lock:
             if group_id in self._channels:
                 raise ValueError(f"group id {group_id} is already open on this mesh")
@@ -140,8 +140,16 @@ class Mesh(Waiting, Leaving, ABC):
         self._transmit(req)
         return req
 
-    def post_recv(self, src: int | None, kind: int, key: Any, buf: memoryview | None,
-                  expect: Fingerprint | None, channel: Channel, context: Any) -> RecvRequest:
+    def post_recv(
+        self,
+        src: int | None,
+        kind: int,
+        key: Any,
+        buf: memoryview | None,
+        expect: Fingerprint | None,
+        channel: Channel,
+        context: Any,
+    ) -> RecvRequest:
         with self.lock:
             req = RecvRequest(src, kind, key, buf, expect, channel, context, self.matcher.next_order())
             self._check_usable(channel, context)
@@ -158,8 +166,10 @@ class Mesh(Waiting, Leaving, ABC):
         if self.closed:
             raise PeerError(f"{context}: this process group was destroyed; create a new one")
         if self._channels.get(channel.group_id) is not channel:
-            raise DestroyedGroupError(f"{context}: this process group was destroyed on this "
-                                      f"rank (destroy_process_group); create a new one with new_group")
+            raise DestroyedGroupError(
+                f"{context}: this process group was destroyed on this "
+                f"rank (destroy_process_group); create a new one with new_group"
+            )
         if channel.error is not None:
             raise with_context(channel.error, context)
 
@@ -175,7 +185,9 @@ class Mesh(Waiting, Leaving, ABC):
             return PeerError(f"{context}: {self.peer_error[peer]}", peer=peer)
         return PeerError(
             f"{context}: rank {peer} has left the group (it called destroy_process_group or "
-            f"exited) and will send nothing more", peer=peer)
+            f"exited) and will send nothing more",
+            peer=peer,
+        )
 
     def _claim(self, req: RecvRequest, entry: Parked) -> None:
         """A new receive matched a parked frame (lock held)."""
@@ -213,8 +225,14 @@ class Mesh(Waiting, Leaving, ABC):
         with self.lock:
             channel.running[seq] = (fp, context)
             early = self.matcher.parked_collective(channel.group_id, seq)
-            wrong = next((e for e in early if (e.header.seq == seq and e.header.fingerprint != fp)
-                          or e.header.seq in channel.history), None)
+            wrong = next(
+                (
+                    e
+                    for e in early
+                    if (e.header.seq == seq and e.header.fingerprint != fp) or e.header.seq in channel.history
+                ),
+                None,
+            )
         if wrong is None:
             return
         theirs, when = wrong.header.fingerprint, wrong.header.seq
@@ -223,7 +241,8 @@ class Mesh(Waiting, Leaving, ABC):
             error: BaseException = CollectiveMismatchError(
                 f"{context}: rank {wrong.src} sent a message for {channel.describe(theirs, when)} "
                 f"that this rank never asked for. Every rank must call the same collectives, in "
-                f"the same order, with matching dtypes, sizes and roots")
+                f"the same order, with matching dtypes, sizes and roots"
+            )
         else:
             error = mismatch_error(context, wrong.src, theirs, ours, when, channel.describe)
         self.break_channel(channel, error, notify_peers=True)
@@ -272,20 +291,22 @@ class Mesh(Waiting, Leaving, ABC):
             if running[0] == header.fingerprint:
                 return None
             fp, context = running
-            return channel, mismatch_error(context, src, header.fingerprint, fp, header.seq,
-                                           channel.describe)
+            return channel, mismatch_error(context, src, header.fingerprint, fp, header.seq, channel.describe)
         ours = channel.history.get(header.seq)
         if ours is None:
             return None
-        context = next(iter(channel.running.values()))[1] if channel.running else \
-            f"group {channel.group_id} on rank {self.rank}"
+        context = (
+            next(iter(channel.running.values()))[1]
+            if channel.running
+            else f"group {channel.group_id} on rank {self.rank}"
+        )
         if ours == header.fingerprint:
             return channel, CollectiveMismatchError(
                 f"{context}: rank {src} sent a message for {channel.describe(ours, header.seq)}, "
                 f"which ended here without it. Every rank must call the same collectives, in the "
-                f"same order, with matching dtypes, sizes and roots")
-        return channel, mismatch_error(context, src, header.fingerprint, ours, header.seq,
-                                       channel.describe)
+                f"same order, with matching dtypes, sizes and roots"
+            )
+        return channel, mismatch_error(context, src, header.fingerprint, ours, header.seq, channel.describe)
 
     def payload_complete(self, src: int, token: Any) -> None:
         if isinstance(token, RecvRequest):
@@ -362,8 +383,11 @@ class Mesh(Waiting, Leaving, ABC):
             if channel.error is None:
                 channel.error = error
             self.cond.notify_all()
-            peers = [p for p in channel.members
-                     if p != self.rank and self.peer_state[p] is PeerState.OPEN] if notify_peers else []
+            peers = (
+                [p for p in channel.members if p != self.rank and self.peer_state[p] is PeerState.OPEN]
+                if notify_peers
+                else []
+            )
         reason = memoryview(f"{type(error).__name__}\n{error}".encode("utf-8", "replace")[:4096])
         for peer in peers:
             header = pack_header(FrameKind.POISON, channel.group_id, 0, 0, 0, NO_FINGERPRINT, reason.nbytes)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import ctypes
 import os
 import sys
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 
 def _getcpu_binding() -> Callable[[], int] | None:
@@ -56,7 +56,7 @@ def cpu_of(pid: int) -> int:
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             stat = f.read()
-        return int(stat[stat.rindex(b")") + 2:].split()[36])  # field 39, "processor"
+        return int(stat[stat.rindex(b")") + 2 :].split()[36])  # field 39, "processor"
     except (OSError, ValueError, IndexError):
         return -1
 

@@ -41,14 +41,15 @@ import mmap
 import os
 import platform
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from ..errors import DistTimeoutError, InternalError, PeerError
+from ..timeouts import Deadline, format_seconds
 from . import placement
 from .cma import CrossMemory, address_of, probe
-from ..timeouts import Deadline, format_seconds
 
 READY, REDUCED, DONE = 0, 8, 16  # int64 indexes of the control words
 FP, SEQ = 1, 3  # [2] each, by parity, on READY's cache line
@@ -56,9 +57,9 @@ _DETAIL = 32
 CPU = 24  # round << 16 | cpu + 1, posted by a rank that starts a slow wait
 _CPU_BITS = 16
 EXPOSED = 48  # [2]: where this rank's user buffer of the round is, in its own process (CMA)
-_LIST = 128   # [2][2][LIST_MAX]: addresses then sizes of several exposed blocks, by parity
+_LIST = 128  # [2][2][LIST_MAX]: addresses then sizes of several exposed blocks, by parity
 LIST_MAX = 96
-_SELF = 56    # address of this segment in its owner, the owner's pid, a magic: for the CMA probe
+_SELF = 56  # address of this segment in its owner, the owner's pid, a magic: for the CMA probe
 _MAGIC = 0x616363_6F72_6443  # any fixed value: what the probe expects to read back
 DETAIL_OFFSET = (_DETAIL * 8, (_DETAIL + 8) * 8)  # byte offset of the detail words, by parity
 _CONTROL_BYTES = 4096
@@ -121,17 +122,27 @@ class Segment:
 class ShmDomain:
     """The segments of one group's members on this host, and waiting on their counters."""
 
-    def __init__(self, rank: int, segments: Sequence[Segment], slot_bytes: int, local_ranks: int,
-                 check: Callable[[object, list[int]], None], threaded: bool = False,
-                 names: Sequence[int] | None = None, spread: bool = True) -> None:
+    def __init__(
+        self,
+        rank: int,
+        segments: Sequence[Segment],
+        slot_bytes: int,
+        local_ranks: int,
+        check: Callable[[object, list[int]], None],
+        threaded: bool = False,
+        names: Sequence[int] | None = None,
+        spread: bool = True,
+    ) -> None:
         self.rank = rank
         self.names = list(names) if names is not None else list(range(len(segments)))  # for messages
         self.size = len(segments)
         self.slot_bytes = slot_bytes
         self._segments = list(segments)
         self.words = [memoryview(s.mmap)[:_CONTROL_BYTES].cast("q") for s in segments]
-        self._slots = [[np.frombuffer(s.mmap, np.uint8, slot_bytes, _CONTROL_BYTES + i * slot_bytes)
-                        for i in (0, 1)] for s in segments]
+        self._slots = [
+            [np.frombuffer(s.mmap, np.uint8, slot_bytes, _CONTROL_BYTES + i * slot_bytes) for i in (0, 1)]
+            for s in segments
+        ]
         self.mine = self.words[rank]  # this rank's control words (written only by this rank)
         self.mine_bytes = memoryview(segments[rank].mmap)[:_CONTROL_BYTES]
         self.view_cache: dict[tuple[int, int, str], list[np.ndarray]] = {}
@@ -206,7 +217,9 @@ class ShmDomain:
                 return True
         return False
 
-    def wait_slow(self, word: int, value: int, ranks: Sequence[int], deadline: Deadline, what: object) -> None:
+    def wait_slow(
+        self, word: int, value: int, ranks: Sequence[int], deadline: Deadline, what: object
+    ) -> None:
         words, clock = self.words, time.monotonic
         if self._spin:  # a tight first spin: the peer is usually a microsecond or two away
             for _ in range(_TIGHT_SPINS):
@@ -240,7 +253,8 @@ class ShmDomain:
                         f"{what}: Timed out after {format_seconds(deadline.budget)}: nothing "
                         f"from rank {', '.join(str(self.names[r]) for r in lagging)} (shared "
                         f"memory). Is it alive, and did "
-                        f"every rank call the same collectives in the same order?")
+                        f"every rank call the same collectives in the same order?"
+                    )
                 next_check = now + _LIVENESS_INTERVAL
             waited = now - start
             if waited < self._spin:
@@ -258,11 +272,13 @@ class ShmDomain:
         """Move this thread off ``cpu`` if a rank it waits for posted it in this round or the
         last (older posts may be stale: that rank may have moved since)."""
         words, mask, recent = self.words, (1 << _CPU_BITS) - 1, self.round - 1
-        if not any(words[r][CPU] & mask == cpu + 1 and words[r][CPU] >> _CPU_BITS >= recent
-                   for r in lagging):
+        if not any(words[r][CPU] & mask == cpu + 1 and words[r][CPU] >> _CPU_BITS >= recent for r in lagging):
             return
-        taken = [(w & mask) - 1 for w in (words[r][CPU] for r in range(self.size) if r != self.rank)
-                 if w >> _CPU_BITS >= recent]
+        taken = [
+            (w & mask) - 1
+            for w in (words[r][CPU] for r in range(self.size) if r != self.rank)
+            if w >> _CPU_BITS >= recent
+        ]
         moved = placement.move_off(cpu, taken, self.rank)
         if moved is not None:
             self.moves += 1
@@ -330,7 +346,11 @@ def cma_works(segment: Segment) -> bool:
     words = memoryview(segment.mmap)[:_CONTROL_BYTES].cast("q")
     address, pid, magic = words[_SELF], words[_SELF + 1], words[_SELF + 2]
     words.release()
-    return bool(address) and magic == _MAGIC and probe(pid, address + 8 * (_SELF + 2), _MAGIC.to_bytes(8, "little"))
+    return (
+        bool(address)
+        and magic == _MAGIC
+        and probe(pid, address + 8 * (_SELF + 2), _MAGIC.to_bytes(8, "little"))
+    )
 
 
 def segment_size(slot_bytes: int) -> int:

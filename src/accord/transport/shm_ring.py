@@ -18,7 +18,8 @@ reader that sees the new head sees the bytes (see ``shm.py``). Counters are neve
 from __future__ import annotations
 
 import logging
-from typing import Sequence
+from collections.abc import Sequence
+from datetime import timedelta
 
 from ..errors import DistStoreError
 from ..store.base import Store
@@ -35,16 +36,16 @@ class RingWriter:
     def __init__(self, buffer: memoryview, capacity: int) -> None:
         self._words = buffer[:8].cast("q")
         self._tail_words = buffer[64:72].cast("q")
-        self._data = buffer[_HEADS:_HEADS + capacity]
+        self._data = buffer[_HEADS : _HEADS + capacity]
         self._capacity = capacity
 
     def _put(self, chunk: memoryview, head: int, room: int) -> int:
         n = min(chunk.nbytes, room)
         at = head % self._capacity
         first = min(n, self._capacity - at)
-        self._data[at:at + first] = chunk[:first]
+        self._data[at : at + first] = chunk[:first]
         if n > first:
-            self._data[:n - first] = chunk[first:n]
+            self._data[: n - first] = chunk[first:n]
         return n
 
     def sendmsg(self, buffers: Sequence[memoryview]) -> int:
@@ -74,7 +75,7 @@ class RingReader:
     def __init__(self, buffer: memoryview, capacity: int) -> None:
         self._head_words = buffer[:8].cast("q")
         self._tail_words = buffer[64:72].cast("q")
-        self._data = buffer[_HEADS:_HEADS + capacity]
+        self._data = buffer[_HEADS : _HEADS + capacity]
         self._capacity = capacity
 
     def readable(self) -> bool:
@@ -88,9 +89,9 @@ class RingReader:
         n = min(avail, target.nbytes)
         at = tail % self._capacity
         first = min(n, self._capacity - at)
-        target[:first] = self._data[at:at + first]
+        target[:first] = self._data[at : at + first]
         if n > first:
-            target[first:n] = self._data[:n - first]
+            target[first:n] = self._data[: n - first]
         self._tail_words[0] = tail + n
         return n
 
@@ -113,8 +114,16 @@ def _layout(peers: Sequence[int], capacity: int) -> dict[int, int]:
     return {peer: i * (_HEADS + capacity) for i, peer in enumerate(peers)}
 
 
-def map_rings(store: Store, prefix: str, rank: int, local: Sequence[int], pids: Sequence[int],
-              token: str, capacity: int, deadline: Deadline) -> dict[int, tuple[RingWriter, RingReader]]:
+def map_rings(
+    store: Store,
+    prefix: str,
+    rank: int,
+    local: Sequence[int],
+    pids: Sequence[int],
+    token: str,
+    capacity: int,
+    deadline: Deadline,
+) -> dict[int, tuple[RingWriter, RingReader]]:
     """Set up rings with every other rank of ``local`` (this host); {} if shared memory is
     unavailable. A pair uses rings only if both ranks mapped each other's segment."""
     others = [r for r in local if r != rank]
@@ -133,7 +142,9 @@ def map_rings(store: Store, prefix: str, rank: int, local: Sequence[int], pids: 
         for peer in others:
             if created[peer] == b"1" and rank in segments:
                 try:
-                    segments[peer] = Segment(f"accord-{token}-rings-r{peer}-p{pids[peer]}", size, create=False)
+                    segments[peer] = Segment(
+                        f"accord-{token}-rings-r{peer}-p{pids[peer]}", size, create=False
+                    )
                 except OSError as exc:
                     log.warning("rank %d: cannot map rank %d's rings (%s); using TCP", rank, peer, exc)
         store.set(f"{prefix}/rings-mapped/{rank}", ",".join(map(str, segments)).encode())
@@ -147,14 +158,15 @@ def map_rings(store: Store, prefix: str, rank: int, local: Sequence[int], pids: 
 def _gather(store: Store, key: str, ranks: Sequence[int], deadline: Deadline) -> dict[int, bytes]:
     keys = [f"{key}/{r}" for r in ranks]
     try:
-        store.wait(keys, max(deadline.remaining(), 0.001))
+        store.wait(keys, timedelta(seconds=max(deadline.remaining(), 0.001)))
     except DistStoreError:
-        return {r: b"" for r in ranks}
+        return dict.fromkeys(ranks, b"")
     return dict(zip(ranks, store.multi_get(keys)))
 
 
-def _pairs(rank: int, local: Sequence[int], segments: dict[int, Segment], mapped: dict[int, bytes],
-           capacity: int) -> dict[int, tuple[RingWriter, RingReader]]:
+def _pairs(
+    rank: int, local: Sequence[int], segments: dict[int, Segment], mapped: dict[int, bytes], capacity: int
+) -> dict[int, tuple[RingWriter, RingReader]]:
     offsets = _layout(local, capacity)
     links = {}
     for peer, theirs in mapped.items():
@@ -164,7 +176,7 @@ def _pairs(rank: int, local: Sequence[int], segments: dict[int, Segment], mapped
             continue
         mine = memoryview(segments[rank].mmap)
         peer_view = memoryview(segments[peer].mmap)
-        writer = RingWriter(mine[offsets[peer]:], capacity)
-        reader = RingReader(peer_view[offsets[rank]:], capacity)
+        writer = RingWriter(mine[offsets[peer] :], capacity)
+        reader = RingReader(peer_view[offsets[rank] :], capacity)
         links[peer] = (writer, reader)
     return links

@@ -84,9 +84,9 @@ class StreamMesh(Mesh):
             head = len(req.header)
             try:
                 if req.offset < head:
-                    sent = link.tx.sendmsg([memoryview(req.header)[req.offset:], req.payload])
+                    sent = link.tx.sendmsg([memoryview(req.header)[req.offset :], req.payload])
                 else:
-                    sent = link.tx.send(req.payload[req.offset - head:])
+                    sent = link.tx.send(req.payload[req.offset - head :])
             except (BlockingIOError, InterruptedError):
                 return None
             except OSError as exc:
@@ -120,9 +120,13 @@ class StreamMesh(Mesh):
             self._link_failed(link, exc)
         except MemoryError:  # a frame announcing more than this process can ever buffer
             nbytes = link.header.nbytes if link.header is not None else "?"
-            self._link_failed(link, ProtocolError(
-                f"rank {link.peer} announced a message of {nbytes} bytes that cannot be "
-                f"buffered here (out of memory): a corrupt stream, or a message far too large"))
+            self._link_failed(
+                link,
+                ProtocolError(
+                    f"rank {link.peer} announced a message of {nbytes} bytes that cannot be "
+                    f"buffered here (out of memory): a corrupt stream, or a message far too large"
+                ),
+            )
 
     def _fill_staging(self, link: StreamLink) -> bool:
         """Read more bytes into the staging buffer; False when the socket has none now."""
@@ -130,10 +134,10 @@ class StreamMesh(Mesh):
             link.start = link.end = 0
         elif len(link.staging) - link.end < HEADER_SIZE:
             remaining = link.end - link.start
-            link.view[:remaining] = link.view[link.start:link.end]
+            link.view[:remaining] = link.view[link.start : link.end]
             link.start, link.end = 0, remaining
         try:
-            n = link.rx.recv_into(link.view[link.end:])
+            n = link.rx.recv_into(link.view[link.end :])
         except (BlockingIOError, InterruptedError):
             return False
         if n == 0:
@@ -151,15 +155,17 @@ class StreamMesh(Mesh):
             raise ProtocolError(f"rank {link.peer} sent a second HELLO on an open link")
         else:  # GOODBYE / POISON / LEAVE: small control payloads
             if header.nbytes > _MAX_CONTROL_BYTES:
-                raise ProtocolError(f"rank {link.peer} sent a {FrameKind(kind).name} frame of "
-                                    f"{header.nbytes} bytes (at most {_MAX_CONTROL_BYTES}): a "
-                                    f"corrupt stream")
+                raise ProtocolError(
+                    f"rank {link.peer} sent a {FrameKind(kind).name} frame of "
+                    f"{header.nbytes} bytes (at most {_MAX_CONTROL_BYTES}): a "
+                    f"corrupt stream"
+                )
             dest, token = memoryview(bytearray(header.nbytes)), ("control", header)
         link.header, link.dest, link.token, link.filled = header, dest, token, 0
         staged = min(link.end - link.start, header.nbytes)
         if staged:
             if dest is not None:
-                dest[:staged] = link.view[link.start:link.start + staged]
+                dest[:staged] = link.view[link.start : link.start + staged]
             link.start += staged
             link.filled = staged
         if link.filled == header.nbytes:
@@ -171,9 +177,9 @@ class StreamMesh(Mesh):
         assert header is not None
         want = header.nbytes - link.filled
         if link.dest is not None:
-            target = link.dest[link.filled:]
+            target = link.dest[link.filled :]
         else:
-            target = self._discard[:min(want, self._discard.nbytes)]
+            target = self._discard[: min(want, self._discard.nbytes)]
         try:
             n = link.rx.recv_into(target)
         except (BlockingIOError, InterruptedError):
@@ -213,10 +219,14 @@ class StreamMesh(Mesh):
         if isinstance(exc, ProtocolError):
             reason = f"its byte stream is corrupt ({exc})"
         elif exc is None:
-            reason = ("it closed the connection without saying goodbye: the process probably "
-                      "died (killed, crashed, or exited without destroy_process_group)")
+            reason = (
+                "it closed the connection without saying goodbye: the process probably "
+                "died (killed, crashed, or exited without destroy_process_group)"
+            )
         else:
-            reason = f"the connection broke ({errno.errorcode.get(getattr(exc, 'errno', 0) or 0, 'error')}: {exc})"
+            reason = (
+                f"the connection broke ({errno.errorcode.get(getattr(exc, 'errno', 0) or 0, 'error')}: {exc})"
+            )
         error = PeerError(f"rank {link.peer} is gone: {reason}", peer=link.peer)
         self._shut(link, error)
         self.peer_lost(link.peer, error)
@@ -230,8 +240,9 @@ class StreamMesh(Mesh):
             failed = list(link.queue)
             link.queue.clear()
         for req in failed:
-            self.complete_send(req, error or PeerError(f"rank {link.peer} left before taking the data",
-                                                       peer=link.peer))
+            self.complete_send(
+                req, error or PeerError(f"rank {link.peer} left before taking the data", peer=link.peer)
+            )
         self._forget(link)
         link.sock.close()
 

@@ -41,9 +41,15 @@ _PLACEMENT_SECONDS = 0.005
 class TcpMesh(StreamMesh):
     name = "tcp"
 
-    def __init__(self, rank: int, size: int, sockets: dict[int, socket.socket],
-                 records: list[Any] | None = None,
-                 rings: dict[int, tuple[Any, Any]] | None = None, spread: bool = False) -> None:
+    def __init__(
+        self,
+        rank: int,
+        size: int,
+        sockets: dict[int, socket.socket],
+        records: list[Any] | None = None,
+        rings: dict[int, tuple[Any, Any]] | None = None,
+        spread: bool = False,
+    ) -> None:
         super().__init__(rank, size)
         self.records = records or []  # what each rank published (address, host identity)
         if self.records:
@@ -233,10 +239,10 @@ class TcpMesh(StreamMesh):
                             link.queue.clear()
         for link in links:
             self._drain_and_close(link)
-        for link in self._links:
-            if link is not None and link.ring:
-                link.tx.release()  # type: ignore[attr-defined]
-                link.rx.release()  # type: ignore[attr-defined]
+        for maybe in self._links:
+            if maybe is not None and maybe.ring:
+                maybe.tx.release()  # type: ignore[attr-defined]
+                maybe.rx.release()  # type: ignore[attr-defined]
         self._epoll.close()
         os.close(self._wake_r)
         os.close(self._wake_w)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..errors import DistTimeoutError, PeerError, with_context
 from ..timeouts import Deadline, format_seconds
@@ -58,8 +59,13 @@ class Waiting:
     def break_channel(self, channel: Channel, error: BaseException, notify_peers: bool) -> None:
         raise NotImplementedError
 
-    def wait(self, requests: Sequence[SendRequest | RecvRequest], deadline: Deadline, context: Any,
-             channel: Channel) -> None:
+    def wait(
+        self,
+        requests: Sequence[SendRequest | RecvRequest],
+        deadline: Deadline,
+        context: Any,
+        channel: Channel,
+    ) -> None:
         """Block until every request is done; raise the first error, a broken group, or a timeout.
 
         One waiting thread at a time drives the transport; the others sleep on the Condition
@@ -87,8 +93,13 @@ class Waiting:
                 raise self._timeout_error(requests, deadline, context)
             self._step(requests, channel, remaining)
 
-    def settle(self, requests: Sequence[SendRequest | RecvRequest], deadline: Deadline, context: Any,
-               channel: Channel) -> None:
+    def settle(
+        self,
+        requests: Sequence[SendRequest | RecvRequest],
+        deadline: Deadline,
+        context: Any,
+        channel: Channel,
+    ) -> None:
         """Block until every request has ended, well or not, or the deadline passed; the caller
         looks at each request (``done``, ``error``) to see which.
 
@@ -109,8 +120,9 @@ class Waiting:
                 return
             self._step(requests, channel, remaining)
 
-    def _step(self, requests: Sequence[SendRequest | RecvRequest], channel: Channel,
-              remaining: float) -> None:
+    def _step(
+        self, requests: Sequence[SendRequest | RecvRequest], channel: Channel, remaining: float
+    ) -> None:
         """Drive the transport for a tick if nobody else does, else sleep until woken."""
         with self.lock:
             drive = self.needs_driver and not self._driving
@@ -135,10 +147,12 @@ class Waiting:
         finally:
             self._waiters -= 1
 
-    def _timeout_error(self, requests: Iterable[SendRequest | RecvRequest], deadline: Deadline,
-                       context: Any) -> DistTimeoutError:
-        waiting = sorted({r.src for r in requests if isinstance(r, RecvRequest) and not r.done
-                          and r.src is not None})
+    def _timeout_error(
+        self, requests: Iterable[SendRequest | RecvRequest], deadline: Deadline, context: Any
+    ) -> DistTimeoutError:
+        waiting = sorted(
+            {r.src for r in requests if isinstance(r, RecvRequest) and not r.done and r.src is not None}
+        )
         stuck = sorted({r.dst for r in requests if isinstance(r, SendRequest) and not r.done})
         parts = []
         if waiting:
@@ -155,11 +169,11 @@ class Waiting:
             hint = "did every rank call the same collectives in the same order?"
         return DistTimeoutError(
             f"{context}: Timed out after {format_seconds(deadline.budget)}: "
-            f"{'; '.join(parts) or 'no progress'}. Is rank {suspects} alive, and {hint}")
+            f"{'; '.join(parts) or 'no progress'}. Is rank {suspects} alive, and {hint}"
+        )
 
     # -- background progress ------------------------------------------------------------------
-    def watch(self, req: SendRequest | RecvRequest,
-              on_done: Callable[[], None] | None = None) -> None:
+    def watch(self, req: SendRequest | RecvRequest, on_done: Callable[[], None] | None = None) -> None:
         """Keep ``req`` moving even while nobody waits for it (isend/irecv, then compute), and
         call ``on_done()`` (from the progress thread) once it is done, if given.
 
@@ -177,7 +191,8 @@ class Waiting:
             self._watched.append((req, on_done))
             if self._progress_thread is None:
                 self._progress_thread = threading.Thread(
-                    target=self._progress_loop, name=f"accord-progress-{self.rank}", daemon=True)
+                    target=self._progress_loop, name=f"accord-progress-{self.rank}", daemon=True
+                )
                 self._progress_thread.start()
             self.cond.notify_all()
 
@@ -214,5 +229,5 @@ class Waiting:
 def _call(callback: Callable[[], None]) -> None:
     try:
         callback()
-    except Exception:  # noqa: BLE001 — a completion callback must not stop the progress thread
+    except Exception:  # a completion callback must not stop the progress thread
         logging.getLogger("accord").exception("a completion callback raised")

@@ -31,12 +31,12 @@ MAX_PAYLOAD = 1 << 40
 
 
 class FrameKind(enum.IntEnum):
-    HELLO = 1     # first frame on a TCP link: payload = the connector's identity
-    COLL = 2      # a collective's message, matched by (group, seq, step) and source
-    P2P = 3       # a point-to-point message, matched by (group, tag) and source, in order
-    GOODBYE = 4   # orderly close: the peer left (destroy_process_group); not a failure
-    POISON = 5    # the peer's group failed; payload = UTF-8 reason. Breaks that group here
-    LEAVE = 6     # the peer destroyed one group; payload = u64: the last call it ended there
+    HELLO = 1  # first frame on a TCP link: payload = the connector's identity
+    COLL = 2  # a collective's message, matched by (group, seq, step) and source
+    P2P = 3  # a point-to-point message, matched by (group, tag) and source, in order
+    GOODBYE = 4  # orderly close: the peer left (destroy_process_group); not a failure
+    POISON = 5  # the peer's group failed; payload = UTF-8 reason. Breaks that group here
+    LEAVE = 6  # the peer destroyed one group; payload = u64: the last call it ended there
 
 
 class Fingerprint(NamedTuple):
@@ -45,7 +45,7 @@ class Fingerprint(NamedTuple):
     op: int = 0
     algo: int = 0
     dtype: int = 0
-    count: int = 0
+    count: int = 0  # type: ignore[assignment]  # a field: shadows tuple.count, which nothing here calls
     root: int = -1
 
 
@@ -64,14 +64,28 @@ class Header(NamedTuple):
 
     def pack(self) -> bytes:
         fp = self.fingerprint
-        return HEADER.pack(MAGIC, self.kind, VERSION, self.group, self.seq, self.step,
-                           fp.op, fp.dtype, fp.algo, self.tag, fp.count, fp.root, self.nbytes)
+        return HEADER.pack(
+            MAGIC,
+            self.kind,
+            VERSION,
+            self.group,
+            self.seq,
+            self.step,
+            fp.op,
+            fp.dtype,
+            fp.algo,
+            self.tag,
+            fp.count,
+            fp.root,
+            self.nbytes,
+        )
 
 
 def pack_header(kind: int, group: int, seq: int, step: int, tag: int, fp: Fingerprint, nbytes: int) -> bytes:
     """Encode a header without building a Header object (the hot path)."""
-    return HEADER.pack(MAGIC, kind, VERSION, group, seq, step, fp.op, fp.dtype, fp.algo, tag,
-                       fp.count, fp.root, nbytes)
+    return HEADER.pack(
+        MAGIC, kind, VERSION, group, seq, step, fp.op, fp.dtype, fp.algo, tag, fp.count, fp.root, nbytes
+    )
 
 
 def unpack_header(data: bytes | bytearray | memoryview, offset: int = 0) -> Header:
@@ -80,8 +94,9 @@ def unpack_header(data: bytes | bytearray | memoryview, offset: int = 0) -> Head
     Raises:
         ProtocolError: wrong magic or version, unknown kind, or an absurd payload length.
     """
-    (magic, kind, version, group, seq, step, op, dtype, algo, tag, count, root,
-     nbytes) = HEADER.unpack_from(data, offset)
+    (magic, kind, version, group, seq, step, op, dtype, algo, tag, count, root, nbytes) = HEADER.unpack_from(
+        data, offset
+    )
     if magic != MAGIC:
         raise ProtocolError(f"bad frame magic {bytes(magic)!r}: the peer is not an accord transport")
     if version != VERSION:
