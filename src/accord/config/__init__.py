@@ -13,51 +13,25 @@ module; every one is importable from here.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from dataclasses import dataclass
 
-# Grouped by launcher (torchrun, Slurm, Open MPI, PMI, MVAPICH), not sorted:
+# Grouped by launcher (torchrun, Slurm, Open MPI, PMI, MVAPICH), not sorted or one per line:
 # isort: off
+# fmt: off
 from .launchers import (  # noqa: F401 — re-exported: config.MASTER_ADDR and the rest
-    MASTER_ADDR,
-    MASTER_PORT,
-    RANK,
-    WORLD_SIZE,
-    LOCAL_RANK,
-    LOCAL_WORLD_SIZE,
-    TORCHELASTIC_RUN_ID,
-    TORCHELASTIC_USE_AGENT_STORE,
-    TORCHELASTIC_RESTART_COUNT,
-    TORCHELASTIC_ERROR_FILE,
-    LOG_LINE_PREFIX_TEMPLATE,
-    SHUTDOWN_TIMEOUT,
-    OMP_NUM_THREADS,
-    HEARTBEAT_TIMEOUT,
-    PET_OPTIONS,
-    SLURM_PROCID,
-    SLURM_NTASKS,
-    SLURM_LOCALID,
-    SLURM_NODEID,
-    SLURM_NTASKS_PER_NODE,
-    SLURM_TASKS_PER_NODE,
-    SLURM_NODELIST,
-    SLURM_JOB_ID,
-    OMPI_RANK,
-    OMPI_SIZE,
-    OMPI_LOCAL_RANK,
-    OMPI_LOCAL_SIZE,
-    PMI_RANK,
-    PMI_SIZE,
-    MPI_LOCAL_RANK,
-    MPI_LOCAL_SIZE,
-    MV2_RANK,
-    MV2_SIZE,
-    MV2_LOCAL_RANK,
-    MV2_LOCAL_SIZE,
+    MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
+    TORCHELASTIC_RUN_ID, TORCHELASTIC_USE_AGENT_STORE, TORCHELASTIC_RESTART_COUNT,
+    TORCHELASTIC_ERROR_FILE, LOG_LINE_PREFIX_TEMPLATE, SHUTDOWN_TIMEOUT, OMP_NUM_THREADS,
+    HEARTBEAT_TIMEOUT, PET_OPTIONS,
+    SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NODEID, SLURM_NTASKS_PER_NODE,
+    SLURM_TASKS_PER_NODE, SLURM_NODELIST, SLURM_JOB_ID,
+    OMPI_RANK, OMPI_SIZE, OMPI_LOCAL_RANK, OMPI_LOCAL_SIZE,
+    PMI_RANK, PMI_SIZE, MPI_LOCAL_RANK, MPI_LOCAL_SIZE,
+    MV2_RANK, MV2_SIZE, MV2_LOCAL_RANK, MV2_LOCAL_SIZE,
 )
-
+# fmt: on
 # isort: on
-from .setting import SETTINGS, Setting  # re-exported
+from .setting import SETTINGS, Setting, describe  # noqa: F401 — re-exported
 from .setting import register as _setting
 
 # -- store -----------------------------------------------------------------------------------
@@ -409,18 +383,3 @@ def launcher_option_default(dest: str) -> str | None:
     """torchrun's ``PET_<OPTION>`` default for a launcher option (``nproc_per_node`` reads
     PET_NPROC_PER_NODE); None when unset."""
     return Setting(f"PET_{dest.upper()}", None, PET_OPTIONS.doc).raw()
-
-
-def describe(show: Callable[[str], None] = print) -> None:
-    """Print every setting: name, aliases, default, current value and meaning."""
-    for setting in SETTINGS.values():
-        alias = f" (also {', '.join(setting.aliases)})" if setting.aliases else ""
-        value = setting.raw()
-        if setting.secret and value is not None:
-            value = "<set, not shown>"
-        show(f"{setting.name}{alias} = {value!r}  [default {setting.default!r}]")
-        show(f"    {setting.doc}")
-
-
-if __name__ == "__main__":
-    describe()

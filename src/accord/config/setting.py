@@ -4,6 +4,7 @@ registry ``SETTINGS`` that ``config.describe`` prints. Must not know any particu
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 
 
@@ -31,3 +32,14 @@ def register(name: str, default: str | None, doc: str, aliases: tuple[str, ...] 
     setting = Setting(name, default, doc, aliases)
     SETTINGS[name] = setting
     return setting
+
+
+def describe(show: Callable[[str], None] = print) -> None:
+    """Print every setting: name, aliases, default, current value and meaning."""
+    for setting in SETTINGS.values():
+        alias = f" (also {', '.join(setting.aliases)})" if setting.aliases else ""
+        value = setting.raw()
+        if setting.secret and value is not None:
+            value = "<set, not shown>"
+        show(f"{setting.name}{alias} = {value!r}  [default {setting.default!r}]")
+        show(f"    {setting.doc}")
