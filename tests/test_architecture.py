@@ -1,4 +1,4 @@
-"""The shape of the package: imports go down the layer table (design.md §2), the public
+"""The shape of the package: imports go down the layer table (docs/architecture.md), the public
 surface is what __all__ says, and names and defaults match torch.distributed's."""
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import os
 from multiprocessing.connection import Client
 
 from . import runner
-from . import scripts_docs, scripts_errors, scripts_more  # noqa: F401 — they add their scripts
+from . import scripts_docs, scripts_errors, scripts_rooted_exchanges  # noqa: F401 — they add their scripts
 
 
 def main() -> None:

@@ -6,7 +6,7 @@ Seeds: 000 (broadcast_object_list), 001 (broadcast), 002 (the six collectives, a
 at 4 ranks), 004 (ReduceOp) and 003, the reference page: its store examples, monitored_barrier,
 the object-list lengths it allows, the uneven all_to_all, ReduceOp's members and the
 profiling section. The reference page's all_reduce / all_gather / all_to_all / object
-collective examples are in ``scripts`` and ``scripts_more`` already.
+collective examples are in ``scripts`` and ``scripts_rooted_exchanges`` already.
 
 Adapted only where an example cannot run as written: random inputs (``torch.randn``) become
 fixed rank-dependent values, ``torch.empty`` becomes zeros (its contents are undefined), file
@@ -347,7 +347,7 @@ def ref_all_to_all_uneven_lists(dist: Any, rank: int, n: int, make: Make) -> dic
     gives the page's stated output."""
     if n != 4:
         return {}
-    from .scripts_more import DOCS_A2A_INPUT_SPLITS, DOCS_A2A_INPUTS, DOCS_A2A_OUTPUT_SPLITS
+    from .scripts_rooted_exchanges import DOCS_A2A_INPUT_SPLITS, DOCS_A2A_INPUTS, DOCS_A2A_OUTPUT_SPLITS
 
     data, splits = DOCS_A2A_INPUTS[rank], DOCS_A2A_INPUT_SPLITS[rank]
     starts = [sum(splits[:j]) for j in range(4)]

@@ -307,7 +307,7 @@ scripts.BY_NAME.update(BY_NAME)  # the runner's children look names up there
 
 
 def names(on_torch_gloo: bool) -> list[str]:
-    """The cases' script names for one implementation, as ScriptName (see scripts_more's
+    """The cases' script names for one implementation, as ScriptName (see scripts_rooted_exchanges's
     docstring)."""
     return [ScriptName(s.name) for s in SCRIPTS if s.on_gloo or not on_torch_gloo]
 

@@ -16,7 +16,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from . import runner, scripts_docs, scripts_more  # noqa: E402 — after the importorskip
+from . import runner, scripts_docs, scripts_rooted_exchanges  # noqa: E402 — after the importorskip
 
 pytestmark = [pytest.mark.torch, pytest.mark.multiprocess]
 
@@ -82,7 +82,7 @@ def uneven_all_to_all_works(theirs: list, ours: list, n: int) -> None:
               [[4], [15, 16], [23], [34, 35]], [[5], [17, 18], [24], [36]]]
     assert [r["call"]["raised"] for r in ours] == [None] * 4
     assert [r["output"] for r in ours] == stated
-    inputs = scripts_more.DOCS_A2A_INPUTS
+    inputs = scripts_rooted_exchanges.DOCS_A2A_INPUTS
     assert sorted(v for out in stated for piece in out for v in piece) == sorted(v for i in inputs for v in i)
 
 

@@ -1,5 +1,5 @@
-"""The algorithm matrix of reduce, all_gather, gather, scatter, reduce_scatter and all_to_all
-(design.md §4): every registered message algorithm forced in turn, world sizes 1–8, counts
+"""The algorithm matrix of reduce, all_gather, gather, scatter, reduce_scatter and all_to_all:
+every registered message algorithm forced in turn, world sizes 1–8, counts
 0/1/odd/large and uneven per-rank sizes, dtypes and ReduceOps; then the torch-shaped API
 (tensor forms, splits, async, subgroups) and its argument checks. Ranks are threads over the
 loopback transport; inputs are small integers, so expected results are exact."""
@@ -13,7 +13,7 @@ import pytest
 
 import accord as dist
 from harness import run_ranks
-from test_collectives import INT_DTYPES, OPS, _valid, message_algorithms, reference
+from test_allreduce_broadcast_barrier import INT_DTYPES, OPS, _valid, message_algorithms, reference
 
 WORLD_SIZES = [1, 2, 3, 4, 5, 8]
 COUNTS = [0, 1, 7, 300]  # 300 int64 = 2400 B: dozens of 64-byte segments per block

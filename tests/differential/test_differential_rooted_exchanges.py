@@ -1,4 +1,4 @@
-"""Differential tests of the collectives beyond all_reduce/broadcast (scripts_more.py): every
+"""Differential tests of the collectives beyond all_reduce/broadcast (scripts_rooted_exchanges.py): every
 script gives the same per-rank results on torch.distributed (gloo) and on accord, with NumPy
 arrays (latency algorithms) and torch tensors (bandwidth algorithms in tiny segments).
 
@@ -16,7 +16,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from . import runner, scripts_more  # noqa: E402 — after the importorskip
+from . import runner, scripts_rooted_exchanges  # noqa: E402 — after the importorskip
 
 pytestmark = [pytest.mark.torch, pytest.mark.multiprocess]
 
@@ -31,7 +31,7 @@ EXTRA_JOBS = ((4, "accord-numpy-tcp"),)
 
 def names_for(impl: str) -> list[str]:
     spec = runner.IMPLEMENTATIONS[impl]
-    return scripts_more.names_for(on_torch_gloo=spec.is_torch_gloo, torch_tensors=spec.torch_tensors)
+    return scripts_rooted_exchanges.names_for(on_torch_gloo=spec.is_torch_gloo, torch_tensors=spec.torch_tensors)
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +100,7 @@ def test_docs_all_to_all(runs, world_size: int, impl: str) -> None:
 @each_job()
 def test_docs_object_collectives(runs, world_size: int, impl: str) -> None:
     n = world_size
-    docs = [repr(o) for o in scripts_more.DOCS_OBJECTS]  # "foo", 12, {1: 2}
+    docs = [repr(o) for o in scripts_rooted_exchanges.DOCS_OBJECTS]  # "foo", 12, {1: 2}
     for rank, res in enumerate(results(runs(impl, n), "more_docs_object_collectives")):
         assert res["broadcast"] == docs
         assert res["all_gather"] == [docs[r % 3] for r in range(n)]
@@ -120,7 +120,7 @@ def test_batch_ring_and_reduce_scatter_closed_forms(runs, world_size: int, impl:
         assert res == {"recv": {"values": [2.0 * left, 2.0 * left + 1], "dtype": "float32", "shape": [2]},
                        "requests": 2}
     for rank, res in enumerate(results(job, "more_reduce_scatter_uneven_list")):
-        column = [scripts_more.values(r, rank + 1, "int64", rank) for r in range(n)]
+        column = [scripts_rooted_exchanges.values(r, rank + 1, "int64", rank) for r in range(n)]
         assert res["output"]["values"] == [sum(c) for c in zip(*column)]
 
 

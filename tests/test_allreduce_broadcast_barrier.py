@@ -1,4 +1,5 @@
-"""The algorithm matrix (design.md §4): every registered algorithm, world sizes 1–8, counts
+"""The algorithm matrix of all_reduce, broadcast and barrier (the other collectives':
+test_rooted_and_exchange_collectives.py): every registered algorithm, world sizes 1–8, counts
 0/1/odd/large, every dtype and ReduceOp, ranks as threads over the loopback transport."""
 
 from __future__ import annotations
