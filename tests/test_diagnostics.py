@@ -16,6 +16,7 @@ import pytest
 
 import accord as dist
 from accord.diagnostics import debug, fail_fast, merge
+from accord.group.calls import CallSequencer
 from accord.group.recorder import FlightRecorder
 from accord.transport.wire import Fingerprint
 from accord.world import current_world
@@ -25,11 +26,12 @@ from harness import run_ranks
 # -- the recorder ------------------------------------------------------------------------------
 def test_the_recorder_keeps_the_last_calls_and_totals_per_operation():
     rec = FlightRecorder(capacity=3)
+    calls = CallSequencer(30.0, "rank 0", rec)  # (the one writer of the recorder's call records)
     fp = Fingerprint(1, 0, 12, 256, -1)  # float32 (code 12), 256 elements
     for seq in range(1, 6):
-        rec.end(rec.start(seq, "all_reduce", fp))
-    failed = rec.start(6, "broadcast", fp._replace(root=1))
-    rec.end(failed, TimeoutError("too slow"))
+        calls.end(calls.start(seq, "all_reduce", fp))
+    failed = calls.start(6, "broadcast", fp._replace(root=1))
+    calls.fail(failed, TimeoutError("too slow"), breaks=False)
     entries = rec.entries()
     assert [e["seq"] for e in entries] == [4, 5, 6]  # the ring forgot 1-3
     assert entries[-1]["state"] == "failed" and "too slow" in entries[-1]["error"]
@@ -306,10 +308,14 @@ def test_comm_stats_count_point_to_point():
 @pytest.mark.parametrize("capacity", [1, 2, 4, 7])
 def test_totals_survive_the_ring_lapping_many_times(capacity):
     rec = FlightRecorder(capacity=capacity)
+    calls = CallSequencer(30.0, "rank 0", rec)
     fp = Fingerprint(1, 0, 8, 3, -1)  # int64 (code 8), 3 elements: 24 bytes
     for seq in range(1, 24):
-        entry = rec.start(seq, "all_reduce" if seq % 3 else "barrier", fp if seq % 3 else None)
-        rec.end(entry, RuntimeError("x") if seq == 10 else None)
+        entry = calls.start(seq, "all_reduce" if seq % 3 else "barrier", fp if seq % 3 else None)
+        if seq == 10:
+            calls.fail(entry, RuntimeError("x"), breaks=False)
+        else:
+            calls.end(entry)
         if seq in (5, 17):
             assert rec.stats()["all_reduce"]["calls"] == seq - seq // 3  # reading changes nothing
     stats = rec.stats()

@@ -4,7 +4,7 @@ Owns, for one process group: the numbers of its calls (``number``; ``last_seq``)
 it is (``finished``, ``await_turn``: calls run one at a time, in the order they were made, so
 a blocking call made after an async one waits for it), the call's flight-recorder record,
 which is also the call's ticket (``start``/``begin`` open it, ``end``/``fail`` close it and
-hand the turn on), whether the group is broken and why (``broken``, ``break_group``), the
+hand the turn on: this is the one writer of a ``CallRecord``, the recorder keeps and reads them), whether the group is broken and why (``broken``, ``break_group``), the
 timeout a call's deadline counts (``timeout``, ``deadline``), the group's queue of async
 calls not yet run (``queue``) and its scratch memory (``scratch``).
 
@@ -24,13 +24,16 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from typing import Any, Callable
 
 from ..errors import DistTimeoutError
 from ..timeouts import Deadline
 from ..transport.wire import Fingerprint
-from .recorder import CallRecord, FlightRecorder
+from .recorder import ITEMSIZE, CallRecord, FlightRecorder
 from .scratch import Scratch
+
+_clock = time.monotonic
 
 #: explain(context, exc): the world's monitor, told first when the group breaks (it may add
 #: to a timeout's message: a stuck report)
@@ -43,7 +46,8 @@ class CallSequencer:
     """The call state of one process group (see the module docstring)."""
 
     __slots__ = ("recorder", "scratch", "queue", "timeout", "last_seq", "finished", "broken",
-                 "where", "explain", "on_break", "_seqs", "_turn", "_turn_waiters")
+                 "where", "explain", "on_break", "_seqs", "_turn", "_turn_waiters", "_ring",
+                 "_capacity", "_stats", "_moved")
 
     def __init__(self, timeout: float, where: str, recorder: FlightRecorder,
                  queue: Any = None, on_break: OnBreak | None = None) -> None:
@@ -62,6 +66,9 @@ class CallSequencer:
         self._seqs = itertools.count(1)  # next() is atomic under the GIL: call numbers
         self._turn = threading.Condition()
         self._turn_waiters = 0
+        # the recorder's ring and totals, which only this object writes for calls
+        self._ring, self._capacity, self._stats = recorder.ring, recorder.capacity, recorder.stats_by_op
+        self._moved: tuple[Any, int] = (None, 0)  # (the last fingerprint ended, its bytes)
 
     def context(self, op: str, seq: int | None = None) -> str:
         """'all_reduce #12 on rank 2', plus the group and group rank for subgroups."""
@@ -75,17 +82,39 @@ class CallSequencer:
 
     def start(self, seq: int, op: str, fp: Fingerprint | None) -> CallRecord:
         """Call #seq starts (its turn has come): its record, the ticket ``end``/``fail`` take."""
-        return self.recorder.start(seq, op, fp)
+        record = CallRecord(seq, op, fp, _clock())
+        self._ring[seq % self._capacity] = self.recorder.current = record
+        return record
 
     def begin(self, op: str, fp: Fingerprint | None) -> CallRecord:
         """``number`` and ``start`` in one, for a caller that knows the turn is its own
         (``finished == last_seq``: nothing queued or running before it)."""
         seq = self.last_seq = next(self._seqs)
-        return self.recorder.start(seq, op, fp)
+        record = CallRecord(seq, op, fp, _clock())
+        self._ring[seq % self._capacity] = self.recorder.current = record
+        return record
 
     def end(self, record: CallRecord) -> None:
-        """The call of ``record`` completed: record it, hand the turn on."""
-        self.recorder.end(record)
+        """The call of ``record`` completed: record it (the recorder's totals too), hand the
+        turn on. (Written out: it runs on every call.)"""
+        now = record.ended = _clock()
+        took = now - record.started
+        try:
+            stats = self._stats[record.op]
+        except KeyError:
+            stats = self.recorder.totals(record.op)
+        fp = record.fp
+        moved = self._moved
+        if moved[0] is not fp:  # (a planned call ends with the same fingerprint each time)
+            moved = self._moved = (fp, 0 if fp is None else fp[3] * ITEMSIZE.get(fp[2], 0))
+        stats[0] += 1
+        stats[1] += moved[1]
+        stats[2] += took
+        if took > stats[3]:
+            stats[3] = took
+        recorder = self.recorder
+        recorder.current = None
+        recorder.last_done = record
         self.finished = record.seq
         if self._turn_waiters:
             self._wake()
@@ -95,7 +124,20 @@ class CallSequencer:
         ``breaks``: an error that leaves the group usable, e.g. a refused argument), hand
         the turn on."""
         try:
-            self.recorder.end(record, exc)
+            record.error = f"{type(exc).__name__}: {exc}"[:500]
+            took = (record.ended or _clock()) - record.started
+            record.ended = record.started + took
+            stats = self.recorder.totals(record.op)
+            stats[0] += 1
+            fp = record.fp
+            if fp is not None:  # (as a completed call's: the call was made with them)
+                stats[1] += fp[3] * ITEMSIZE.get(fp[2], 0)
+            stats[2] += took
+            stats[3] = max(stats[3], took)
+            stats[4] += 1
+            recorder = self.recorder
+            recorder.current = None
+            recorder.last_failed = record
             if breaks:
                 self.break_group(self.context(record.op, record.seq), exc)
         finally:

@@ -7,7 +7,8 @@ state; numbered in the order this rank posted them) with those still open, the c
 and the last one completed (what the stuck report publishes), and the running totals behind
 ``accord.comm_stats()`` (calls, bytes, total and longest time, failures per operation,
 point-to-point operations included), and the typed records of both (``CallRecord``,
-``P2pRecord``), whose fields only it writes. It is
+written only by the group's ``calls.CallSequencer``, which runs the calls; ``P2pRecord``,
+written only here). It is
 written on every call, so it is cheap: one small slotted object and a few stores per call, no locks
 (a call is recorded by the one thread that runs it; readers take a snapshot under the GIL; a
 p2p operation may end in the transport's progress thread: its record is its own, and the open
@@ -32,14 +33,14 @@ DEFAULT_CAPACITY = 2000  # torch's flight recorder keeps 2000 entries by default
 
 _SPECIAL_SIZES = {"bfloat16": 2, "bytes": 1}  # not NumPy dtypes (or not with a fixed size)
 #: Bytes per element of each fingerprint dtype code (codes not here, e.g. 0: no data, count 0)
-_ITEMSIZE: dict[int, int] = {code: _SPECIAL_SIZES.get(name) or np.dtype(name).itemsize
+ITEMSIZE: dict[int, int] = {code: _SPECIAL_SIZES.get(name) or np.dtype(name).itemsize
                              for code, name in DTYPE_NAMES.items()}
 _clock = time.monotonic
 
 
 def itemsize(dtype_code: int) -> int:
     """Bytes per element of a fingerprint's dtype code (0 for no data)."""
-    return _ITEMSIZE.get(dtype_code, 0)
+    return ITEMSIZE.get(dtype_code, 0)
 
 
 #: How many open p2p operations a progress post lists (the oldest first)
@@ -49,18 +50,24 @@ _OPEN_POSTED = 4
 class CallRecord:
     """One collective call in the flight recorder (and the ticket its runner holds: the
     group's ``calls.begin`` makes it, ``calls.end``/``calls.fail`` close it). Only
-    ``FlightRecorder`` writes its fields."""
+    ``calls.CallSequencer`` writes its fields."""
 
-    __slots__ = ("seq", "op", "fp", "started", "ended", "state", "error")
+    __slots__ = ("seq", "op", "fp", "started", "ended", "error")
 
     def __init__(self, seq: int, op: str, fp: Fingerprint | None, started: float) -> None:
         self.seq = seq
         self.op = op
         self.fp = fp
-        self.started = started
-        self.ended = 0.0  # (monotonic seconds; 0.0: not ended)
-        self.state = STARTED
-        self.error: str | None = None
+        self.started = started  # monotonic seconds
+        self.ended = 0.0  # monotonic seconds; 0.0: not ended
+        self.error: str | None = None  # how it failed ("Class: message")
+
+    @property
+    def state(self) -> str:
+        """STARTED, COMPLETED or FAILED."""
+        if not self.ended:
+            return STARTED
+        return COMPLETED if self.error is None else FAILED
 
     def __repr__(self) -> str:
         return f"<CallRecord {self.op} #{self.seq} {self.state}>"
@@ -91,14 +98,15 @@ class P2pRecord:
 class FlightRecorder:
     """The last ``capacity`` calls of one group and the totals per operation."""
 
-    __slots__ = ("capacity", "ring", "_stats", "current", "last_done", "last_failed",
+    __slots__ = ("capacity", "ring", "stats_by_op", "current", "last_done", "last_failed",
                  "_wall_offset", "p2p_ring", "p2p_open", "_p2p_numbers", "p2p_ended",
                  "p2p_failed")
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
         self.capacity = max(1, int(capacity))
         self.ring: list[CallRecord | None] = [None] * self.capacity
-        self._stats: dict[str, list[float]] = {}
+        #: per operation: [calls, bytes, total s, longest s, failed] (``totals``)
+        self.stats_by_op: dict[str, list[float]] = {}
         self.current: CallRecord | None = None  # the call in flight (None between calls)
         self.last_done: CallRecord | None = None  # the last call that completed
         self.last_failed: CallRecord | None = None  # the last call that raised
@@ -108,40 +116,6 @@ class FlightRecorder:
         self._p2p_numbers = itertools.count(1)  # next() is atomic: isend may come from threads
         self.p2p_ended = 0
         self.p2p_failed: P2pRecord | None = None  # the last p2p operation that failed
-
-    def start(self, seq: int, op: str, fp: Fingerprint | None) -> CallRecord:
-        """Record the start of call #seq; returns the record to pass to ``end``."""
-        record = CallRecord(seq, op, fp, _clock())
-        self.ring[seq % self.capacity] = self.current = record
-        return record
-
-    def end(self, record: CallRecord, error: BaseException | None = None) -> None:
-        """Record that the call of ``record`` ended (``error``: how it failed).
-
-        Written for speed (it runs on every call): no helper calls on the way of a success.
-        """
-        now = record.ended = _clock()
-        took = now - record.started
-        try:
-            stats = self._stats[record.op]
-        except KeyError:
-            stats = self._stats[record.op] = [0, 0, 0.0, 0.0, 0]
-        stats[0] += 1
-        fp = record.fp
-        if fp is not None:
-            stats[1] += fp[3] * _ITEMSIZE.get(fp[2], 0)
-        stats[2] += took
-        if took > stats[3]:
-            stats[3] = took
-        self.current = None
-        if error is None:
-            record.state = COMPLETED
-            self.last_done = record
-            return
-        record.state = FAILED
-        self.last_failed = record
-        record.error = f"{type(error).__name__}: {error}"[:500]
-        stats[4] += 1
 
     def p2p_start(self, op: str, peer: int | None, tag: int, nbytes: int) -> P2pRecord:
         """Record a point-to-point operation posted to (or, for a receive, from) global rank
@@ -163,9 +137,9 @@ class FlightRecorder:
             record.peer = peer
         self.p2p_ended += 1
         try:
-            stats = self._stats[record.op]
+            stats = self.stats_by_op[record.op]
         except KeyError:
-            stats = self._stats[record.op] = [0, 0, 0.0, 0.0, 0]
+            stats = self.stats_by_op[record.op] = [0, 0, 0.0, 0.0, 0]
         stats[0] += 1
         stats[2] += took
         if took > stats[3]:
@@ -181,17 +155,18 @@ class FlightRecorder:
 
     def totals(self, op: str) -> list[float]:
         """The running totals of ``op`` ([calls, bytes, total s, longest s, failed]): the live
-        list, which a compiled call (``one_round``) updates in place on success."""
-        stats = self._stats.get(op)
-        if stats is None:
-            stats = self._stats[op] = [0, 0, 0.0, 0.0, 0]
-        return stats
+        list, which the group's ``calls`` updates in place as calls end."""
+        try:
+            return self.stats_by_op[op]
+        except KeyError:
+            stats = self.stats_by_op[op] = [0, 0, 0.0, 0.0, 0]
+            return stats
 
     def count(self, op: str, nbytes: int, took: float, failed: bool = False) -> None:
         """Add a call that is not in the collective ring to the totals."""
-        stats = self._stats.get(op)
+        stats = self.stats_by_op.get(op)
         if stats is None:
-            stats = self._stats[op] = [0, 0, 0.0, 0.0, 0]
+            stats = self.stats_by_op[op] = [0, 0, 0.0, 0.0, 0]
         stats[0] += 1
         stats[1] += nbytes
         stats[2] += took
@@ -209,7 +184,7 @@ class FlightRecorder:
         if fp is not None:
             item.update(dtype=DTYPE_NAMES.get(fp.dtype, "") if fp.dtype else "", count=fp.count,
                         root=fp.root, algo=fp.algo, op_code=fp.op,
-                        nbytes=fp.count * _ITEMSIZE.get(fp.dtype, 0))
+                        nbytes=fp.count * ITEMSIZE.get(fp.dtype, 0))
         if record.error:
             item["error"] = record.error
         return item
@@ -268,7 +243,7 @@ class FlightRecorder:
     def stats(self) -> dict[str, dict[str, Any]]:
         """Per operation: calls, bytes, total_s, max_s, mean_s, failed."""
         out = {}
-        for op, (calls, nbytes, total, longest, failed) in sorted(self._stats.items()):
+        for op, (calls, nbytes, total, longest, failed) in sorted(self.stats_by_op.items()):
             out[op] = {"calls": int(calls), "bytes": int(nbytes), "total_s": total,
                        "max_s": longest, "mean_s": total / calls if calls else 0.0,
                        "failed": int(failed)}
