@@ -35,12 +35,8 @@ def resolve_group(group: Any, op: str, stacklevel: int = 3) -> ProcessGroup | No
 
 
 def group_rank(group: ProcessGroup, global_rank: int | None, local_rank: int | None, what: str) -> int:
-    """The group rank named either by a global rank (``src``) or a group rank (``group_src``)."""
-    if local_rank is None and type(global_rank) is int:  # the common call: a member's rank
-        try:
-            return group.group_rank_of(global_rank)
-        except ArgumentError:
-            pass  # not a member: the checks below say why
+    """The group rank named either by a global rank (``src``) or a group rank (``group_src``),
+    checked (the pipeline's ``Rank`` takes a member's global rank the short way first)."""
     if local_rank is not None:
         if global_rank is not None:
             raise ArgumentError(f"pass either {what} or group_{what}, not both")

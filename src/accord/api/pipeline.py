@@ -6,11 +6,12 @@ functions return it), the ranks in the group (``Rank``: torch's ``src``/``group_
 becomes one group rank), the device group that carries a tensor of another device (torch's
 NCCL, for a CUDA tensor), the DETAIL check (``diagnostics.detail``), the short path of a
 blocking call, the general path, and counting a call this rank left by an exception
-(``ProcessGroup.calls_raised``; the ``try`` costs nothing when nothing is raised). ``run_on``
-is the same from the ranks on, for a caller that holds the group already (the torch
-backend). The rows live beside the functions that use them (``collectives``, ``objects``,
-``p2p``). Must not know torch's signatures, which those modules own, nor how a step works
-inside (group, diagnostics).
+(``ProcessGroup.calls_raised``; the ``try`` costs nothing when nothing is raised). The rows
+live beside the functions that use them (``collectives``, ``objects``, ``p2p``); the torch
+backend runs the same rows on its group. The dispatch is ``run``'s one frame (and
+``Rank.translate``'s, for a root or a peer) over what it runs: a step that does not apply
+costs an attribute test. Must not know torch's signatures, which those modules own, nor how
+a step works inside (group, diagnostics).
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ..diagnostics import debug, detail
+from ..errors import ArgumentError
 from ..group.process_group import ProcessGroup
+from ..world import current_world
 from .common import check_not_self, device_group, group_rank, resolve_group
 
 #: In a row's ``detail`` names: the argument that is the call's root (compared as the root).
@@ -42,14 +45,30 @@ class Rank:
         """``args`` with the pair at ``at`` replaced by the group rank it names."""
         at = self.at
         rank, local = args[at], args[at + 1]
+        if local is None and type(rank) is int and not self.not_self:
+            try:
+                rank = pg.group_rank_of(rank)  # the commonest call: a member's global rank
+            except ArgumentError:
+                rank = self.group_rank(pg, rank, None)  # (says why not)
+        else:
+            rank = self.group_rank(pg, rank, local)
+        # the pair replaced: the shapes of torch's functions written out (slicing costs more)
+        if len(args) == 3 and at == 1:
+            return (args[0], rank)
+        if len(args) == 4:
+            return (args[0], rank, args[3]) if at == 1 else (args[0], args[1], rank)
+        return (*args[:at], rank, *args[at + 2:])
+
+    def group_rank(self, pg: ProcessGroup, rank: int | None, local: int | None) -> int | None:
+        """The group rank a pair names, checked (``translate``'s careful way)."""
         if rank is None and local is None and self.default != REQUIRED:
             if self.default == ANY:
-                return (*args[:at], None, *args[at + 2:])
-            rank = self.default
-        rank = group_rank(pg, rank, local, self.what)
+                return None
+            rank = self.default  # type: ignore[assignment]
+        found = group_rank(pg, rank, local, self.what)
         if self.not_self:
-            check_not_self(pg, rank, self.what)
-        return (*args[:at], rank, *args[at + 2:])
+            check_not_self(pg, found, self.what)
+        return found
 
 
 class Call:
@@ -92,24 +111,31 @@ def on_device(method: str) -> Callable[..., Any]:
 
 def run(call: Call, group: Any, async_op: bool, *args: Any) -> Any:
     """Run ``call`` with ``args`` (torch's rank pair still in them, see ``Rank``) on ``group``
-    (None: the default group) — every step, in order."""
-    pg = resolve_group(group, call.name, 4)  # (warns at the line that called the API)
-    if pg is None:
-        return call.non_member
-    return run_on(pg, call, async_op, args, call.rank)
+    — every step, in order.
 
-
-def run_on(pg: ProcessGroup, call: Call, async_op: bool, args: tuple[Any, ...], rank: Rank | None = None) -> Any:
-    """``run`` on a group in hand, from the ranks on (``rank``: translate them first)."""
+    ``group`` None is the default group (an error when there is none); a ProcessGroup is
+    itself, needing no default group (as torch's collectives: a destroyed group says so
+    itself); anything else is ``resolve_group``'s (NON_GROUP_MEMBER: ``non_member``).
+    """
+    if group is None:  # (resolve_group's commonest case, written out: every call)
+        world = current_world()
+        assert world is not None
+        pg = world.default_group
+    elif isinstance(group, ProcessGroup):
+        pg = group
+    else:
+        pg = resolve_group(group, call.name, 4)  # (warns at the line that called the API)
+        if pg is None:
+            return call.non_member
     try:
-        if rank is not None:
-            args = rank.translate(pg, args)
+        if call.rank is not None:
+            args = call.rank.translate(pg, args)
         if pg.device_groups and call.device is not None:  # one attribute read on CPU-only worlds
             dg = device_group(pg, args[call.carrier])
             if dg is not None:
                 return call.device(dg, pg, args, async_op)
         if debug.DETAIL_ON and call.detail is not None:
-            return detail.run(pg, call.name, lambda: _general(pg, call, async_op, args), call.detail, args)
+            return _checked(pg, call, async_op, args)
         if not async_op and call.short is not None and call.short(pg, *args):  # no hop: done
             return None
         if call.takes_async_op:
@@ -120,5 +146,10 @@ def run_on(pg: ProcessGroup, call: Call, async_op: bool, args: tuple[Any, ...], 
         raise
 
 
-def _general(pg: ProcessGroup, call: Call, async_op: bool, args: tuple[Any, ...]) -> Any:
-    return call.general(pg, *args, async_op) if call.takes_async_op else call.general(pg, *args)
+def _checked(pg: ProcessGroup, call: Call, async_op: bool, args: tuple[Any, ...]) -> Any:
+    """The general path after the DETAIL check (a function of its own: a closure in ``run``
+    would make each of its variables a cell, on every call)."""
+    def general() -> Any:
+        return call.general(pg, *args, async_op) if call.takes_async_op else call.general(pg, *args)
+
+    return detail.run(pg, call.name, general, call.detail, args)  # type: ignore[arg-type]

@@ -8,7 +8,7 @@ group ranks, ``asyncOp``, torch's ReduceOp) into accord's group operations. A bl
 a finished Work; an async one is queued on the group's worker in call order (whoever waits
 for it first may run it) and returns at once. Tensors are checked here, before anything is
 sent, on the rank that made the call; then each call takes the API's pipeline from the group on
-(``api.pipeline.run_on``, with the API's rows: the same DETAIL check, short path, general
+(``api.pipeline.run``, with the API's rows: the same DETAIL check, short path, general
 path and error accounting as ``accord.all_reduce``). Must not know about the launcher or the
 store.
 """
@@ -23,7 +23,7 @@ import torch.distributed as dist
 
 from ...api import collectives as api
 from ...api import p2p as api_p2p
-from ...api.pipeline import Call, run_on
+from ...api.pipeline import Call, run
 from ...diagnostics import debug
 from ...group import collective_ops
 from ...group.process_group import ProcessGroup as AccordGroup
@@ -90,8 +90,9 @@ class AccordProcessGroup(dist.ProcessGroup):
 
     # -- running -----------------------------------------------------------------------------
     def _run(self, call: Call, opts: Any, outputs: list[Any], *args: Any) -> TorchWork:
-        """Run ``call`` (an API row) with ``args`` (group ranks already) through the pipeline."""
-        work = run_on(self.accord_group, call, bool(getattr(opts, "asyncOp", True)), args)
+        """Run ``call`` (an API row) with ``args`` through the pipeline on this group. Roots
+        and peers are group ranks: passed as ``group_src``/``group_dst`` (after a None)."""
+        work = run(call, self.accord_group, bool(getattr(opts, "asyncOp", True)), *args)
         return completed(call.name, outputs) if work is None else TorchWork(call.name, outputs, [work])
 
     def _run_each(self, name: str, opts: Any, outputs: list[Any],
@@ -155,7 +156,7 @@ class AccordProcessGroup(dist.ProcessGroup):
         check_tensors(tensors, "broadcast")
         if len(tensors) != 1:
             raise _one_tensor("broadcast", tensors)
-        return self._run(api.BROADCAST, opts, tensors, as_array(tensors[0]), int(opts.rootRank))
+        return self._run(api.BROADCAST, opts, tensors, as_array(tensors[0]), None, int(opts.rootRank))
 
     def reduce(self, tensors: Any, opts: Any = None) -> TorchWork:
         opts = opts if opts is not None else dist.ReduceOptions()
@@ -163,7 +164,7 @@ class AccordProcessGroup(dist.ProcessGroup):
         if len(tensors) != 1:
             raise _one_tensor("reduce", tensors)
         op, dst = reduce_op(opts.reduceOp, tensors[0], "reduce"), int(opts.rootRank)
-        return self._run(api.REDUCE, opts, tensors, as_array(tensors[0]), dst, op)
+        return self._run(api.REDUCE, opts, tensors, as_array(tensors[0]), None, dst, op)
 
     def gather(self, output_tensors: Any, input_tensors: Any, opts: Any = None) -> TorchWork:
         opts = opts if opts is not None else dist.GatherOptions()
@@ -172,7 +173,7 @@ class AccordProcessGroup(dist.ProcessGroup):
         outs = output_tensors[0] if output_tensors else None
         if outs is not None:
             check_tensors(outs, "gather")
-        return self._run(api.GATHER, opts, list(outs or []), input_tensors[0], outs, dst)
+        return self._run(api.GATHER, opts, list(outs or []), input_tensors[0], outs, None, dst)
 
     def scatter(self, output_tensors: Any, input_tensors: Any, opts: Any = None) -> TorchWork:
         opts = opts if opts is not None else dist.ScatterOptions()
@@ -181,7 +182,7 @@ class AccordProcessGroup(dist.ProcessGroup):
         ins = input_tensors[0] if input_tensors else None
         if ins is not None:
             check_tensors(ins, "scatter")
-        return self._run(api.SCATTER, opts, list(output_tensors), output_tensors[0], ins, src)
+        return self._run(api.SCATTER, opts, list(output_tensors), output_tensors[0], ins, None, src)
 
     # -- gathers -----------------------------------------------------------------------------
     def allgather(self, output_tensors: Any, input_tensors: Any, opts: Any = None) -> TorchWork:
@@ -279,22 +280,22 @@ class AccordProcessGroup(dist.ProcessGroup):
         return self._run(api.BARRIER, opts, [], _seconds(getattr(opts, "timeout", None)))
 
     def monitored_barrier(self, timeout: Any = None, wait_all_ranks: bool = False) -> None:
-        run_on(self.accord_group, api.MONITORED_BARRIER, False, (_seconds(timeout), wait_all_ranks))
+        run(api.MONITORED_BARRIER, self.accord_group, False, _seconds(timeout), wait_all_ranks)
 
     # -- point to point (posted at once, never queued behind collectives) ------------------
     def send(self, tensors: Any, dst: int, tag: int = 0) -> TorchWork:
         check_tensors(tensors, "send")
-        work = run_on(self.accord_group, api_p2p.ISEND, False, (as_array(tensors[0]), int(dst), int(tag)))
+        work = run(api_p2p.ISEND, self.accord_group, False, as_array(tensors[0]), None, int(dst), int(tag))
         return TorchWork("send", list(tensors), [work])
 
     def recv(self, tensors: Any, src: int, tag: int = 0) -> TorchWork:
         check_tensors(tensors, "recv")
-        work = run_on(self.accord_group, api_p2p.IRECV, False, (as_array(tensors[0]), int(src), int(tag)))
+        work = run(api_p2p.IRECV, self.accord_group, False, as_array(tensors[0]), None, int(src), int(tag))
         return TorchWork("recv", list(tensors), [work])
 
     def recv_anysource(self, tensors: Any, tag: int = 0) -> TorchWork:
         check_tensors(tensors, "recv")
-        work = run_on(self.accord_group, api_p2p.IRECV, False, (as_array(tensors[0]), None, int(tag)))
+        work = run(api_p2p.IRECV, self.accord_group, False, as_array(tensors[0]), None, None, int(tag))
         return TorchWork("recv", list(tensors), [work])
 
     # -- lifetime ------------------------------------------------------------------------------
