@@ -4,7 +4,8 @@ Owns: torch's signatures and defaults of broadcast_object_list, all_gather_objec
 gather_object and scatter_object_list (global ranks; ``device`` accepted and ignored: the
 objects travel from CPU memory; blocking; None on non-members, lists untouched there), their
 rows of the pipeline (``pipeline.run`` takes every step), and ``set_object_policy``,
-accord's own addition.
+accord's own addition. Must not take a step of the pipeline itself, nor know how objects
+are pickled or sent (``group.objects``).
 
 .. warning::
     These functions use ``pickle``, which is insecure: crafted data can run arbitrary code

@@ -5,7 +5,7 @@ Owns: torch's signatures and return values (recv returns the sender's global ran
 non-member), their rows of the pipeline (``pipeline.run`` takes every step: no DETAIL check,
 no short path), and what a point-to-point call does differently on a device group (NCCL
 neither refuses a send to oneself nor has a blocking send). Ranks in signatures are global,
-as torch's.
+as torch's. Must not take a step of the pipeline itself, nor know how the group sends.
 """
 
 from __future__ import annotations
