@@ -1,7 +1,10 @@
-"""What every functional API call does first: find its group and translate its ranks.
+"""What every functional API call does first: find its group, translate its ranks, and find
+the device group that carries its tensor.
 
 Owns: resolving ``group=`` (None → the default group; NON_GROUP_MEMBER → "not a member"),
-and turning torch's ``src``/``group_src`` (or ``dst``/``group_dst``) pairs into a group rank.
+turning torch's ``src``/``group_src`` (or ``dst``/``group_dst``) pairs into a group rank
+(and refusing a peer that is the rank itself), and finding the device group that claims a
+tensor. Asks the world and the group through their public names only.
 """
 
 from __future__ import annotations
@@ -11,24 +14,19 @@ from typing import Any
 
 from ..errors import ArgumentError, ArgumentTypeError
 from ..group.process_group import ProcessGroup
-from .. import world as _world
 from ..world import NON_GROUP_MEMBER, current_world
 
-_scoped_get = _world._scoped_world.get
 
-
-def resolve_group(group: Any, op: str) -> ProcessGroup | None:
-    """The group a call runs on, or None when this rank is not a member (torch then warns
-    and the call returns None)."""
-    world = _scoped_get() or _world._process_world  # current_world(), written out: every call
-    if world is None:
-        world = current_world()  # raises: not initialized
-        assert world is not None
+def resolve_group(group: Any, op: str, stacklevel: int = 3) -> ProcessGroup | None:
+    """The group a call runs on, or None when this rank is not a member (torch then warns,
+    at the user's line ``stacklevel`` frames up, and the call returns None)."""
+    world = current_world()  # (raises: not initialized)
+    assert world is not None
     if group is None or group is world.default_group:
         return world.default_group
     if isinstance(group, int) and not isinstance(group, bool) and group == NON_GROUP_MEMBER:
         warnings.warn(f"Running {op} on global rank {world.rank} which does not belong to the "
-                      f"given group.", stacklevel=3)
+                      f"given group.", stacklevel=stacklevel)
         return None
     if isinstance(group, ProcessGroup):
         return group
@@ -37,11 +35,8 @@ def resolve_group(group: Any, op: str) -> ProcessGroup | None:
 
 
 def group_rank(group: ProcessGroup, global_rank: int | None, local_rank: int | None, what: str) -> int:
-    """The group rank named either by a global rank (``src``) or a group rank (``group_src``)."""
-    if local_rank is None and type(global_rank) is int:  # the common call: a member's rank
-        rank = group._group_rank_of.get(global_rank)  # (group_rank_of, written out)
-        if rank is not None:
-            return rank  # type: ignore[no-any-return]
+    """The group rank named either by a global rank (``src``) or a group rank (``group_src``),
+    checked (the pipeline's ``Rank`` takes a member's global rank the short way first)."""
     if local_rank is not None:
         if global_rank is not None:
             raise ArgumentError(f"pass either {what} or group_{what}, not both")
@@ -60,6 +55,13 @@ def group_rank(group: ProcessGroup, global_rank: int | None, local_rank: int | N
     if not 0 <= global_rank < world.size:
         raise ArgumentError(f"{what}={global_rank} is out of range for a world of size {world.size}")
     return group.group_rank_of(global_rank)
+
+
+def check_not_self(group: ProcessGroup, rank: int, what: str) -> None:
+    """Refuse a peer that is this rank itself (a group rank)."""
+    if rank == group.rank():
+        raise ArgumentError(f"{what} is this rank itself (group rank {rank}); a rank cannot send "
+                            f"to or receive from itself")
 
 
 def device_group(group: ProcessGroup, tensor: Any) -> Any:

@@ -2,8 +2,10 @@
 
 Owns: torch's signatures and defaults of broadcast_object_list, all_gather_object,
 gather_object and scatter_object_list (global ranks; ``device`` accepted and ignored: the
-objects travel from CPU memory; blocking; None on non-members, lists untouched there), and
-``set_object_policy``, accord's own addition.
+objects travel from CPU memory; blocking; None on non-members, lists untouched there), their
+rows of the pipeline (``pipeline.run`` takes every step), and ``set_object_policy``,
+accord's own addition. Must not take a step of the pipeline itself, nor know how objects
+are pickled or sent (``group.objects``).
 
 .. warning::
     These functions use ``pickle``, which is insecure: crafted data can run arbitrary code
@@ -15,11 +17,20 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from ..diagnostics import debug, detail
 from ..group import objects
 from ..group.pickling import ObjectPolicy
 from ..world import NON_GROUP_MEMBER, current_world
-from .common import group_rank, resolve_group
+from .common import resolve_group
+from .pipeline import ROOT, Call, Rank, run
+
+# The rows (see pipeline.Call): blocking, on accord's group only, no short path.
+BROADCAST_OBJECT_LIST = Call("broadcast_object_list", objects.broadcast_object_list, takes_async_op=False,
+                             detail=("object_list", ROOT), rank=Rank(1, "src", default=0))
+ALL_GATHER_OBJECT = Call("all_gather_object", objects.all_gather_object, takes_async_op=False, detail=())
+GATHER_OBJECT = Call("gather_object", objects.gather_object, takes_async_op=False,
+                     detail=(None, None, ROOT), rank=Rank(2, "dst", default=0))
+SCATTER_OBJECT_LIST = Call("scatter_object_list", objects.scatter_object_list, takes_async_op=False,
+                           detail=(None, None, ROOT), rank=Rank(2, "src", default=0))
 
 
 def broadcast_object_list(object_list: list[Any], src: int | None = None, group: Any = None,
@@ -27,49 +38,20 @@ def broadcast_object_list(object_list: list[Any], src: int | None = None, group:
     """Every rank's ``object_list`` gets, in place, the objects of ``src``'s list (default:
     global rank 0); every rank passes a list of the same length. Unpickles (see the module
     warning)."""
-    pg = resolve_group(group, "broadcast_object_list")
-    if pg is None:
-        return
-    try:
-        root = group_rank(pg, 0 if src is None and group_src is None else src, group_src, "src")
-        if debug.DETAIL_ON:
-            detail.check(pg, "broadcast_object_list", root, {"object_list": _length(object_list)})
-        objects.broadcast_object_list(pg, object_list, root)
-    except BaseException:  # (see ProcessGroup.calls_raised)
-        pg.calls_raised += 1
-        raise
+    run(BROADCAST_OBJECT_LIST, group, False, object_list, src, group_src)
 
 
 def all_gather_object(object_list: list[Any], obj: Any, group: Any = None) -> None:
     """``object_list`` (one slot per rank) gets every rank's ``obj``, in place, in one round.
     Unpickles (see the module warning)."""
-    pg = resolve_group(group, "all_gather_object")
-    if pg is None:
-        return
-    try:
-        if debug.DETAIL_ON:
-            detail.check(pg, "all_gather_object", None, {})
-        objects.all_gather_object(pg, object_list, obj)
-    except BaseException:  # (see ProcessGroup.calls_raised)
-        pg.calls_raised += 1
-        raise
+    run(ALL_GATHER_OBJECT, group, False, object_list, obj)
 
 
 def gather_object(obj: Any, object_gather_list: list[Any] | None = None, dst: int | None = None,
                   group: Any = None, group_dst: int | None = None) -> None:
     """On ``dst`` (default: global rank 0), ``object_gather_list`` gets every rank's ``obj``;
     pass None on the other ranks. Unpickles (see the module warning)."""
-    pg = resolve_group(group, "gather_object")
-    if pg is None:
-        return
-    try:
-        root = group_rank(pg, 0 if dst is None and group_dst is None else dst, group_dst, "dst")
-        if debug.DETAIL_ON:
-            detail.check(pg, "gather_object", root, {})
-        objects.gather_object(pg, obj, object_gather_list, root)
-    except BaseException:  # (see ProcessGroup.calls_raised)
-        pg.calls_raised += 1
-        raise
+    run(GATHER_OBJECT, group, False, obj, object_gather_list, dst, group_dst)
 
 
 def scatter_object_list(scatter_object_output_list: list[Any],
@@ -78,17 +60,8 @@ def scatter_object_list(scatter_object_output_list: list[Any],
                         group_src: int | None = None) -> None:
     """``scatter_object_output_list[0]`` on rank i gets ``scatter_object_input_list[i]`` of
     ``src`` (default: global rank 0). Unpickles (see the module warning)."""
-    pg = resolve_group(group, "scatter_object_list")
-    if pg is None:
-        return
-    try:
-        root = group_rank(pg, 0 if src is None and group_src is None else src, group_src, "src")
-        if debug.DETAIL_ON:
-            detail.check(pg, "scatter_object_list", root, {})
-        objects.scatter_object_list(pg, scatter_object_output_list, scatter_object_input_list, root)
-    except BaseException:  # (see ProcessGroup.calls_raised)
-        pg.calls_raised += 1
-        raise
+    run(SCATTER_OBJECT_LIST, group, False, scatter_object_output_list, scatter_object_input_list,
+        src, group_src)
 
 
 def set_object_policy(allowed: Iterable[str] | ObjectPolicy | None, group: Any = None) -> None:
@@ -120,8 +93,3 @@ def set_object_policy(allowed: Iterable[str] | ObjectPolicy | None, group: Any =
     for pg in [world.default_group, *world.groups]:
         if hasattr(pg, "object_policy"):
             pg.object_policy = policy
-
-
-def _length(objects_: Any) -> Any:
-    """What the DETAIL check compares of an object list: its length (the objects differ)."""
-    return f"a list of {len(objects_)}" if isinstance(objects_, list) else type(objects_).__name__

@@ -2,7 +2,10 @@
 batch_isend_irecv, send_object_list and recv_object_list.
 
 Owns: torch's signatures and return values (recv returns the sender's global rank; -1 on a
-non-member). Ranks in signatures are global, as torch's.
+non-member), their rows of the pipeline (``pipeline.run`` takes every step: no DETAIL check,
+no short path), and what a point-to-point call does differently on a device group (NCCL
+neither refuses a send to oneself nor has a blocking send). Ranks in signatures are global,
+as torch's. Must not take a step of the pipeline itself, nor know how the group sends.
 """
 
 from __future__ import annotations
@@ -12,83 +15,75 @@ from typing import Any, Callable
 from ..arrays import as_buffer
 from ..errors import ArgumentError, ShortListError
 from ..group import objects, p2p
+from ..group.process_group import ProcessGroup
 from ..group.work import Work
-from .common import device_group, group_rank, resolve_group
+from .common import check_not_self, device_group, group_rank, resolve_group
+from .pipeline import ANY, Call, Rank, run
 
 
-def check_not_self(pg: Any, rank: int, what: str) -> None:
-    if rank == pg.rank():
-        raise ArgumentError(f"{what} is this rank itself (group rank {rank}); a rank cannot send "
-                            f"to or receive from itself")
+def _isend_on_device(dg: Any, pg: ProcessGroup, args: tuple[Any, ...], async_op: bool) -> Any:
+    tensor, peer, tag = args
+    check_not_self(pg, peer, "dst")
+    return dg.isend(tensor, peer, tag)
+
+
+def _irecv_on_device(dg: Any, pg: ProcessGroup, args: tuple[Any, ...], async_op: bool) -> Any:
+    return dg.irecv(*args)
+
+
+def _send_on_device(dg: Any, pg: ProcessGroup, args: tuple[Any, ...], async_op: bool) -> None:
+    work = _isend_on_device(dg, pg, args, async_op)
+    if work is not None:  # a torch backend may have waited itself (torch allows None)
+        work.wait()
+
+
+def _recv(pg: ProcessGroup, tensor: Any, source: int | None, tag: int) -> int:
+    return pg.global_rank_of(p2p.recv(pg, tensor, source, tag))
+
+
+def _recv_on_device(dg: Any, pg: ProcessGroup, args: tuple[Any, ...], async_op: bool) -> int:
+    return pg.global_rank_of(dg.recv(*args))
+
+
+def _recv_object_list(pg: ProcessGroup, object_list: list[Any], source: int | None) -> int:
+    return pg.global_rank_of(objects.recv_object_list(pg, object_list, source))
+
+
+# The rows (see pipeline.Call); accord's own p2p checks the peer (not oneself) itself.
+ISEND = Call("isend", p2p.isend, device=_isend_on_device, rank=Rank(1, "dst"), takes_async_op=False)
+IRECV = Call("irecv", p2p.irecv, device=_irecv_on_device, rank=Rank(1, "src", default=ANY),
+             takes_async_op=False)
+SEND = Call("send", p2p.send, device=_send_on_device, rank=Rank(1, "dst"), takes_async_op=False)
+RECV = Call("recv", _recv, device=_recv_on_device, rank=Rank(1, "src", default=ANY), takes_async_op=False,
+            non_member=-1)
+SEND_OBJECT_LIST = Call("send_object_list", objects.send_object_list,
+                        rank=Rank(1, "dst", not_self=True), takes_async_op=False)
+RECV_OBJECT_LIST = Call("recv_object_list", _recv_object_list, rank=Rank(1, "src", default=ANY, not_self=True),
+                        takes_async_op=False, non_member=-1)
 
 
 def isend(tensor: Any, dst: int | None = None, group: Any = None, tag: int = 0,
           group_dst: int | None = None) -> Work | None:
     """Start sending ``tensor`` to ``dst``; the tensor must not change until the Work is done."""
-    pg = resolve_group(group, "isend")
-    if pg is None:
-        return None
-    try:
-        peer = group_rank(pg, dst, group_dst, "dst")
-        if pg.device_groups and (dg := device_group(pg, tensor)) is not None:
-            check_not_self(pg, peer, "dst")
-            return dg.isend(tensor, peer, tag)  # type: ignore[no-any-return]
-        return p2p.isend(pg, tensor, peer, tag)
-    except BaseException:  # (see ProcessGroup.calls_raised)
-        pg.calls_raised += 1
-        raise
+    return run(ISEND, group, False, tensor, dst, group_dst, tag)  # type: ignore[no-any-return]
 
 
 def irecv(tensor: Any, src: int | None = None, group: Any = None, tag: int = 0,
           group_src: int | None = None) -> Work | None:
     """Start receiving into ``tensor`` from ``src`` (None: from any rank of the group)."""
-    pg = resolve_group(group, "irecv")
-    if pg is None:
-        return None
-    try:
-        source = None if src is None and group_src is None else group_rank(pg, src, group_src, "src")
-        if pg.device_groups and (dg := device_group(pg, tensor)) is not None:
-            return dg.irecv(tensor, source, tag)  # type: ignore[no-any-return]
-        return p2p.irecv(pg, tensor, source, tag)
-    except BaseException:  # (see ProcessGroup.calls_raised)
-        pg.calls_raised += 1
-        raise
+    return run(IRECV, group, False, tensor, src, group_src, tag)  # type: ignore[no-any-return]
 
 
 def send(tensor: Any, dst: int | None = None, group: Any = None, tag: int = 0,
          group_dst: int | None = None) -> None:
     """Send ``tensor`` to ``dst``; returns once the data is handed to the transport."""
-    pg = resolve_group(group, "send")
-    if pg is None:
-        return
-    try:
-        peer = group_rank(pg, dst, group_dst, "dst")
-        if pg.device_groups and (dg := device_group(pg, tensor)) is not None:
-            check_not_self(pg, peer, "dst")
-            work = dg.isend(tensor, peer, tag)
-            if work is not None:  # a torch backend may have waited itself (torch allows None)
-                work.wait()
-            return
-        p2p.send(pg, tensor, peer, tag)
-    except BaseException:  # (see ProcessGroup.calls_raised)
-        pg.calls_raised += 1
-        raise
+    run(SEND, group, False, tensor, dst, group_dst, tag)
 
 
 def recv(tensor: Any, src: int | None = None, group: Any = None, tag: int = 0,
          group_src: int | None = None) -> int:
     """Receive into ``tensor``; returns the sender's global rank (-1 on a non-member)."""
-    pg = resolve_group(group, "recv")
-    if pg is None:
-        return -1
-    try:
-        source = None if src is None and group_src is None else group_rank(pg, src, group_src, "src")
-        if pg.device_groups and (dg := device_group(pg, tensor)) is not None:
-            return pg.global_rank_of(dg.recv(tensor, source, tag))
-        return pg.global_rank_of(p2p.recv(pg, tensor, source, tag))
-    except BaseException:  # (see ProcessGroup.calls_raised)
-        pg.calls_raised += 1
-        raise
+    return run(RECV, group, False, tensor, src, group_src, tag)  # type: ignore[no-any-return]
 
 
 class P2POp:
@@ -130,28 +125,25 @@ def batch_isend_irecv(p2p_op_list: list[P2POp]) -> list[Work]:
     group = p2p_op_list[0].group
     if any(p.group is not group for p in p2p_op_list):
         raise ArgumentError("All ops need to use the same group: batch_isend_irecv posts them on one group")
-    pg = resolve_group(group, "batch_isend_irecv")
-    if pg is None:
-        return []
-    try:
-        carriers = {id(p.device_group) for p in p2p_op_list}
-        if len(carriers) > 1:
-            raise ArgumentError("batch_isend_irecv: the ops mix tensors of different devices (CPU and "
-                                "CUDA); put each device's ops in a batch of its own")
-        carrier = p2p_op_list[0].device_group
-        if carrier is not None:
-            return carrier.batch([(p.op is isend, p.tensor, p.group_peer, p.tag)  # type: ignore[no-any-return]
-                                  for p in p2p_op_list])
-        works = []
-        for p in p2p_op_list:
-            if p.op is isend:
-                works.append(p2p.isend(pg, p.tensor, p.group_peer, p.tag))
-            else:
-                works.append(p2p.irecv(pg, p.tensor, p.group_peer, p.tag))
-        return works
-    except BaseException:  # (see ProcessGroup.calls_raised)
-        pg.calls_raised += 1
-        raise
+    return run(BATCH_ISEND_IRECV, group, False, p2p_op_list)  # type: ignore[no-any-return]
+
+
+def _post_batch(pg: ProcessGroup, p2p_op_list: list[P2POp]) -> list[Work]:
+    carriers = {id(p.device_group) for p in p2p_op_list}
+    if len(carriers) > 1:
+        raise ArgumentError("batch_isend_irecv: the ops mix tensors of different devices (CPU and "
+                            "CUDA); put each device's ops in a batch of its own")
+    carrier = p2p_op_list[0].device_group
+    if carrier is not None:
+        return carrier.batch([(p.op is isend, p.tensor, p.group_peer, p.tag)  # type: ignore[no-any-return]
+                              for p in p2p_op_list])
+    return [p2p.isend(pg, p.tensor, p.group_peer, p.tag) if p.op is isend else
+            p2p.irecv(pg, p.tensor, p.group_peer, p.tag) for p in p2p_op_list]
+
+
+#: (the ops' device group, made when each P2POp was, carries the batch: no device step here;
+#: the group is one this rank belongs to, as P2POp checked)
+BATCH_ISEND_IRECV = Call("batch_isend_irecv", _post_batch, takes_async_op=False)
 
 
 def send_object_list(object_list: list[Any], dst: int | None = None, group: Any = None,
@@ -159,16 +151,7 @@ def send_object_list(object_list: list[Any], dst: int | None = None, group: Any 
     """Send the picklable objects of ``object_list`` to ``dst`` (in one message plus one per
     array inside; no size message first). ``device`` and ``use_batch`` change nothing here.
     The receiver unpickles: see ``accord.set_object_policy``."""
-    pg = resolve_group(group, "send_object_list")
-    if pg is None:
-        return
-    try:
-        target = group_rank(pg, dst, group_dst, "dst")
-        check_not_self(pg, target, "dst")
-        objects.send_object_list(pg, object_list, target)
-    except BaseException:  # (see ProcessGroup.calls_raised)
-        pg.calls_raised += 1
-        raise
+    run(SEND_OBJECT_LIST, group, False, object_list, dst, group_dst)
 
 
 def recv_object_list(object_list: list[Any], src: int | None = None, group: Any = None,
@@ -180,15 +163,4 @@ def recv_object_list(object_list: list[Any], src: int | None = None, group: Any 
     .. warning:: This unpickles what the sender sent, which can run arbitrary code: only
        receive from ranks you trust, or restrict it with ``accord.set_object_policy``.
     """
-    pg = resolve_group(group, "recv_object_list")
-    if pg is None:
-        return -1
-    try:
-        source = None
-        if src is not None or group_src is not None:
-            source = group_rank(pg, src, group_src, "src")
-            check_not_self(pg, source, "src")
-        return pg.global_rank_of(objects.recv_object_list(pg, object_list, source))
-    except BaseException:  # (see ProcessGroup.calls_raised)
-        pg.calls_raised += 1
-        raise
+    return run(RECV_OBJECT_LIST, group, False, object_list, src, group_src)  # type: ignore[no-any-return]

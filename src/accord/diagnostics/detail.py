@@ -1,11 +1,12 @@
 """The DETAIL check: before a collective runs, every rank compares its arguments with the others'.
 
-Owns: describing a call's arguments (dtype and shape of every array, of every list element,
-split sizes, the reduce op, the root), exchanging the descriptions over a companion group of
-the same ranks (so the user's group keeps its call numbers), the rules of what must agree for
-each collective (uneven all_gather / all_to_all are allowed: there the per-pair sizes must
-match), and the error naming each side. At DETAIL the call's time is logged too. Must not
-know about the flight recorder or the store.
+Owns: describing a call's arguments, which its caller names (dtype and shape of every array,
+of every list element, split sizes by value, object lists by length, the reduce op, the
+root), exchanging the descriptions over a companion group of the same ranks (so the user's
+group keeps its call numbers), the rules of what must agree for each collective (uneven
+all_gather / all_to_all are allowed: there the per-pair sizes must match), and the error
+naming each side. At DETAIL the call's time is logged too. Must not know about the flight
+recorder or the store, nor torch's signatures (the API's pipeline names the arguments).
 
 Every rank receives every description, so every rank finds the same problems and raises the
 same CollectiveMismatchError before any data moves; the group stays usable.
@@ -28,10 +29,28 @@ log = logging.getLogger("accord")
 _COMPANION_SALT = 0x5DE7A11
 
 
+#: In ``run``'s names: the argument that is the call's root (compared as the root, not as data).
+ROOT = "root"
+
+
 def run(
-    pg: ProcessGroup, collective: str, call: Callable[[], Any], root: int | None = None, /, **arguments: Any
+    pg: ProcessGroup,
+    collective: str,
+    call: Callable[[], Any],
+    names: tuple[str | None, ...],
+    args: tuple[Any, ...],
 ) -> Any:
-    """Check the arguments of ``collective`` across ranks, run ``call``, log its time."""
+    """Check the arguments of ``collective`` across ranks, run ``call``, log its time.
+
+    ``names`` names ``args`` one by one, as ``SAME`` knows them (``ROOT``: the root; None: an
+    argument not compared, such as a list only the root passes).
+    """
+    root, arguments = None, {}
+    for name, value in zip(names, args):
+        if name == ROOT:
+            root = value
+        elif name is not None:
+            arguments[name] = value
     check(pg, collective, root, arguments)
     start = time.perf_counter()
     result = call()
@@ -47,7 +66,7 @@ def run(
 
 
 def check(pg: ProcessGroup, op: str, root: int | None, arguments: dict[str, Any]) -> None:
-    mine = {"op": op, "root": root, "args": {k: describe(v) for k, v in arguments.items()}}
+    mine = {"op": op, "root": root, "args": {k: _DESCRIBE.get(k, describe)(v) for k, v in arguments.items()}}
     everyone: list[Any] = [None] * pg.size()
     group_objects.all_gather_object(companion(pg), everyone, mine)
     problems = compare(everyone)
@@ -84,6 +103,25 @@ def describe(value: Any) -> Any:
         return value
     name = getattr(value, "name", None)  # ReduceOp and friends
     return str(name if isinstance(name, str) else value)
+
+
+def _splits(sizes: Any) -> Any:
+    """Split sizes by value, as a list of ints (a tensor of sizes too)."""
+    if sizes is None:
+        return None
+    try:
+        return [int(v) for v in sizes]
+    except (TypeError, ValueError):
+        return describe(sizes)
+
+
+def _length(objects: Any) -> Any:
+    """An object list by its length (the objects themselves differ from rank to rank)."""
+    return f"a list of {len(objects)}" if isinstance(objects, list) else type(objects).__name__
+
+
+#: Arguments described otherwise than by ``describe``
+_DESCRIBE = {"output_split_sizes": _splits, "input_split_sizes": _splits, "object_list": _length}
 
 
 def _text(value: Any) -> str:

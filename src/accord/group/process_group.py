@@ -47,7 +47,8 @@ class ProcessGroup:
         among them; ``engine(group)`` makes the engine (the group's state is set by then)."""
         self._ranks = list(members)
         self.members = self._ranks  # (the same list: read it, never change it)
-        self._group_rank_of = {g: i for i, g in enumerate(self._ranks)}
+        #: global rank → group rank, for every member (read it, never change it)
+        self.group_ranks = {g: i for i, g in enumerate(self._ranks)}
         self._rank = rank
         self.tunables = config.Tunables.from_env()
         self.backend = backend
@@ -134,15 +135,10 @@ class ProcessGroup:
     def group_rank_of(self, global_rank: int) -> int:
         """The group rank of a global rank (ValueError if it is not a member)."""
         try:
-            return self._group_rank_of[global_rank]
+            return self.group_ranks[global_rank]
         except KeyError:
             raise ArgumentError(f"global rank {global_rank} is not a member of group "
                                 f"{self.group_name!r} (members: {self._ranks})") from None
-
-    def member_rank(self, global_rank: int) -> int | None:
-        """The group rank of a global rank, None if it is not a member (no exception: the
-        API's fast way to translate ``src``/``dst``)."""
-        return self._group_rank_of.get(global_rank)
 
     def global_rank_of(self, group_rank: int) -> int:
         if not 0 <= group_rank < len(self._ranks):

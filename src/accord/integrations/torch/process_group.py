@@ -7,7 +7,10 @@ group ranks, ``asyncOp``, torch's ReduceOp) into accord's group operations. A bl
 (``asyncOp`` False, as ``dist.all_reduce(t)`` sends) runs in the caller's thread and returns
 a finished Work; an async one is queued on the group's worker in call order (whoever waits
 for it first may run it) and returns at once. Tensors are checked here, before anything is
-sent, on the rank that made the call. Must not know about the launcher or the store.
+sent, on the rank that made the call; then each call takes the API's pipeline from the group on
+(``api.pipeline.run``, with the API's rows: the same DETAIL check, short path, general
+path and error accounting as ``accord.all_reduce``). Must not know about the launcher or the
+store.
 """
 
 from __future__ import annotations
@@ -18,9 +21,11 @@ from typing import Any, Callable, Sequence
 import torch
 import torch.distributed as dist
 
-from ...diagnostics import debug, detail
-from ...group import collective_ops, p2p
-from ...group import monitored_barrier as monitored
+from ...api import collectives as api
+from ...api import p2p as api_p2p
+from ...api.pipeline import Call, run
+from ...diagnostics import debug
+from ...group import collective_ops
 from ...group.process_group import ProcessGroup as AccordGroup
 from ...group.work import Work as AccordWork
 from . import sparse
@@ -29,6 +34,8 @@ from .work import TorchWork, completed
 
 BACKEND_NAME = "accord"
 _ALLREDUCE_OPTIONS, _BROADCAST_OPTIONS = dist.AllreduceOptions, dist.BroadcastOptions
+#: A sparse all_reduce: the DETAIL check compares its name only
+_SPARSE_ALL_REDUCE = Call("all_reduce", sparse.all_reduce, detail=())
 
 
 class AccordProcessGroup(dist.ProcessGroup):
@@ -82,16 +89,11 @@ class AccordProcessGroup(dist.ProcessGroup):
         self.accord_group.set_timeout(timeout)
 
     # -- running -----------------------------------------------------------------------------
-    def _run(self, name: str, opts: Any, outputs: list[Any],
-             call: Callable[[bool], AccordWork | None], **described: Any) -> TorchWork:
-        """Run ``call(async_op)``; DETAIL checks first when asked for (ACCORD_DEBUG /
-        TORCH_DISTRIBUTED_DEBUG)."""
-        async_op = bool(getattr(opts, "asyncOp", True))
-        if debug.DETAIL_ON:
-            work = detail.run(self.accord_group, name, lambda: call(async_op), **described)
-        else:
-            work = call(async_op)
-        return completed(name, outputs) if work is None else TorchWork(name, outputs, [work])
+    def _run(self, call: Call, opts: Any, outputs: list[Any], *args: Any) -> TorchWork:
+        """Run ``call`` (an API row) with ``args`` through the pipeline on this group. Roots
+        and peers are group ranks: passed as ``group_src``/``group_dst`` (after a None)."""
+        work = run(call, self.accord_group, bool(getattr(opts, "asyncOp", True)), *args)
+        return completed(call.name, outputs) if work is None else TorchWork(call.name, outputs, [work])
 
     def _run_each(self, name: str, opts: Any, outputs: list[Any],
                   calls: Sequence[Callable[[bool], AccordWork | None]]) -> TorchWork:
@@ -121,12 +123,8 @@ class AccordProcessGroup(dist.ProcessGroup):
         tensor = tensors[0]
         op = reduce_op(opts.reduceOp, tensor, "allreduce")
         if tensor.layout == torch.sparse_coo:
-            return self._run("all_reduce", opts, tensors,
-                             lambda a: sparse.all_reduce(self.accord_group, tensor, op, a))
-        array = as_array(tensor)
-        return self._run("all_reduce", opts, tensors,
-                         lambda a: collective_ops.all_reduce(self.accord_group, array, op, a),
-                         tensor=array, op=op)
+            return self._run(_SPARSE_ALL_REDUCE, opts, tensors, tensor, op)
+        return self._run(api.ALL_REDUCE, opts, tensors, as_array(tensor), op)
 
     def allreduce_coalesced(self, tensors: Any, opts: Any = None) -> TorchWork:
         opts = opts if opts is not None else dist.AllreduceCoalescedOptions()
@@ -158,10 +156,7 @@ class AccordProcessGroup(dist.ProcessGroup):
         check_tensors(tensors, "broadcast")
         if len(tensors) != 1:
             raise _one_tensor("broadcast", tensors)
-        array, src = as_array(tensors[0]), int(opts.rootRank)
-        return self._run("broadcast", opts, tensors,
-                         lambda a: collective_ops.broadcast(self.accord_group, array, src, a),
-                         tensor=array, src=src)
+        return self._run(api.BROADCAST, opts, tensors, as_array(tensors[0]), None, int(opts.rootRank))
 
     def reduce(self, tensors: Any, opts: Any = None) -> TorchWork:
         opts = opts if opts is not None else dist.ReduceOptions()
@@ -169,10 +164,7 @@ class AccordProcessGroup(dist.ProcessGroup):
         if len(tensors) != 1:
             raise _one_tensor("reduce", tensors)
         op, dst = reduce_op(opts.reduceOp, tensors[0], "reduce"), int(opts.rootRank)
-        array = as_array(tensors[0])
-        return self._run("reduce", opts, tensors,
-                         lambda a: collective_ops.reduce(self.accord_group, array, dst, op, a),
-                         tensor=array, op=op, dst=dst)
+        return self._run(api.REDUCE, opts, tensors, as_array(tensors[0]), None, dst, op)
 
     def gather(self, output_tensors: Any, input_tensors: Any, opts: Any = None) -> TorchWork:
         opts = opts if opts is not None else dist.GatherOptions()
@@ -181,10 +173,7 @@ class AccordProcessGroup(dist.ProcessGroup):
         outs = output_tensors[0] if output_tensors else None
         if outs is not None:
             check_tensors(outs, "gather")
-        tensor = input_tensors[0]
-        return self._run("gather", opts, list(outs or []),
-                         lambda a: collective_ops.gather(self.accord_group, tensor, outs, dst, a),
-                         tensor=tensor, gather_list=outs, dst=dst)
+        return self._run(api.GATHER, opts, list(outs or []), input_tensors[0], outs, None, dst)
 
     def scatter(self, output_tensors: Any, input_tensors: Any, opts: Any = None) -> TorchWork:
         opts = opts if opts is not None else dist.ScatterOptions()
@@ -193,10 +182,7 @@ class AccordProcessGroup(dist.ProcessGroup):
         ins = input_tensors[0] if input_tensors else None
         if ins is not None:
             check_tensors(ins, "scatter")
-        tensor = output_tensors[0]
-        return self._run("scatter", opts, list(output_tensors),
-                         lambda a: collective_ops.scatter(self.accord_group, tensor, ins, src, a),
-                         tensor=tensor, scatter_list=ins, src=src)
+        return self._run(api.SCATTER, opts, list(output_tensors), output_tensors[0], ins, None, src)
 
     # -- gathers -----------------------------------------------------------------------------
     def allgather(self, output_tensors: Any, input_tensors: Any, opts: Any = None) -> TorchWork:
@@ -206,9 +192,7 @@ class AccordProcessGroup(dist.ProcessGroup):
             raise _one_tensor("allgather", input_tensors)
         outs, tensor = output_tensors[0], input_tensors[0]
         check_tensors(outs, "allgather")
-        return self._run("all_gather", opts, [list(outs)],
-                         lambda a: collective_ops.all_gather(self.accord_group, outs, tensor, a),
-                         tensor_list=outs, tensor=tensor)
+        return self._run(api.ALL_GATHER, opts, [list(outs)], outs, tensor)
 
     def allgather_coalesced(self, output_lists: Any, input_list: Any, opts: Any = None) -> TorchWork:
         opts = opts if opts is not None else dist.AllgatherOptions()
@@ -227,9 +211,7 @@ class AccordProcessGroup(dist.ProcessGroup):
     def all_gather_single(self, output: Any, input: Any, opts: Any = None) -> TorchWork:  # noqa: A002
         opts = opts if opts is not None else dist.AllgatherOptions()
         check_tensors([output, input], "all_gather_into_tensor")
-        return self._run("all_gather_into_tensor", opts, [output],
-                         lambda a: collective_ops.all_gather_into_tensor(self.accord_group, output, input, a),
-                         output_tensor=output, input_tensor=input)
+        return self._run(api.ALL_GATHER_INTO_TENSOR, opts, [output], output, input)
 
     _allgather_base = all_gather_single
 
@@ -252,17 +234,13 @@ class AccordProcessGroup(dist.ProcessGroup):
         output, inputs = output_tensors[0], input_tensors[0]
         check_tensors(inputs, "reduce_scatter")
         op = reduce_op(opts.reduceOp, output, "reduce_scatter")
-        return self._run("reduce_scatter", opts, [output],
-                         lambda a: collective_ops.reduce_scatter(self.accord_group, output, inputs, op, a),
-                         output=output, input_list=inputs, op=op)
+        return self._run(api.REDUCE_SCATTER, opts, [output], output, inputs, op)
 
     def reduce_scatter_single(self, output: Any, input: Any, opts: Any = None) -> TorchWork:  # noqa: A002
         opts = opts if opts is not None else dist.ReduceScatterOptions()
         check_tensors([output, input], "reduce_scatter_tensor")
         op = reduce_op(opts.reduceOp, output, "reduce_scatter_tensor")
-        return self._run("reduce_scatter_tensor", opts, [output],
-                         lambda a: collective_ops.reduce_scatter_tensor(self.accord_group, output, input, op, a),
-                         output=output, input=input, op=op)
+        return self._run(api.REDUCE_SCATTER_TENSOR, opts, [output], output, input, op)
 
     _reduce_scatter_base = reduce_scatter_single
 
@@ -284,20 +262,14 @@ class AccordProcessGroup(dist.ProcessGroup):
         check_tensors([output, input], "all_to_all_single")
         outs = list(output_split_sizes) or None
         ins = list(input_split_sizes) or None
-        return self._run("all_to_all_single", opts, [output],
-                         lambda a: collective_ops.all_to_all_single(self.accord_group, output, input,
-                                                                    outs, ins, a),
-                         output=output, input=input, output_split_sizes=outs, input_split_sizes=ins)
+        return self._run(api.ALL_TO_ALL_SINGLE, opts, [output], output, input, outs, ins)
 
     alltoall_base = all_to_all_single
 
     def alltoall(self, output_tensors: Any, input_tensors: Any, opts: Any = None) -> TorchWork:
         opts = opts if opts is not None else dist.AllToAllOptions()
         check_tensors(list(output_tensors) + list(input_tensors), "alltoall")
-        return self._run("all_to_all", opts, [list(output_tensors)],
-                         lambda a: collective_ops.all_to_all(self.accord_group, output_tensors,
-                                                             input_tensors, a),
-                         output_tensor_list=output_tensors, input_tensor_list=input_tensors)
+        return self._run(api.ALL_TO_ALL, opts, [list(output_tensors)], output_tensors, input_tensors)
 
     # -- barriers ------------------------------------------------------------------------------
     def barrier(self, opts: Any = None) -> TorchWork | None:
@@ -305,27 +277,25 @@ class AccordProcessGroup(dist.ProcessGroup):
         if not opts.asyncOp and opts.timeout.total_seconds() <= 0 and not debug.DETAIL_ON:
             collective_ops.barrier(self.accord_group, False)  # the blocking fast path
             return _finished([])
-        timeout = _seconds(getattr(opts, "timeout", None))
-        return self._run("barrier", opts, [],
-                         lambda a: collective_ops.barrier(self.accord_group, a, timeout))
+        return self._run(api.BARRIER, opts, [], _seconds(getattr(opts, "timeout", None)))
 
     def monitored_barrier(self, timeout: Any = None, wait_all_ranks: bool = False) -> None:
-        monitored.monitored_barrier(self.accord_group, _seconds(timeout), wait_all_ranks)
+        run(api.MONITORED_BARRIER, self.accord_group, False, _seconds(timeout), wait_all_ranks)
 
     # -- point to point (posted at once, never queued behind collectives) ------------------
     def send(self, tensors: Any, dst: int, tag: int = 0) -> TorchWork:
         check_tensors(tensors, "send")
-        work = p2p.isend(self.accord_group, as_array(tensors[0]), int(dst), int(tag))
+        work = run(api_p2p.ISEND, self.accord_group, False, as_array(tensors[0]), None, int(dst), int(tag))
         return TorchWork("send", list(tensors), [work])
 
     def recv(self, tensors: Any, src: int, tag: int = 0) -> TorchWork:
         check_tensors(tensors, "recv")
-        work = p2p.irecv(self.accord_group, as_array(tensors[0]), int(src), int(tag))
+        work = run(api_p2p.IRECV, self.accord_group, False, as_array(tensors[0]), None, int(src), int(tag))
         return TorchWork("recv", list(tensors), [work])
 
     def recv_anysource(self, tensors: Any, tag: int = 0) -> TorchWork:
         check_tensors(tensors, "recv")
-        work = p2p.irecv(self.accord_group, as_array(tensors[0]), None, int(tag))
+        work = run(api_p2p.IRECV, self.accord_group, False, as_array(tensors[0]), None, None, int(tag))
         return TorchWork("recv", list(tensors), [work])
 
     # -- lifetime ------------------------------------------------------------------------------
