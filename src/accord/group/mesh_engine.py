@@ -18,6 +18,7 @@ import hashlib
 import sys
 import time
 import traceback
+import weakref
 from datetime import timedelta
 from typing import Any, Callable, Sequence
 
@@ -59,7 +60,10 @@ class MeshEngine:
     direct = None  # the short paths are accord's own (group.short_paths)
 
     def __init__(self, group: ProcessGroup, mesh: Mesh) -> None:
-        self.group = group
+        # The group owns its engine, not the reverse: a weak reference, so that a destroyed
+        # group (and its recorder, queue, plans) goes when its last user lets go of it, at
+        # once, not at the garbage collector's next pass.
+        self._group = weakref.ref(group)
         self.mesh = mesh
         self.calls = calls = group.calls
         tunables = group.tunables
@@ -89,6 +93,13 @@ class MeshEngine:
     def tunables(self) -> Any:
         """The group's (config.Tunables; an inner group's are set after it is made)."""
         return self.group.tunables
+
+    @property
+    def group(self) -> ProcessGroup:
+        """The group this engine runs (alive while anyone can call it)."""
+        group = self._group()
+        assert group is not None, "a MeshEngine outlived its group"
+        return group
 
     @property
     def shared(self) -> bool:
