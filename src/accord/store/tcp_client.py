@@ -4,7 +4,8 @@ Owns: connecting (with retries until the timeout), the handshake (VALIDATE, then
 nonce the server must echo), sending requests, reading replies of known shapes with a deadline,
 waiting with a client-side timeout (WAIT or BARRIER, then CANCEL_WAIT when the time is up), and
 telling, when the server closes the connection, whether it went away or refused the request
-(then the connection is re-opened). Which bytes make a request is ``tcp_protocol``'s; what
+(then the connection is re-opened), and what such a refusal likely means (``refusal``);
+a user's key as the client sends it (``wire_key``). Which bytes make a request is ``tcp_protocol``'s; what
 the operations mean is ``tcp_store``'s. Must not know ranks or the Store API.
 
 Not thread-safe: the caller holds a lock around each exchange.
@@ -20,6 +21,7 @@ from .. import auth, tls
 from ..errors import AuthenticationError, DistStoreError, ProtocolError, StoreTimeoutError
 from ..timeouts import Deadline, format_seconds
 from . import tcp_protocol as p
+from .base import check_key
 from .local_clients import forget_local_client, note_local_client
 from .tcp_auth import authenticate_client
 
@@ -252,3 +254,17 @@ def missing(conn: ClientConnection, keys: list[bytes], deadline: Deadline) -> li
     conn.send(b"".join(p.request(p.Command.CHECK, keys=[key]) for key in keys))
     ready = [p.read_u8(lambda n: conn.read(n, deadline)) == p.READY for _ in keys]
     return [key for key, present in zip(keys, ready) if not present]
+
+
+def refusal(what: str) -> str:
+    """The likely reason a server closes the connection on the request ``what``."""
+    if what.startswith(("add(", "barrier(")):
+        return "the key holds a value that is not an integer (or the sum leaves 64 bits)"
+    if what.startswith("queue_"):
+        return "the server is torch's legacy one (use_libuv=False), which has no queues"
+    return "a request the server does not accept (its limits, or a protocol version it lacks)"
+
+
+def wire_key(key: str) -> bytes:
+    """A user's key as torch's client sends it (a "/" prefix)."""
+    return b"/" + p.key_bytes(check_key(key))

@@ -24,9 +24,8 @@ from ..errors import DistStoreError, ProtocolError, QueueEmptyError, StoreTimeou
 from ..timeouts import Deadline, format_seconds
 from . import tcp_protocol as p
 from . import tcp_server
-from .base import Store, Value, check_key, check_keys, to_bytes
-from .tcp_client import ClientConnection, Lost, TimedOut, missing
-from .tcp_server import TCPStoreServer
+from .base import Store, Value, check_keys, to_bytes
+from .tcp_client import ClientConnection, Lost, TimedOut, missing, refusal, wire_key
 
 R = TypeVar("R")
 C = p.Command
@@ -36,20 +35,6 @@ _REPLY_GRACE_S = 10.0
 #: The key under which ``wait_for_workers`` counts the stores that joined (torch's, no prefix).
 _INIT_KEY = "init/"
 _POLL_S = 0.01
-
-
-def _wire(key: str) -> bytes:
-    """A user's key as torch's client sends it."""
-    return b"/" + p.key_bytes(check_key(key))
-
-
-def _refusal(what: str) -> str:
-    """The likely reason a server closes the connection on the request ``what``."""
-    if what.startswith(("add(", "barrier(")):
-        return "the key holds a value that is not an integer (or the sum leaves 64 bits)"
-    if what.startswith("queue_"):
-        return "the server is torch's legacy one (use_libuv=False), which has no queues"
-    return "a request the server does not accept (its limits, or a protocol version it lacks)"
 
 
 class TCPStore(Store):
@@ -81,7 +66,7 @@ class TCPStore(Store):
     ) -> None:
         super().__init__(timeout)
         self._conn: ClientConnection | None = None
-        self._server: TCPStoreServer | None = None
+        self._server: tcp_server.TCPStoreServer | None = None
         self._host, self._port, self._world_size = host_name, int(port), world_size
         self._lock = threading.Lock()
         self._broken: str | None = None
@@ -167,7 +152,7 @@ class TCPStore(Store):
         # limits of all, so only a queue_push (to torch's legacy server) can be the culprit.
         earlier = earlier if earlier and earlier.startswith("queue_") else None
         if conn.reopen():
-            hints = "; or ".join(dict.fromkeys(_refusal(op) for op in (what, earlier) if op))
+            hints = "; or ".join(dict.fromkeys(refusal(op) for op in (what, earlier) if op))
             also = f" (or the earlier {earlier}, which has no reply)" if earlier else ""
             return DistStoreError(
                 f"{self._where()}: the server closed the connection during {what}{also} but is "
@@ -243,12 +228,12 @@ class TCPStore(Store):
 
     # -- the operations ---------------------------------------------------------------------
     def set(self, key: str, value: Value) -> None:
-        wire, data = _wire(key), to_bytes(value)
+        wire, data = wire_key(key), to_bytes(value)
         p.check_limits([wire], [data], f"set({key!r})")
         self._send(f"set({key!r})", p.request(C.SET, keys=[wire], values=[data]))
 
     def get(self, key: str) -> bytes:
-        wire, seconds = _wire(key), self._seconds(None)
+        wire, seconds = wire_key(key), self._seconds(None)
         p.check_limits([wire], [], f"get({key!r})")
         return self._await(
             f"get({key!r})",
@@ -259,7 +244,7 @@ class TCPStore(Store):
         )
 
     def add(self, key: str, amount: int) -> int:
-        wire = _wire(key)
+        wire = wire_key(key)
         p.check_limits([wire], [], f"add({key!r})")
         return self._add_raw(wire, int(amount), f"add({key!r})")
 
@@ -269,23 +254,23 @@ class TCPStore(Store):
         return self._ask(what, p.request(C.ADD, keys=[wire], number=amount), p.read_i64)
 
     def compare_set(self, key: str, expected_value: Value, desired_value: Value) -> bytes:
-        wire, expected, desired = _wire(key), to_bytes(expected_value), to_bytes(desired_value)
+        wire, expected, desired = wire_key(key), to_bytes(expected_value), to_bytes(desired_value)
         p.check_limits([wire], [expected, desired], f"compare_set({key!r})")
         data = p.request(C.COMPARE_SET, keys=[wire], values=[expected, desired])
         return self._ask(f"compare_set({key!r})", data, p.read_string)
 
     def wait(self, keys: Sequence[str], timeout: timedelta | None = None) -> None:
-        wires = [_wire(k) for k in check_keys(keys)]
+        wires = [wire_key(k) for k in check_keys(keys)]
         p.check_limits(wires, [], "wait")
         self._await(f"wait({list(keys)!r})", wires, self._seconds(timeout))
 
     def check(self, keys: Sequence[str]) -> bool:
-        wires = [_wire(k) for k in check_keys(keys)]
+        wires = [wire_key(k) for k in check_keys(keys)]
         p.check_limits(wires, [], "check")
         return self._ask("check", p.request(C.CHECK, keys=wires), p.read_u8) == p.READY
 
     def delete_key(self, key: str) -> bool:
-        wire = _wire(key)
+        wire = wire_key(key)
         p.check_limits([wire], [], f"delete_key({key!r})")
         return self._ask(f"delete_key({key!r})", p.request(C.DELETE_KEY, keys=[wire]), p.read_i64) == 1
 
@@ -294,12 +279,12 @@ class TCPStore(Store):
         return self._ask("num_keys", p.request(C.GETNUMKEYS), p.read_i64)
 
     def append(self, key: str, value: Value) -> None:
-        wire, data = _wire(key), to_bytes(value)
+        wire, data = wire_key(key), to_bytes(value)
         p.check_limits([wire], [data], f"append({key!r})")
         self._send(f"append({key!r})", p.request(C.APPEND, keys=[wire], values=[data]))
 
     def multi_get(self, keys: Sequence[str]) -> list[bytes]:
-        wires = [_wire(k) for k in check_keys(keys)]
+        wires = [wire_key(k) for k in check_keys(keys)]
         p.check_limits(wires, [], "multi_get")
         return self._await(  # type: ignore[return-value]
             f"multi_get({list(keys)!r})",
@@ -313,17 +298,17 @@ class TCPStore(Store):
         checked = check_keys(keys)
         if len(checked) != len(values):
             raise ValueError(f"multi_set: {len(checked)} keys but {len(values)} values")
-        wires, data = [_wire(k) for k in checked], [to_bytes(v) for v in values]
+        wires, data = [wire_key(k) for k in checked], [to_bytes(v) for v in values]
         p.check_limits(wires, data, "multi_set")
         self._send("multi_set", p.request(C.MULTI_SET, keys=wires, values=data))
 
     def queue_push(self, key: str, value: Value) -> None:
-        wire, data = _wire(key), to_bytes(value)
+        wire, data = wire_key(key), to_bytes(value)
         p.check_limits([wire], [data], f"queue_push({key!r})")
         self._send(f"queue_push({key!r})", p.request(C.QUEUE_PUSH, keys=[wire], values=[data]))
 
     def queue_pop(self, key: str, block: bool = True) -> bytes:
-        wire, what = _wire(key), f"queue_pop({key!r})"
+        wire, what = wire_key(key), f"queue_pop({key!r})"
         p.check_limits([wire], [], what)
         pop = p.request(C.QUEUE_POP, keys=[wire])
         if not block:
@@ -338,7 +323,7 @@ class TCPStore(Store):
         return value
 
     def queue_len(self, key: str) -> int:
-        wire = _wire(key)
+        wire = wire_key(key)
         p.check_limits([wire], [], f"queue_len({key!r})")
         return self._ask(f"queue_len({key!r})", p.request(C.QUEUE_LEN, keys=[wire]), p.read_i64)
 
@@ -350,7 +335,7 @@ class TCPStore(Store):
     def barrier(self, key: str, world_size: int, timeout: timedelta | None = None) -> None:
         """Wait until ``world_size`` callers have called ``barrier`` with this ``key`` (one
         BARRIER request, as torch's client)."""
-        wire = _wire(key)
+        wire = wire_key(key)
         p.check_limits([wire], [], f"barrier({key!r})")
         self._await(
             f"barrier({key!r}, {world_size})", [wire], self._seconds(timeout), barrier=int(world_size)

@@ -5,8 +5,9 @@ members at once (LEAVE: the last call it ended there); a rank that leaves the wh
 GOODBYE with that figure for every group it had. A member whose call waits for a leaver in a
 group it left before that call raises at once (``_check_leavers`` for message waits,
 ``left_error`` for shared-memory ones), and a receive from it there that is still unmatched
-fails (frames on a link arrive in order, so whatever it sent has arrived). Must not know about
-algorithms or process groups.
+fails (frames on a link arrive in order, so whatever it sent has arrived). A link that ends
+(``peer_lost``) is such a goodbye, or a death that fails every group the peer is in. Must not
+know about algorithms or process groups.
 """
 
 from __future__ import annotations
@@ -41,13 +42,39 @@ class Leaving:
     ended: dict[int, int]
     left_after: dict[int, dict[int, int]]
     left_groups: dict[int, dict[int, int]]
+    peer_error: dict[int, PeerError]
     _channels: dict[int, Channel]
 
     def _transmit(self, req: SendRequest) -> None:
         raise NotImplementedError
 
+    def _gone_error(self, peer: int, context: Any) -> PeerError:
+        raise NotImplementedError
+
     def break_channel(self, channel: Channel, error: BaseException, notify_peers: bool) -> None:
         raise NotImplementedError
+
+    def peer_lost(self, peer: int, error: PeerError | None, goodbye: bytes = b"") -> None:
+        """The link to ``peer`` ended: ``error`` None means an orderly GOODBYE (whose payload
+        says the last call the peer ended on each group)."""
+        with self.lock:
+            if self.peer_state[peer] is not PeerState.OPEN:
+                return
+            if error is None:
+                self.peer_state[peer] = PeerState.LEFT
+                usable = len(goodbye) - len(goodbye) % GOODBYE_ITEM.size
+                self.left_after[peer] = dict(GOODBYE_ITEM.iter_unpack(goodbye[:usable]))
+            else:
+                self.peer_state[peer] = PeerState.DEAD
+                self.peer_error[peer] = error
+                for channel in self._channels.values():
+                    if peer in channel.members and channel.error is None:
+                        channel.error = error
+            for req in self.matcher.posted_requests():
+                if req.src == peer and not req.claimed:
+                    self.matcher.cancel(req)
+                    req.error, req.done = self._gone_error(peer, req.context), True
+            self.cond.notify_all()
 
     def close_channel(self, channel: Channel, ended: int | None = None, tell_peers: bool = True) -> None:
         """Detach ``channel`` (its group was destroyed here); ``ended`` is the last call of

@@ -26,7 +26,7 @@ from typing import Any
 
 from ..errors import CollectiveMismatchError, DestroyedGroupError, PeerError, with_context
 from .channel import Channel, Describe, PeerState, default_describe
-from .leaving import GOODBYE_ITEM, Leaving
+from .leaving import Leaving
 from .matching import Matcher, Parked, RecvRequest, SendRequest, frame_error, match_key, mismatch_error
 from .waiting import TICK, Waiting
 from .wire import NO_FINGERPRINT, Fingerprint, FrameKind, Header, pack_header
@@ -353,28 +353,6 @@ class Mesh(Waiting, Leaving, ABC):
                 self._early_poison.setdefault(group, error)
             elif channel.error is None:
                 channel.error = error
-            self.cond.notify_all()
-
-    def peer_lost(self, peer: int, error: PeerError | None, goodbye: bytes = b"") -> None:
-        """The link to ``peer`` ended: ``error`` None means an orderly GOODBYE (whose payload
-        says the last call the peer ended on each group)."""
-        with self.lock:
-            if self.peer_state[peer] is not PeerState.OPEN:
-                return
-            if error is None:
-                self.peer_state[peer] = PeerState.LEFT
-                usable = len(goodbye) - len(goodbye) % GOODBYE_ITEM.size
-                self.left_after[peer] = dict(GOODBYE_ITEM.iter_unpack(goodbye[:usable]))
-            else:
-                self.peer_state[peer] = PeerState.DEAD
-                self.peer_error[peer] = error
-                for channel in self._channels.values():
-                    if peer in channel.members and channel.error is None:
-                        channel.error = error
-            for req in self.matcher.posted_requests():
-                if req.src == peer and not req.claimed:
-                    self.matcher.cancel(req)
-                    req.error, req.done = self._gone_error(peer, req.context), True
             self.cond.notify_all()
 
     # -- failure of a group -----------------------------------------------------------------

@@ -1,7 +1,7 @@
 """accord as a torch.distributed backend: ``init_process_group("accord")``.
 
 Owns: ``register()``, which tells torch about the backend (name "accord", CPU), and what it
-needs: the creator (``context``), the ProcessGroup subclass (``process_group``), the Work
+needs: the creator (``context``), the ProcessGroup subclass, torch's c10d backend (``backend``), the Work
 bridge (``work``), the tensor checks (``tensors``), sparse all_reduce (``sparse``) and the
 torch Store adapter (``store``). ``import accord`` registers it when torch is already
 imported; the ``torch.backends`` entry point (``_accord_torch_entry``) registers it when
@@ -11,7 +11,7 @@ this package imports torch. Must not know about the launcher.
 
 from __future__ import annotations
 
-from .process_group import BACKEND_NAME, AccordProcessGroup
+from .backend import BACKEND_NAME, AccordProcessGroup
 
 
 def register() -> bool:

@@ -22,7 +22,7 @@ from ...errors import InternalError
 from ...group.mesh_barrier import INIT_BARRIER_GROUP
 from ...group.process_group import ProcessGroup
 from ...world import World
-from .process_group import BACKEND_NAME, AccordProcessGroup
+from .backend import BACKEND_NAME, AccordProcessGroup
 from .store import TorchStore
 
 _lock = threading.Lock()
