@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from typing import Any
 
 
-def _create(*args, **kwargs):  # type: ignore[no-untyped-def]
+def _create(*args: Any, **kwargs: Any) -> Any:
     from accord.integrations.torch.context import create
 
     return create(*args, **kwargs)

@@ -244,6 +244,19 @@ def async_patterns(rank: int, world_size: int) -> dict[str, Any]:
             "crossed": [crossed.tolist(), message[0].item()]}
 
 
+def backend_calls_without_options(rank: int, world_size: int) -> dict[str, Any]:
+    """The backend's gather methods called as torch's Python signatures allow, with no
+    options object: each makes torch's default options itself (accord once named a class
+    torch.distributed does not export, found by mypy)."""
+    backend = dist.group.WORLD  # (with extended_api, the AccordProcessGroup itself)
+    x = torch.full((2,), float(rank + 1))
+    outs = [[torch.zeros(2) for _ in range(world_size)]]
+    backend.allgather(outs, [x]).wait()
+    flat = torch.zeros(2 * world_size)
+    backend._allgather_base(flat, x).wait()
+    return {"allgather": [t.tolist() for t in outs[0]], "base": flat.tolist()}
+
+
 def profiled_async(rank: int, world_size: int) -> dict[str, Any]:
     """Under torch's profiler: which accord events each kind of call leaves, and how many.
     An async call opens its event in the caller's thread whoever runs it (the waiter, or

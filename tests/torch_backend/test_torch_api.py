@@ -48,6 +48,11 @@ def test_rendezvous_over_the_store_torch_hands_over(tmp_path, kind: str) -> None
     assert got == [{"sum": 6.0}, {"sum": 6.0}]
 
 
+def test_backend_methods_called_without_options_make_torchs_defaults() -> None:
+    for got in harness.run("backend_calls_without_options", "accord", 2):
+        assert got == {"allgather": [[1.0, 1.0], [2.0, 2.0]], "base": [1.0, 1.0, 2.0, 2.0]}, got
+
+
 def test_async_calls_leave_one_profiler_event_each_whoever_runs_them() -> None:
     for got in harness.run("profiled_async", "accord", 2):
         assert got["waited"] == got["future"] == got["functional"] == got["blocking"] == \

@@ -23,15 +23,20 @@ def resolve_group(group: Any, op: str, stacklevel: int = 3) -> ProcessGroup | No
     world = current_world()  # (raises: not initialized)
     assert world is not None
     if group is None or group is world.default_group:
-        return world.default_group
+        default: ProcessGroup | None = world.default_group
+        return default
     if isinstance(group, int) and not isinstance(group, bool) and group == NON_GROUP_MEMBER:
-        warnings.warn(f"Running {op} on global rank {world.rank} which does not belong to the "
-                      f"given group.", stacklevel=stacklevel)
+        warnings.warn(
+            f"Running {op} on global rank {world.rank} which does not belong to the given group.",
+            stacklevel=stacklevel,
+        )
         return None
     if isinstance(group, ProcessGroup):
         return group
-    raise ArgumentTypeError(f"group must be a ProcessGroup from init_process_group/new_group, "
-                            f"or None for the default group; got {type(group).__name__}")
+    raise ArgumentTypeError(
+        f"group must be a ProcessGroup from init_process_group/new_group, "
+        f"or None for the default group; got {type(group).__name__}"
+    )
 
 
 def group_rank(group: ProcessGroup, global_rank: int | None, local_rank: int | None, what: str) -> int:
@@ -43,8 +48,9 @@ def group_rank(group: ProcessGroup, global_rank: int | None, local_rank: int | N
         if isinstance(local_rank, bool) or not isinstance(local_rank, int):
             raise ArgumentTypeError(f"group_{what} must be an int, got {type(local_rank).__name__}")
         if not 0 <= local_rank < group.size():
-            raise ArgumentError(f"group_{what}={local_rank} is out of range for a group of size "
-                                f"{group.size()}")
+            raise ArgumentError(
+                f"group_{what}={local_rank} is out of range for a group of size {group.size()}"
+            )
         return local_rank
     if global_rank is None:
         raise ArgumentError(f"{what} is required (a global rank), or group_{what} (a rank in the group)")
@@ -60,8 +66,9 @@ def group_rank(group: ProcessGroup, global_rank: int | None, local_rank: int | N
 def check_not_self(group: ProcessGroup, rank: int, what: str) -> None:
     """Refuse a peer that is this rank itself (a group rank)."""
     if rank == group.rank():
-        raise ArgumentError(f"{what} is this rank itself (group rank {rank}); a rank cannot send "
-                            f"to or receive from itself")
+        raise ArgumentError(
+            f"{what} is this rank itself (group rank {rank}); a rank cannot send to or receive from itself"
+        )
 
 
 def device_group(group: ProcessGroup, tensor: Any) -> Any:

@@ -12,8 +12,9 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, Callable
+from typing import Any
 
 from .. import config
 from ..backend_names import Backend, device_backends, device_provider, resolve_backend, world_provider
@@ -21,8 +22,8 @@ from ..diagnostics import debug, fail_fast, flight_recorder
 from ..diagnostics.monitor import Monitor
 from ..diagnostics.progress import ProgressBoard
 from ..errors import DestroyedBeforeInitError
-from ..group.mesh_barrier import mesh_barrier
 from ..group.engine import WorldParts
+from ..group.mesh_barrier import mesh_barrier
 from ..group.mesh_engine import mesh_group
 from ..group.process_group import ProcessGroup
 from ..rendezvous import rendezvous
@@ -30,8 +31,7 @@ from ..store.base import Store
 from ..timeouts import DEFAULT_PG_TIMEOUT, Deadline, to_seconds
 from ..transport.bootstrap import connect_mesh
 from ..transport.mesh import Mesh
-from ..world import (NON_GROUP_MEMBER, World, clear_scoped_world, current_world,
-                     set_process_world)
+from ..world import NON_GROUP_MEMBER, World, clear_scoped_world, current_world, set_process_world
 from .common import resolve_group
 
 MeshFactory = Callable[[Store, str, int, int, Deadline], Mesh]
@@ -41,8 +41,15 @@ _exit_callbacks: list[Callable[[], None]] = []  # run once at exit, in order
 _finalizer_pid = 0  # the process that registered the multiprocessing exit finalizer
 
 
-def build_world(store: Store | None, rank: int, world_size: int, backend: str, timeout: float,
-                owns_store: bool, mesh_factory: MeshFactory = connect_mesh) -> World:
+def build_world(
+    store: Store | None,
+    rank: int,
+    world_size: int,
+    backend: str,
+    timeout: float,
+    owns_store: bool,
+    mesh_factory: MeshFactory = connect_mesh,
+) -> World:
     """Make the mesh and the default group for one rank (init_process_group's core; tests
     call it with a loopback mesh factory)."""
     if store is None:
@@ -82,8 +89,9 @@ def engine_world(parts: WorldParts, backend: str) -> World:
     return world
 
 
-def _watch(world: World, store: Store | None, prefix: str, rank: int, world_size: int,
-           job_label: str) -> None:
+def _watch(
+    world: World, store: Store | None, prefix: str, rank: int, world_size: int, job_label: str
+) -> None:
     """The world's monitor (stuck reports, flight-recorder dumps), with its progress board
     on ``store`` (none without one), watching the default group."""
     board = None if store is None else _progress_board(store, prefix, rank, world_size)
@@ -116,10 +124,17 @@ def _progress_board(store: Store, prefix: str, rank: int, world_size: int) -> Pr
     return ProgressBoard(handle, prefix, rank, interval, owns_store=handle is not store)
 
 
-def init_process_group(backend: str | None = None, init_method: str | None = None,
-                       timeout: timedelta | None = None, world_size: int = -1, rank: int = -1,
-                       store: Store | None = None, group_name: str = "", pg_options: Any = None,
-                       device_id: Any = None) -> None:
+def init_process_group(
+    backend: str | None = None,
+    init_method: str | None = None,
+    timeout: timedelta | None = None,
+    world_size: int = -1,
+    rank: int = -1,
+    store: Store | None = None,
+    group_name: str = "",
+    pg_options: Any = None,
+    device_id: Any = None,
+) -> None:
     """Join the job: rendezvous, connect every rank, create the default group.
 
     ``init_method`` is ``env://`` (default), ``tcp://host:port`` or ``file:///path``;
@@ -138,16 +153,19 @@ def init_process_group(backend: str | None = None, init_method: str | None = Non
     seconds = to_seconds(timeout, default=DEFAULT_PG_TIMEOUT)
     provider = world_provider(name)
     if provider is not None:  # another engine (MPI): it finds its own ranks and needs no store
-        world = engine_world(provider(init_method=init_method, timeout=seconds,
-                                      world_size=world_size, rank=rank, store=store), name)
+        world = engine_world(
+            provider(init_method=init_method, timeout=seconds, world_size=world_size, rank=rank, store=store),
+            name,
+        )
         _with_devices(world, devices, device_id)
         set_process_world(world)
         install_process_hooks(_destroy_default_world, current_world, dump_flight_recorder_for_signal)
         return
     owns_store = store is None
     if store is None:
-        store, rank, world_size = next(rendezvous(init_method or "env://", rank, world_size,
-                                                  timeout=timedelta(seconds=seconds)))
+        store, rank, world_size = next(
+            rendezvous(init_method or "env://", rank, world_size, timeout=timedelta(seconds=seconds))
+        )
     elif init_method is not None:
         raise ValueError("init_method and store are mutually exclusive; pass one of them")
     elif world_size < 1 or not 0 <= rank < world_size:
@@ -180,18 +198,22 @@ def add_device_groups(world: World, group: Any, devices: dict[str, str], device_
     if not devices or not isinstance(group, ProcessGroup):
         return
     if world.store is None:
-        raise ValueError(f"device backends {devices} need a store to meet in, and this world has "
-                         f"none: pass store= to init_process_group")
+        raise ValueError(
+            f"device backends {devices} need a store to meet in, and this world has "
+            f"none: pass store= to init_process_group"
+        )
     made = {}
     for kind, name in devices.items():
         prefix = f"{world.store_prefix}/device/{group.group_id:08x}/{kind}/"
-        made[kind] = device_provider(name)(kind, world.store, prefix, group.rank(), group.size(),
-                                           to_seconds(group.timeout), device_id)
+        made[kind] = device_provider(name)(
+            kind, world.store, prefix, group.rank(), group.size(), to_seconds(group.timeout), device_id
+        )
     group.device_groups = made
 
 
-def install_process_hooks(at_exit: Callable[[], None], world_getter: Callable[..., Any],
-                          dump: Callable[[str], Any]) -> None:
+def install_process_hooks(
+    at_exit: Callable[[], None], world_getter: Callable[..., Any], dump: Callable[[str], Any]
+) -> None:
     """What every world of a process gets (accord's default world, and the torch backend's):
     ``at_exit`` runs when the process ends normally (it says GOODBYE to the peers), SIGUSR1
     calls ``dump``, and an uncaught exception aborts the groups of ``world_getter()``
@@ -217,6 +239,7 @@ def _register_exit_hook(callback: Callable[[], None]) -> None:
         mp = sys.modules.get("multiprocessing")
         if mp is not None and _finalizer_pid != os.getpid() and mp.parent_process() is not None:
             import multiprocessing.util as mp_util
+
             mp_util.Finalize(None, _run_exit_callbacks, exitpriority=100)
             _finalizer_pid = os.getpid()
 
@@ -243,7 +266,8 @@ def destroy_process_group(group: Any = None) -> None:
     if world is None:
         raise DestroyedBeforeInitError(
             "destroy_process_group: there is no process group to destroy (init_process_group "
-            "was not called, or the world was destroyed already)")
+            "was not called, or the world was destroyed already)"
+        )
     if group is None or group is world.default_group:
         if not clear_scoped_world():
             set_process_world(None)
@@ -260,9 +284,16 @@ def is_initialized() -> bool:
     return current_world(required=False) is not None
 
 
-def new_group(ranks: Any = None, timeout: timedelta | None = None, backend: str | None = None,
-              pg_options: Any = None, use_local_synchronization: bool = False,
-              group_desc: str | None = None, device_id: Any = None, sort_ranks: bool = True) -> Any:
+def new_group(
+    ranks: Any = None,
+    timeout: timedelta | None = None,
+    backend: str | None = None,
+    pg_options: Any = None,
+    use_local_synchronization: bool = False,
+    group_desc: str | None = None,
+    device_id: Any = None,
+    sort_ranks: bool = True,
+) -> Any:
     """Create a group of some ranks. Every rank must call it, in the same order as the others
     (members only, with use_local_synchronization=True). Non-members get NON_GROUP_MEMBER."""
     world = current_world()
@@ -326,7 +357,7 @@ def get_backend(group: Any = None) -> Backend:
 
 
 def get_backend_config(group: Any = None) -> str:
-    """"cpu:<backend>", followed by the group's device backends (",cuda:nccl")."""
+    """ "cpu:<backend>", followed by the group's device backends (",cuda:nccl")."""
     pg = resolve_group(group, "get_backend_config")
     devices = "".join(f",{kind}:{dg.backend_name}" for kind, dg in getattr(pg, "device_groups", {}).items())
     return f"cpu:{get_backend(group)}{devices}"
@@ -367,8 +398,9 @@ def get_node_local_rank(fallback_rank: int | None = None) -> int:
         return local
     if fallback_rank is not None:
         return int(fallback_rank)
-    raise RuntimeError("LOCAL_RANK is not in the environment: launch with accordrun/torchrun, "
-                       "or pass fallback_rank")
+    raise RuntimeError(
+        "LOCAL_RANK is not in the environment: launch with accordrun/torchrun, or pass fallback_rank"
+    )
 
 
 def is_torchelastic_launched() -> bool:

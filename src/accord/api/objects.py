@@ -15,7 +15,8 @@ are pickled or sent (``group.objects``).
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from ..group import objects
 from ..group.pickling import ObjectPolicy
@@ -24,17 +25,37 @@ from .common import resolve_group
 from .pipeline import ROOT, Call, Rank, run
 
 # The rows (see pipeline.Call): blocking, on accord's group only, no short path.
-BROADCAST_OBJECT_LIST = Call("broadcast_object_list", objects.broadcast_object_list, takes_async_op=False,
-                             detail=("object_list", ROOT), rank=Rank(1, "src", default=0))
+BROADCAST_OBJECT_LIST = Call(
+    "broadcast_object_list",
+    objects.broadcast_object_list,
+    takes_async_op=False,
+    detail=("object_list", ROOT),
+    rank=Rank(1, "src", default=0),
+)
 ALL_GATHER_OBJECT = Call("all_gather_object", objects.all_gather_object, takes_async_op=False, detail=())
-GATHER_OBJECT = Call("gather_object", objects.gather_object, takes_async_op=False,
-                     detail=(None, None, ROOT), rank=Rank(2, "dst", default=0))
-SCATTER_OBJECT_LIST = Call("scatter_object_list", objects.scatter_object_list, takes_async_op=False,
-                           detail=(None, None, ROOT), rank=Rank(2, "src", default=0))
+GATHER_OBJECT = Call(
+    "gather_object",
+    objects.gather_object,
+    takes_async_op=False,
+    detail=(None, None, ROOT),
+    rank=Rank(2, "dst", default=0),
+)
+SCATTER_OBJECT_LIST = Call(
+    "scatter_object_list",
+    objects.scatter_object_list,
+    takes_async_op=False,
+    detail=(None, None, ROOT),
+    rank=Rank(2, "src", default=0),
+)
 
 
-def broadcast_object_list(object_list: list[Any], src: int | None = None, group: Any = None,
-                          device: Any = None, group_src: int | None = None) -> None:
+def broadcast_object_list(
+    object_list: list[Any],
+    src: int | None = None,
+    group: Any = None,
+    device: Any = None,
+    group_src: int | None = None,
+) -> None:
     """Every rank's ``object_list`` gets, in place, the objects of ``src``'s list (default:
     global rank 0); every rank passes a list of the same length. Unpickles (see the module
     warning)."""
@@ -47,21 +68,36 @@ def all_gather_object(object_list: list[Any], obj: Any, group: Any = None) -> No
     run(ALL_GATHER_OBJECT, group, False, object_list, obj)
 
 
-def gather_object(obj: Any, object_gather_list: list[Any] | None = None, dst: int | None = None,
-                  group: Any = None, group_dst: int | None = None) -> None:
+def gather_object(
+    obj: Any,
+    object_gather_list: list[Any] | None = None,
+    dst: int | None = None,
+    group: Any = None,
+    group_dst: int | None = None,
+) -> None:
     """On ``dst`` (default: global rank 0), ``object_gather_list`` gets every rank's ``obj``;
     pass None on the other ranks. Unpickles (see the module warning)."""
     run(GATHER_OBJECT, group, False, obj, object_gather_list, dst, group_dst)
 
 
-def scatter_object_list(scatter_object_output_list: list[Any],
-                        scatter_object_input_list: list[Any] | None = None,
-                        src: int | None = None, group: Any = None,
-                        group_src: int | None = None) -> None:
+def scatter_object_list(
+    scatter_object_output_list: list[Any],
+    scatter_object_input_list: list[Any] | None = None,
+    src: int | None = None,
+    group: Any = None,
+    group_src: int | None = None,
+) -> None:
     """``scatter_object_output_list[0]`` on rank i gets ``scatter_object_input_list[i]`` of
     ``src`` (default: global rank 0). Unpickles (see the module warning)."""
-    run(SCATTER_OBJECT_LIST, group, False, scatter_object_output_list, scatter_object_input_list,
-        src, group_src)
+    run(
+        SCATTER_OBJECT_LIST,
+        group,
+        False,
+        scatter_object_output_list,
+        scatter_object_input_list,
+        src,
+        group_src,
+    )
 
 
 def set_object_policy(allowed: Iterable[str] | ObjectPolicy | None, group: Any = None) -> None:

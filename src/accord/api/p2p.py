@@ -10,7 +10,8 @@ as torch's. Must not take a step of the pipeline itself, nor know how the group 
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..arrays import as_buffer
 from ..errors import ArgumentError, ShortListError
@@ -51,39 +52,56 @@ def _recv_object_list(pg: ProcessGroup, object_list: list[Any], source: int | No
 
 # The rows (see pipeline.Call); accord's own p2p checks the peer (not oneself) itself.
 ISEND = Call("isend", p2p.isend, device=_isend_on_device, rank=Rank(1, "dst"), takes_async_op=False)
-IRECV = Call("irecv", p2p.irecv, device=_irecv_on_device, rank=Rank(1, "src", default=ANY),
-             takes_async_op=False)
+IRECV = Call(
+    "irecv", p2p.irecv, device=_irecv_on_device, rank=Rank(1, "src", default=ANY), takes_async_op=False
+)
 SEND = Call("send", p2p.send, device=_send_on_device, rank=Rank(1, "dst"), takes_async_op=False)
-RECV = Call("recv", _recv, device=_recv_on_device, rank=Rank(1, "src", default=ANY), takes_async_op=False,
-            non_member=-1)
-SEND_OBJECT_LIST = Call("send_object_list", objects.send_object_list,
-                        rank=Rank(1, "dst", not_self=True), takes_async_op=False)
-RECV_OBJECT_LIST = Call("recv_object_list", _recv_object_list, rank=Rank(1, "src", default=ANY, not_self=True),
-                        takes_async_op=False, non_member=-1)
+RECV = Call(
+    "recv",
+    _recv,
+    device=_recv_on_device,
+    rank=Rank(1, "src", default=ANY),
+    takes_async_op=False,
+    non_member=-1,
+)
+SEND_OBJECT_LIST = Call(
+    "send_object_list", objects.send_object_list, rank=Rank(1, "dst", not_self=True), takes_async_op=False
+)
+RECV_OBJECT_LIST = Call(
+    "recv_object_list",
+    _recv_object_list,
+    rank=Rank(1, "src", default=ANY, not_self=True),
+    takes_async_op=False,
+    non_member=-1,
+)
 
 
-def isend(tensor: Any, dst: int | None = None, group: Any = None, tag: int = 0,
-          group_dst: int | None = None) -> Work | None:
+def isend(
+    tensor: Any, dst: int | None = None, group: Any = None, tag: int = 0, group_dst: int | None = None
+) -> Work | None:
     """Start sending ``tensor`` to ``dst``; the tensor must not change until the Work is done."""
-    return run(ISEND, group, False, tensor, dst, group_dst, tag)  # type: ignore[no-any-return]
+    return run(ISEND, group, False, tensor, dst, group_dst, tag)
 
 
-def irecv(tensor: Any, src: int | None = None, group: Any = None, tag: int = 0,
-          group_src: int | None = None) -> Work | None:
+def irecv(
+    tensor: Any, src: int | None = None, group: Any = None, tag: int = 0, group_src: int | None = None
+) -> Work | None:
     """Start receiving into ``tensor`` from ``src`` (None: from any rank of the group)."""
-    return run(IRECV, group, False, tensor, src, group_src, tag)  # type: ignore[no-any-return]
+    return run(IRECV, group, False, tensor, src, group_src, tag)
 
 
-def send(tensor: Any, dst: int | None = None, group: Any = None, tag: int = 0,
-         group_dst: int | None = None) -> None:
+def send(
+    tensor: Any, dst: int | None = None, group: Any = None, tag: int = 0, group_dst: int | None = None
+) -> None:
     """Send ``tensor`` to ``dst``; returns once the data is handed to the transport."""
     run(SEND, group, False, tensor, dst, group_dst, tag)
 
 
-def recv(tensor: Any, src: int | None = None, group: Any = None, tag: int = 0,
-         group_src: int | None = None) -> int:
+def recv(
+    tensor: Any, src: int | None = None, group: Any = None, tag: int = 0, group_src: int | None = None
+) -> int:
     """Receive into ``tensor``; returns the sender's global rank (-1 on a non-member)."""
-    return run(RECV, group, False, tensor, src, group_src, tag)  # type: ignore[no-any-return]
+    return run(RECV, group, False, tensor, src, group_src, tag)
 
 
 class P2POp:
@@ -93,11 +111,19 @@ class P2POp:
     ``group_peer`` (a rank in ``group``). Checked when built, before anything moves.
     """
 
-    def __init__(self, op: Callable[..., Any], tensor: Any, peer: int | None = None, group: Any = None,
-                 tag: int = 0, group_peer: int | None = None) -> None:
+    def __init__(
+        self,
+        op: Callable[..., Any],
+        tensor: Any,
+        peer: int | None = None,
+        group: Any = None,
+        tag: int = 0,
+        group_peer: int | None = None,
+    ) -> None:
         if op is not isend and op is not irecv:
-            raise ArgumentError("Invalid op: expected accord.isend or accord.irecv (the functions "
-                                f"themselves), got {op!r}")
+            raise ArgumentError(
+                f"Invalid op: expected accord.isend or accord.irecv (the functions themselves), got {op!r}"
+            )
         self.op, self.tensor, self.tag = op, tensor, tag
         pg = resolve_group(group, "P2POp")
         if pg is None:
@@ -125,20 +151,25 @@ def batch_isend_irecv(p2p_op_list: list[P2POp]) -> list[Work]:
     group = p2p_op_list[0].group
     if any(p.group is not group for p in p2p_op_list):
         raise ArgumentError("All ops need to use the same group: batch_isend_irecv posts them on one group")
-    return run(BATCH_ISEND_IRECV, group, False, p2p_op_list)  # type: ignore[no-any-return]
+    return run(BATCH_ISEND_IRECV, group, False, p2p_op_list)
 
 
 def _post_batch(pg: ProcessGroup, p2p_op_list: list[P2POp]) -> list[Work]:
     carriers = {id(p.device_group) for p in p2p_op_list}
     if len(carriers) > 1:
-        raise ArgumentError("batch_isend_irecv: the ops mix tensors of different devices (CPU and "
-                            "CUDA); put each device's ops in a batch of its own")
+        raise ArgumentError(
+            "batch_isend_irecv: the ops mix tensors of different devices (CPU and "
+            "CUDA); put each device's ops in a batch of its own"
+        )
     carrier = p2p_op_list[0].device_group
     if carrier is not None:
-        return carrier.batch([(p.op is isend, p.tensor, p.group_peer, p.tag)  # type: ignore[no-any-return]
-                              for p in p2p_op_list])
-    return [p2p.isend(pg, p.tensor, p.group_peer, p.tag) if p.op is isend else
-            p2p.irecv(pg, p.tensor, p.group_peer, p.tag) for p in p2p_op_list]
+        return carrier.batch([(p.op is isend, p.tensor, p.group_peer, p.tag) for p in p2p_op_list])
+    return [
+        p2p.isend(pg, p.tensor, p.group_peer, p.tag)
+        if p.op is isend
+        else p2p.irecv(pg, p.tensor, p.group_peer, p.tag)
+        for p in p2p_op_list
+    ]
 
 
 #: (the ops' device group, made when each P2POp was, carries the batch: no device step here;
@@ -146,16 +177,28 @@ def _post_batch(pg: ProcessGroup, p2p_op_list: list[P2POp]) -> list[Work]:
 BATCH_ISEND_IRECV = Call("batch_isend_irecv", _post_batch, takes_async_op=False)
 
 
-def send_object_list(object_list: list[Any], dst: int | None = None, group: Any = None,
-                     device: Any = None, group_dst: int | None = None, use_batch: bool = False) -> None:
+def send_object_list(
+    object_list: list[Any],
+    dst: int | None = None,
+    group: Any = None,
+    device: Any = None,
+    group_dst: int | None = None,
+    use_batch: bool = False,
+) -> None:
     """Send the picklable objects of ``object_list`` to ``dst`` (in one message plus one per
     array inside; no size message first). ``device`` and ``use_batch`` change nothing here.
     The receiver unpickles: see ``accord.set_object_policy``."""
     run(SEND_OBJECT_LIST, group, False, object_list, dst, group_dst)
 
 
-def recv_object_list(object_list: list[Any], src: int | None = None, group: Any = None,
-                     device: Any = None, group_src: int | None = None, use_batch: bool = False) -> int:
+def recv_object_list(
+    object_list: list[Any],
+    src: int | None = None,
+    group: Any = None,
+    device: Any = None,
+    group_src: int | None = None,
+    use_batch: bool = False,
+) -> int:
     """Receive objects into ``object_list`` (in place; the sender's list has the same length)
     from ``src``, or from any rank when both ``src`` and ``group_src`` are None. Returns the
     sender's global rank (-1 on a non-member).
@@ -163,4 +206,4 @@ def recv_object_list(object_list: list[Any], src: int | None = None, group: Any 
     .. warning:: This unpickles what the sender sent, which can run arbitrary code: only
        receive from ranks you trust, or restrict it with ``accord.set_object_policy``.
     """
-    return run(RECV_OBJECT_LIST, group, False, object_list, src, group_src)  # type: ignore[no-any-return]
+    return run(RECV_OBJECT_LIST, group, False, object_list, src, group_src)

@@ -16,7 +16,8 @@ a step works inside (group, diagnostics).
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..diagnostics import debug, detail
 from ..group.process_group import ProcessGroup
@@ -54,7 +55,7 @@ class Rank:
             return (args[0], rank)
         if len(args) == 4:
             return (args[0], rank, args[3]) if at == 1 else (args[0], args[1], rank)
-        return (*args[:at], rank, *args[at + 2:])
+        return (*args[:at], rank, *args[at + 2 :])
 
     def group_rank(self, pg: ProcessGroup, rank: int | None, local: int | None) -> int | None:
         """The group rank a pair names, checked (``translate``'s careful way)."""
@@ -81,15 +82,38 @@ class Call:
     the public function passes; ``non_member``: what a rank outside the group gets.
     """
 
-    __slots__ = ("name", "general", "short", "device", "carrier", "detail", "rank", "takes_async_op",
-                 "non_member")
+    __slots__ = (
+        "name",
+        "general",
+        "short",
+        "device",
+        "carrier",
+        "detail",
+        "rank",
+        "takes_async_op",
+        "non_member",
+    )
 
-    def __init__(self, name: str, general: Callable[..., Any], *, short: Callable[..., bool] | None = None,
-                 device: Callable[..., Any] | None = None, carrier: int = 0,
-                 detail: tuple[str | None, ...] | None = None, rank: Rank | None = None,
-                 takes_async_op: bool = True, non_member: Any = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        general: Callable[..., Any],
+        *,
+        short: Callable[..., bool] | None = None,
+        device: Callable[..., Any] | None = None,
+        carrier: int = 0,
+        detail: tuple[str | None, ...] | None = None,
+        rank: Rank | None = None,
+        takes_async_op: bool = True,
+        non_member: Any = None,
+    ) -> None:
         self.name, self.general, self.short, self.device, self.carrier = name, general, short, device, carrier
-        self.detail, self.rank, self.takes_async_op, self.non_member = detail, rank, takes_async_op, non_member
+        self.detail, self.rank, self.takes_async_op, self.non_member = (
+            detail,
+            rank,
+            takes_async_op,
+            non_member,
+        )
 
     def __repr__(self) -> str:
         return f"Call({self.name!r})"
@@ -146,6 +170,7 @@ def run(call: Call, group: Any, async_op: bool, *args: Any) -> Any:
 def _checked(pg: ProcessGroup, call: Call, async_op: bool, args: tuple[Any, ...]) -> Any:
     """The general path after the DETAIL check (a function of its own: a closure in ``run``
     would make each of its variables a cell, on every call)."""
+
     def general() -> Any:
         return call.general(pg, *args, async_op) if call.takes_async_op else call.general(pg, *args)
 

@@ -15,11 +15,14 @@ store.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Any, Callable, Sequence
+from functools import partial
+from typing import Any
 
 import torch
 import torch.distributed as dist
+from torch._C._distributed_c10d import AllgatherOptions as _AllgatherOptions  # (not in dist)
 
 from ...api import collectives as api
 from ...api import p2p as api_p2p
@@ -41,8 +44,10 @@ _SPARSE_ALL_REDUCE = Call("all_reduce", sparse.all_reduce, detail=())
 class AccordProcessGroup(dist.ProcessGroup):
     """A torch ProcessGroup whose every operation runs on an accord group."""
 
-    def __init__(self, group: AccordGroup, on_shutdown: Callable[[AccordProcessGroup], None] | None = None) -> None:
-        super().__init__(group.rank(), group.size())
+    def __init__(
+        self, group: AccordGroup, on_shutdown: Callable[[AccordProcessGroup], None] | None = None
+    ) -> None:
+        super().__init__(group.rank(), group.size())  # type: ignore[call-arg]  # (torch's Python subclass form)
         self.accord_group = group
         self._name = group.group_name
         self._desc = group.group_desc
@@ -95,8 +100,9 @@ class AccordProcessGroup(dist.ProcessGroup):
         work = run(call, self.accord_group, bool(getattr(opts, "asyncOp", True)), *args)
         return completed(call.name, outputs) if work is None else TorchWork(call.name, outputs, [work])
 
-    def _run_each(self, name: str, opts: Any, outputs: list[Any],
-                  calls: Sequence[Callable[[bool], AccordWork | None]]) -> TorchWork:
+    def _run_each(
+        self, name: str, opts: Any, outputs: list[Any], calls: Sequence[Callable[[bool], AccordWork | None]]
+    ) -> TorchWork:
         """Several operations as one Work (the coalesced forms), in order."""
         async_op = bool(getattr(opts, "asyncOp", True))
         works = [w for w in (call(async_op) for call in calls) if w is not None]
@@ -106,8 +112,7 @@ class AccordProcessGroup(dist.ProcessGroup):
     def allreduce(self, tensors: Any, opts: Any = None) -> TorchWork | None:
         if type(opts) is _ALLREDUCE_OPTIONS and not debug.DETAIL_ON and len(tensors) == 1:
             array = plain_array(tensors[0])  # the fast paths (dist.all_reduce(t), functional)
-            op = fast_op(opts.reduceOp) if array is not None else None
-            if op is not None:
+            if array is not None and (op := fast_op(opts.reduceOp)) is not None:
                 if not opts.asyncOp:
                     collective_ops.all_reduce_flat(self.accord_group, array, op)
                     return _finished(tensors)
@@ -121,10 +126,10 @@ class AccordProcessGroup(dist.ProcessGroup):
         if len(tensors) != 1:
             raise _one_tensor("allreduce", tensors)
         tensor = tensors[0]
-        op = reduce_op(opts.reduceOp, tensor, "allreduce")
+        reduction = reduce_op(opts.reduceOp, tensor, "allreduce")
         if tensor.layout == torch.sparse_coo:
-            return self._run(_SPARSE_ALL_REDUCE, opts, tensors, tensor, op)
-        return self._run(api.ALL_REDUCE, opts, tensors, as_array(tensor), op)
+            return self._run(_SPARSE_ALL_REDUCE, opts, tensors, tensor, reduction)
+        return self._run(api.ALL_REDUCE, opts, tensors, as_array(tensor), reduction)
 
     def allreduce_coalesced(self, tensors: Any, opts: Any = None) -> TorchWork:
         opts = opts if opts is not None else dist.AllreduceCoalescedOptions()
@@ -132,9 +137,12 @@ class AccordProcessGroup(dist.ProcessGroup):
         group = self.accord_group
         ops = [reduce_op(opts.reduceOp, t, "allreduce_coalesced") for t in tensors]
         arrays = [as_array(t) for t in tensors]
-        return self._run_each("allreduce_coalesced", opts, list(tensors), [
-            (lambda a, x=x, op=op: collective_ops.all_reduce(group, x, op, a))
-            for x, op in zip(arrays, ops)])
+        return self._run_each(
+            "allreduce_coalesced",
+            opts,
+            list(tensors),
+            [partial(collective_ops.all_reduce, group, x, op) for x, op in zip(arrays, ops)],
+        )
 
     # -- rooted ------------------------------------------------------------------------------
     def broadcast(self, tensors: Any, opts: Any = None) -> TorchWork | None:
@@ -144,8 +152,7 @@ class AccordProcessGroup(dist.ProcessGroup):
                 if not opts.asyncOp:
                     collective_ops.broadcast_flat(self.accord_group, array, opts.rootRank)
                     return _finished(tensors)
-                work = collective_ops.broadcast_queued(self.accord_group, array, opts.rootRank,
-                                                       tensors)
+                work = collective_ops.broadcast_queued(self.accord_group, array, opts.rootRank, tensors)
                 if work is not None:
                     return TorchWork("broadcast", tensors, [work])
         if isinstance(tensors, torch.Tensor):  # broadcast(tensor, root) overload
@@ -186,7 +193,7 @@ class AccordProcessGroup(dist.ProcessGroup):
 
     # -- gathers -----------------------------------------------------------------------------
     def allgather(self, output_tensors: Any, input_tensors: Any, opts: Any = None) -> TorchWork:
-        opts = opts if opts is not None else dist.AllgatherOptions()
+        opts = opts if opts is not None else _AllgatherOptions()
         check_tensors(input_tensors, "allgather")
         if len(input_tensors) != 1 or len(output_tensors) != 1:
             raise _one_tensor("allgather", input_tensors)
@@ -195,35 +202,43 @@ class AccordProcessGroup(dist.ProcessGroup):
         return self._run(api.ALL_GATHER, opts, [list(outs)], outs, tensor)
 
     def allgather_coalesced(self, output_lists: Any, input_list: Any, opts: Any = None) -> TorchWork:
-        opts = opts if opts is not None else dist.AllgatherOptions()
+        opts = opts if opts is not None else _AllgatherOptions()
         check_tensors(input_list, "allgather_coalesced")
         group = self.accord_group
         if len(output_lists) != group.size() or any(len(o) != len(input_list) for o in output_lists):
-            raise ArgumentError(f"allgather_coalesced: output_tensor_lists must hold one list per "
-                                f"rank ({group.size()}), each with one tensor per input "
-                                f"({len(input_list)})")
+            raise ArgumentError(
+                f"allgather_coalesced: output_tensor_lists must hold one list per "
+                f"rank ({group.size()}), each with one tensor per input "
+                f"({len(input_list)})"
+            )
         # output_tensor_lists[rank][k] receives that rank's input k: one all_gather per input
         per_input = [[outputs[k] for outputs in output_lists] for k in range(len(input_list))]
-        return self._run_each("allgather_coalesced", opts, list(output_lists), [
-            (lambda a, outs=outs, t=t: collective_ops.all_gather(group, outs, t, a))
-            for outs, t in zip(per_input, input_list)])
+        return self._run_each(
+            "allgather_coalesced",
+            opts,
+            list(output_lists),
+            [partial(collective_ops.all_gather, group, outs, t) for outs, t in zip(per_input, input_list)],
+        )
 
     def all_gather_single(self, output: Any, input: Any, opts: Any = None) -> TorchWork:  # noqa: A002
-        opts = opts if opts is not None else dist.AllgatherOptions()
+        opts = opts if opts is not None else _AllgatherOptions()
         check_tensors([output, input], "all_gather_into_tensor")
         return self._run(api.ALL_GATHER_INTO_TENSOR, opts, [output], output, input)
 
     _allgather_base = all_gather_single
 
     def all_gather_single_coalesced(self, outputs: Any, inputs: Any, opts: Any = None) -> TorchWork:
-        opts = opts if opts is not None else dist.AllgatherOptions()
+        opts = opts if opts is not None else _AllgatherOptions()
         check_tensors(list(outputs) + list(inputs), "all_gather_into_tensor_coalesced")
         group = self.accord_group
-        return self._run_each("all_gather_into_tensor_coalesced", opts, list(outputs), [
-            (lambda a, o=o, i=i: collective_ops.all_gather_into_tensor(group, o, i, a))
-            for o, i in zip(outputs, inputs)])
+        return self._run_each(
+            "all_gather_into_tensor_coalesced",
+            opts,
+            list(outputs),
+            [partial(collective_ops.all_gather_into_tensor, group, o, i) for o, i in zip(outputs, inputs)],
+        )
 
-    allgather_into_tensor_coalesced = all_gather_single_coalesced
+    allgather_into_tensor_coalesced = all_gather_single_coalesced  # type: ignore[assignment]
 
     # -- reduce_scatter ----------------------------------------------------------------------
     def reduce_scatter(self, output_tensors: Any, input_tensors: Any, opts: Any = None) -> TorchWork:
@@ -242,29 +257,41 @@ class AccordProcessGroup(dist.ProcessGroup):
         op = reduce_op(opts.reduceOp, output, "reduce_scatter_tensor")
         return self._run(api.REDUCE_SCATTER_TENSOR, opts, [output], output, input, op)
 
-    _reduce_scatter_base = reduce_scatter_single
+    _reduce_scatter_base = reduce_scatter_single  # type: ignore[assignment]
 
     def reduce_scatter_single_coalesced(self, outputs: Any, inputs: Any, opts: Any = None) -> TorchWork:
         opts = opts if opts is not None else dist.ReduceScatterOptions()
         check_tensors(list(outputs) + list(inputs), "reduce_scatter_tensor_coalesced")
         group = self.accord_group
         ops = [reduce_op(opts.reduceOp, o, "reduce_scatter_tensor_coalesced") for o in outputs]
-        return self._run_each("reduce_scatter_tensor_coalesced", opts, list(outputs), [
-            (lambda a, o=o, i=i, op=op: collective_ops.reduce_scatter_tensor(group, o, i, op, a))
-            for o, i, op in zip(outputs, inputs, ops)])
+        return self._run_each(
+            "reduce_scatter_tensor_coalesced",
+            opts,
+            list(outputs),
+            [
+                partial(collective_ops.reduce_scatter_tensor, group, o, i, op)
+                for o, i, op in zip(outputs, inputs, ops)
+            ],
+        )
 
-    reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
+    reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced  # type: ignore[assignment]
 
     # -- all_to_all --------------------------------------------------------------------------
-    def all_to_all_single(self, output: Any, input: Any, output_split_sizes: Any,  # noqa: A002
-                          input_split_sizes: Any, opts: Any = None) -> TorchWork:
+    def all_to_all_single(
+        self,
+        output: Any,
+        input: Any,  # noqa: A002
+        output_split_sizes: Any,
+        input_split_sizes: Any,
+        opts: Any = None,
+    ) -> TorchWork:
         opts = opts if opts is not None else dist.AllToAllOptions()
         check_tensors([output, input], "all_to_all_single")
         outs = list(output_split_sizes) or None
         ins = list(input_split_sizes) or None
         return self._run(api.ALL_TO_ALL_SINGLE, opts, [output], output, input, outs, ins)
 
-    alltoall_base = all_to_all_single
+    alltoall_base = all_to_all_single  # type: ignore[assignment]
 
     def alltoall(self, output_tensors: Any, input_tensors: Any, opts: Any = None) -> TorchWork:
         opts = opts if opts is not None else dist.AllToAllOptions()
@@ -317,7 +344,7 @@ class AccordProcessGroup(dist.ProcessGroup):
         return self.accord_group.last_seq
 
 
-def _finished(outputs: list[Any]) -> None:
+def _finished(outputs: list[Any]) -> TorchWork | None:
     """What a blocking fast path returns: no Work. Only torch's own API asks for a blocking
     call (``asyncOp`` False; torch's options default to True), and it waits only for a Work
     it gets ("the backend has sync'ed at CPP level", as ProcessGroupNCCL's may): the call
@@ -340,6 +367,7 @@ def _seconds(timeout: Any) -> float | None:
 
 
 def _one_tensor(op: str, tensors: Any) -> ValueError:
-    return ArgumentError(f"{op}: accord's torch backend takes exactly one tensor per call "
-                         f"(got {len(tensors)}); torch's own API always passes one")
-
+    return ArgumentError(
+        f"{op}: accord's torch backend takes exactly one tensor per call "
+        f"(got {len(tensors)}); torch's own API always passes one"
+    )

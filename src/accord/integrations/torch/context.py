@@ -20,7 +20,6 @@ from typing import Any
 from ...api.lifecycle import build_world, install_process_hooks
 from ...errors import InternalError
 from ...group.mesh_barrier import INIT_BARRIER_GROUP
-from ...group.process_group import ProcessGroup
 from ...world import World
 from .backend import BACKEND_NAME, AccordProcessGroup
 from .store import TorchStore
@@ -52,8 +51,9 @@ def create_simple(store: Any, rank: int, size: int, timeout: timedelta) -> Accor
     return _own_world(TorchStore(store), rank, size, "", _seconds(timeout), is_default=True)
 
 
-def _own_world(store: TorchStore, rank: int, size: int, name: str, seconds: float,
-               is_default: bool) -> AccordProcessGroup:
+def _own_world(
+    store: TorchStore, rank: int, size: int, name: str, seconds: float, is_default: bool
+) -> AccordProcessGroup:
     global _default
     world = build_world(store, rank, size, BACKEND_NAME, seconds, owns_store=False)
     group = world.default_group
@@ -84,8 +84,9 @@ _worlds_of_subgroups: set[World] = set()
 
 
 def _subgroup(world: World, ranks: list[int], name: str, seconds: float) -> AccordProcessGroup:
-    group = world.make_group(_group_id(world, name, ranks), ranks, seconds, BACKEND_NAME,
-                             name or f"accord-subgroup-{ranks}", None)
+    group = world.make_group(
+        _group_id(world, name, ranks), ranks, seconds, BACKEND_NAME, name or f"accord-subgroup-{ranks}", None
+    )
     group.object_policy = getattr(world.default_group, "object_policy", None)
     world.attach(group)
 
@@ -101,8 +102,7 @@ def _group_id(world: World, name: str, ranks: list[int]) -> int:
     digest = hashlib.blake2b(f"torch:{name}:{ranks}".encode(), digest_size=4).digest()
     group_id = int.from_bytes(digest, "little") or 1
     if group_id == INIT_BARRIER_GROUP or any(g.group_id == group_id for g in world.all_groups()):
-        raise InternalError(f"group id collision for torch group {name!r} (ranks {ranks}); "
-                            f"please report it")
+        raise InternalError(f"group id collision for torch group {name!r} (ranks {ranks}); please report it")
     return group_id
 
 

@@ -17,7 +17,7 @@ import torch
 
 from ...group import collective_ops
 from ...group.process_group import ProcessGroup
-from ...reduce_ops import ReduceOp, RedOpType
+from ...reduce_ops import RedOpType, ReduceOp
 from .tensors import ArgumentError
 
 
@@ -25,8 +25,7 @@ def all_reduce(group: ProcessGroup, tensor: torch.Tensor, op: ReduceOp, async_op
     """Replace ``tensor`` (sparse COO) by the sum over the group's ranks; returns None (the
     work is done when this returns, async or not)."""
     if op.op != RedOpType.SUM:
-        raise ArgumentError(f"all_reduce of a sparse tensor takes ReduceOp.SUM only (as gloo), "
-                            f"got {op!r}")
+        raise ArgumentError(f"all_reduce of a sparse tensor takes ReduceOp.SUM only (as gloo), got {op!r}")
     local = tensor.detach().coalesce()
     indices = local.indices().contiguous()
     values = local.values().contiguous()
@@ -38,8 +37,9 @@ def all_reduce(group: ProcessGroup, tensor: torch.Tensor, op: ReduceOp, async_op
     collective_ops.all_gather(group, all_indices, indices, False)
     all_values = [torch.empty((int(c), *dense_shape), dtype=values.dtype) for c in counts]
     collective_ops.all_gather(group, all_values, values, False)
-    total = torch.sparse_coo_tensor(torch.cat(all_indices, dim=1), torch.cat(all_values),
-                                    local.shape, check_invariants=False).coalesce()
+    total = torch.sparse_coo_tensor(
+        torch.cat(all_indices, dim=1), torch.cat(all_values), local.shape, check_invariants=False
+    ).coalesce()
     with torch.no_grad():
         tensor.copy_(total)
     return None

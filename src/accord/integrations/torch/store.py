@@ -13,8 +13,9 @@ does not stall the others; ``clone`` gives a thread a connection of its own.
 from __future__ import annotations
 
 import socket
+from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, TypeVar
 
 from ...errors import DistStoreError, QueueEmptyError, StoreTimeoutError
 from ...store.base import Store, Value, check_key, check_keys, to_bytes
@@ -24,8 +25,7 @@ R = TypeVar("R")
 
 
 def _is_timeout(exc: BaseException) -> bool:
-    return isinstance(exc, TimeoutError) or "timeout" in str(exc).lower() \
-        or "timed out" in str(exc).lower()
+    return isinstance(exc, TimeoutError) or "timeout" in str(exc).lower() or "timed out" in str(exc).lower()
 
 
 class TorchStore(Store):
@@ -34,7 +34,7 @@ class TorchStore(Store):
     def __init__(self, store: Any) -> None:
         if isinstance(store, TorchStore):
             store = store.torch_store
-        self.torch_store = store
+        self.torch_store: Any = store
         super().__init__(_timeout_of(store))
 
     def __repr__(self) -> str:
@@ -45,22 +45,25 @@ class TorchStore(Store):
         self.torch_store.set_timeout(self.timeout)
 
     # -- error translation ---------------------------------------------------------------------
-    def _call(self, what: str, fn: Callable[[], R], keys: Sequence[str] = (),
-              seconds: float | None = None) -> R:
+    def _call(
+        self, what: str, fn: Callable[[], R], keys: Sequence[str] = (), seconds: float | None = None
+    ) -> R:
         try:
             return fn()
         except (DistStoreError, TimeoutError):
             raise
-        except Exception as exc:  # noqa: BLE001 — torch raises RuntimeError subclasses
+        except Exception as exc:
             if type(exc).__name__ == "QueueEmptyError":
                 raise QueueEmptyError(f"{what}: {exc}") from exc
             if keys and _is_timeout(exc):
                 missing = [k for k in keys if not self._present(k)] or list(keys)
                 budget = self.timeout.total_seconds() if seconds is None else seconds
                 raise StoreTimeoutError(
-                    f"{what}: keys {missing} were not set within {format_seconds(budget)}") from exc
-            raise DistStoreError(f"{what} on {type(self.torch_store).__name__} failed: "
-                                 f"{type(exc).__name__}: {exc}") from exc
+                    f"{what}: keys {missing} were not set within {format_seconds(budget)}"
+                ) from exc
+            raise DistStoreError(
+                f"{what} on {type(self.torch_store).__name__} failed: {type(exc).__name__}: {exc}"
+            ) from exc
 
     def _present(self, key: str) -> bool:
         try:
@@ -81,14 +84,17 @@ class TorchStore(Store):
 
     def compare_set(self, key: str, expected_value: Value, desired_value: Value) -> bytes:
         expected, desired = to_bytes(expected_value), to_bytes(desired_value)
-        return bytes(self._call(f"compare_set({key!r})", lambda: self.torch_store.compare_set(
-            check_key(key), expected, desired)))
+        return bytes(
+            self._call(
+                f"compare_set({key!r})",
+                lambda: self.torch_store.compare_set(check_key(key), expected, desired),
+            )
+        )
 
     def wait(self, keys: Sequence[str], timeout: timedelta | float | None = None) -> None:
         names = check_keys(keys)
         seconds = self._seconds(timeout)
-        self._call("wait", lambda: self.torch_store.wait(names, timedelta(seconds=seconds)),
-                   names, seconds)
+        self._call("wait", lambda: self.torch_store.wait(names, timedelta(seconds=seconds)), names, seconds)
 
     def check(self, keys: Sequence[str]) -> bool:
         names = check_keys(keys)
@@ -118,8 +124,13 @@ class TorchStore(Store):
         self._call(f"queue_push({key!r})", lambda: self.torch_store.queue_push(check_key(key), data))
 
     def queue_pop(self, key: str, block: bool = True) -> bytes:
-        return bytes(self._call(f"queue_pop({key!r})", lambda: self.torch_store.queue_pop(
-            check_key(key), block=block), [key] if block else ()))
+        return bytes(
+            self._call(
+                f"queue_pop({key!r})",
+                lambda: self.torch_store.queue_pop(check_key(key), block=block),
+                [key] if block else (),
+            )
+        )
 
     def queue_len(self, key: str) -> int:
         return int(self._call(f"queue_len({key!r})", lambda: self.torch_store.queue_len(check_key(key))))
@@ -136,7 +147,8 @@ class TorchStore(Store):
         while hasattr(base, "underlying_store"):
             base = base.underlying_store
         if hasattr(base, "local_address") and not hasattr(base, "libuvBackend"):
-            return base.local_address()  # one of accord's own stores
+            address: str | None = base.local_address()  # one of accord's own stores
+            return address
         host, port = getattr(base, "host", None), getattr(base, "port", None)
         if not host or port is None:
             return None

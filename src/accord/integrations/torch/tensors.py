@@ -18,13 +18,26 @@ import torch
 
 from ...arrays import tensor_memory
 from ...errors import ArgumentError
-from ...reduce_ops import ReduceOp, RedOpType, _make_nccl_premul_sum
+from ...reduce_ops import RedOpType, ReduceOp, _make_nccl_premul_sum
 
-
-_DTYPES = {torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
-           torch.uint16, torch.uint32, torch.uint64, torch.float16, torch.bfloat16, torch.float32,
-           torch.float64, torch.complex64, torch.complex128}
-_SUPPORTED = ("bool, (u)int8-64, float16, bfloat16, float32, float64, complex64, complex128")
+_DTYPES = {
+    torch.bool,
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.uint16,
+    torch.uint32,
+    torch.uint64,
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+    torch.complex64,
+    torch.complex128,
+}
+_SUPPORTED = "bool, (u)int8-64, float16, bfloat16, float32, float64, complex64, complex128"
 
 
 def check_tensors(tensors: Any, what: str, sparse_ok: bool = False) -> None:
@@ -42,32 +55,44 @@ def check_dense(tensor: Any, what: str, sparse_ok: bool = False) -> None:
         raise ArgumentError(
             f"{what}: a tensor on {tensor.device}, but the accord backend takes CPU tensors "
             f"only. Move it with .cpu(), or run this group on a backend for that device "
-            f"(nccl for CUDA)")
+            f"(nccl for CUDA)"
+        )
     if tensor.layout is not torch.strided and not (sparse_ok and tensor.layout is torch.sparse_coo):
-        takes = "dense (strided) tensors, and sparse COO for all_reduce" if not sparse_ok else \
-            "dense (strided) and sparse COO tensors"
-        raise ArgumentError(f"{what}: a tensor with layout {tensor.layout}; the accord backend "
-                            f"takes {takes}")
+        takes = (
+            "dense (strided) tensors, and sparse COO for all_reduce"
+            if not sparse_ok
+            else "dense (strided) and sparse COO tensors"
+        )
+        raise ArgumentError(f"{what}: a tensor with layout {tensor.layout}; the accord backend takes {takes}")
     if tensor.dtype not in _DTYPES:
-        raise ArgumentError(f"{what}: a tensor of dtype {tensor.dtype}, which the accord backend "
-                            f"cannot send; it takes {_SUPPORTED}")
+        raise ArgumentError(
+            f"{what}: a tensor of dtype {tensor.dtype}, which the accord backend "
+            f"cannot send; it takes {_SUPPORTED}"
+        )
 
 
 def as_array(tensor: torch.Tensor) -> Any:
     """A NumPy view of a plain contiguous tensor (same memory, storage left resizable), shaped
     as the tensor, else the tensor itself (accord's array adapter copes with bfloat16 and
     strided or conjugate views)."""
-    if (tensor.dtype is torch.bfloat16 or not tensor.is_contiguous() or tensor.is_conj()
-            or tensor.is_neg()):
+    if tensor.dtype is torch.bfloat16 or not tensor.is_contiguous() or tensor.is_conj() or tensor.is_neg():
         return tensor
     flat = tensor_memory(tensor)
     return flat if tensor.dim() == 1 else flat.reshape(tensor.shape)
 
 
 #: Plain element types whose memory NumPy reads as is (the blocking fast path's).
-_PLAIN_TYPESTR = {torch.float32: "<f4", torch.float64: "<f8", torch.float16: "<f2",
-                  torch.int64: "<i8", torch.int32: "<i4", torch.int16: "<i2", torch.int8: "|i1",
-                  torch.uint8: "|u1", torch.bool: "|b1"}
+_PLAIN_TYPESTR = {
+    torch.float32: "<f4",
+    torch.float64: "<f8",
+    torch.float16: "<f2",
+    torch.int64: "<i8",
+    torch.int32: "<i4",
+    torch.int16: "<i2",
+    torch.int8: "|i1",
+    torch.uint8: "|u1",
+    torch.bool: "|b1",
+}
 _views: dict[tuple[int, int, Any], np.ndarray] = {}
 _MAX_VIEWS = 256
 
@@ -122,7 +147,7 @@ def _unowned_view(address: int, count: int, typestr: str) -> np.ndarray:
         if len(_BUFFER_TYPES) >= _MAX_VIEWS:
             _BUFFER_TYPES.clear()
         buffer_type = _BUFFER_TYPES[nbytes] = ctypes.c_char * nbytes
-    return np.frombuffer(buffer_type.from_address(address), dtype)
+    return np.frombuffer(buffer_type.from_address(address), dtype)  # type: ignore[arg-type]  # (a ctypes array is a buffer)
 
 
 _NP_DTYPES: dict[str, np.dtype] = {}
@@ -137,8 +162,9 @@ def fast_op(op: Any) -> RedOpType | None:
     return _BY_VALUE.get(op.op.value)
 
 
-_BY_NAME = {name: ReduceOp(RedOpType[name])
-            for name in ("SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR")}
+_BY_NAME = {
+    name: ReduceOp(RedOpType[name]) for name in ("SUM", "AVG", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR")
+}
 #: fast_op's answers are accord's RedOpType members (what ``accord.ReduceOp.SUM`` is): an
 #: IntEnum hashes in C, so the short path's plan lookup costs what a native call's does.
 _BY_VALUE = {int(RedOpType[name]): RedOpType[name] for name in _BY_NAME}
@@ -153,13 +179,15 @@ def reduce_op(op: Any, tensor: torch.Tensor | None, what: str) -> ReduceOp:
     if name == "PREMUL_SUM":
         factor = getattr(op, "factor", None)
         if factor is None:
-            raise ArgumentError(f"{what}: ReduceOp.PREMUL_SUM needs a factor; build it with "
-                                f"torch.distributed._make_nccl_premul_sum(factor)")
+            raise ArgumentError(
+                f"{what}: ReduceOp.PREMUL_SUM needs a factor; build it with "
+                f"torch.distributed._make_nccl_premul_sum(factor)"
+            )
         return _make_nccl_premul_sum(factor)
     found = _BY_NAME.get(name) if name is not None else None
     if found is None:
-        raise ArgumentError(f"{what}: unsupported reduce op {op!r}; the accord backend takes "
-                            f"SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR, BXOR and PREMUL_SUM")
+        raise ArgumentError(
+            f"{what}: unsupported reduce op {op!r}; the accord backend takes "
+            f"SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR, BXOR and PREMUL_SUM"
+        )
     return found
-
-

@@ -19,7 +19,6 @@ import torch.distributed as dist
 
 from ...group.work import Work as AccordWork
 
-
 #: Held while a TorchWork makes its Future (rare: DDP's hooks, then()): one for all of them.
 _MAKING_FUTURES = threading.Lock()
 
@@ -30,8 +29,9 @@ class TorchWork(dist.Work):
     _source: int | None = None
     _future: torch.futures.Future | None = None  # made on the first get_future
 
-    def __init__(self, name: str, outputs: list[Any], works: list[AccordWork] | None = None,
-                 source: int | None = None) -> None:
+    def __init__(
+        self, name: str, outputs: list[Any], works: list[AccordWork] | None = None, source: int | None = None
+    ) -> None:
         super().__init__()  # (one per async call: set only what every Work needs)
         self._name = name
         self._outputs = outputs
@@ -43,7 +43,7 @@ class TorchWork(dist.Work):
         return f"<accord TorchWork {self._name} {'completed' if self.is_completed() else 'pending'}>"
 
     # -- waiting ----------------------------------------------------------------------------
-    def wait(self, timeout: timedelta = timedelta(0)) -> bool:  # noqa: B008 — torch's default
+    def wait(self, timeout: timedelta = timedelta(0)) -> bool:
         for work in self._works:
             work.wait(timeout if timeout else None)
         return True
