@@ -10,14 +10,14 @@ transports or groups.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ..config import Tunables
 
 MESSAGES, SHARED_MEMORY = "messages", "shm"
 
-Rule = Callable[[int, int, Tunables], str]
+Rule = Callable[[int, int, Tunables], str | None]  # None: decline, the next kind's rule decides
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..config import Tunables
 from .algorithm import MESSAGES, Algorithm
-from .patterns import (binomial_children, binomial_extent, binomial_parent, real_rank,
-                       virtual_rank)
+from .patterns import binomial_children, binomial_extent, binomial_parent, real_rank, virtual_rank
 from .peers import Peers, send
 
 
@@ -61,7 +61,7 @@ def binomial(peers: Peers, inp: np.ndarray, outs: list[np.ndarray] | None, root:
         outs[real_rank(v, root, n)][...] = packed[v * count:(v + 1) * count]
 
 
-def _rule(nbytes: int, size: int, t) -> str:
+def _rule(nbytes: int, size: int, t: Tunables) -> str:
     return "binomial" if size > 4 and nbytes * size <= t.small_message_bytes else "linear"
 
 

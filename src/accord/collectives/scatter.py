@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..config import Tunables
 from .algorithm import MESSAGES, Algorithm
-from .patterns import (binomial_children, binomial_extent, binomial_parent, real_rank,
-                       virtual_rank)
+from .patterns import binomial_children, binomial_extent, binomial_parent, real_rank, virtual_rank
 from .peers import Peers, recv
 
 
@@ -61,7 +61,7 @@ def binomial(peers: Peers, out: np.ndarray, ins: list[np.ndarray] | None, root: 
     peers.wait(*sends)
 
 
-def _rule(nbytes: int, size: int, t) -> str:
+def _rule(nbytes: int, size: int, t: Tunables) -> str:
     return "binomial" if size > 4 and nbytes * size <= t.small_message_bytes else "linear"
 
 

@@ -1,9 +1,10 @@
 """The interfaces a shared-memory algorithm sees: its slot, the others' slots, and rounds.
 
 Owns: the ``Slots`` protocol, and ``Round``, the narrower one a compiled one-round body sees
-(below), with the two helpers those bodies share (``others``, ``fold``). A shared-memory algorithm works in *rounds*: ``begin()`` returns
-the next round number once this rank's slot for it is free (double buffering: round k uses
-slot k % 2, free once every rank finished round k-2), the rank writes its slot, says
+(below), with the two helpers those bodies share (``others``, ``fold``). A shared-memory
+algorithm works in *rounds*: ``begin()`` returns the next round number once this rank's slot
+for it is free (double buffering: round k uses slot k % 2, free once every rank finished round
+k-2), the rank writes its slot, says
 ``ready``, waits for the others' ``ready``, reads their slots, and says ``done``. Two-phase
 algorithms add ``reduced``. Round numbers are never reset and every rank runs the same rounds
 (they depend only on arguments all ranks agree on, which the fingerprint checks).

@@ -9,7 +9,8 @@ Must not know about algorithms, transports or the default world.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

@@ -11,7 +11,8 @@ group ranks. Must not know about the default world or env variables.
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -20,9 +21,16 @@ from ..collectives import registry
 from ..errors import ArgumentError, ArgumentTypeError, DistError, with_context
 from ..reduce_ops import Kernel, as_reduce_op, make_kernel
 from . import short_exchanges, short_paths
-from .arguments import (all_gather_buffers, all_gather_into_tensor_buffers, all_to_all_buffers,
-                        all_to_all_single_buffers, equal_chunks, reduce_scatter_buffers,
-                        reduce_scatter_tensor_buffers, root_list)
+from .arguments import (
+    all_gather_buffers,
+    all_gather_into_tensor_buffers,
+    all_to_all_buffers,
+    all_to_all_single_buffers,
+    equal_chunks,
+    reduce_scatter_buffers,
+    reduce_scatter_tensor_buffers,
+    root_list,
+)
 from .hierarchy import HIERARCHICAL
 from .process_group import ProcessGroup
 from .short_paths import choose

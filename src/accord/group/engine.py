@@ -3,8 +3,9 @@
 Owns: ``Engine``, the ``Protocol`` that a ``ProcessGroup`` is composed with,
 ``Planner``, the capabilities an engine has when the short paths may plan its blocking calls
 (``Engine.plannable``), and ``WorldParts``, what an engine that finds its own ranks (MPI)
-hands the API to build a world from (``api.lifecycle`` builds every world the same way). Two engines implement it: accord's own, over a mesh of shared memory
-and TCP (``group.mesh_engine.MeshEngine``), and MPI's (``engines.mpi.engine.MpiEngine``).
+hands the API to build a world from (``api.lifecycle`` builds every world the same way). Two
+engines implement it: accord's own, over a mesh of shared memory and TCP
+(``group.mesh_engine.MeshEngine``), and MPI's (``engines.mpi.engine.MpiEngine``).
 Everything above an engine — argument checks, buffers, fingerprints, the call state
 (``group.calls``), the flight recorder, Work, the object collectives — is the group's and
 the same on both. Must not know about meshes, MPI or the API.
@@ -12,8 +13,9 @@ the same on both. Must not know about meshes, MPI or the API.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..arrays import Buffer
 from ..collectives.registry import Algorithm

@@ -27,7 +27,8 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import DistTimeoutError
 from .work import Future

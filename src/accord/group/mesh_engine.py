@@ -18,8 +18,9 @@ import hashlib
 import sys
 import time
 import traceback
+from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from .. import profiling
 from ..arrays import Buffer

@@ -25,8 +25,8 @@ from ..errors import ArgumentError, ArgumentTypeError, DistTimeoutError, ShortLi
 from ..timeouts import Deadline
 from ..transport.wire import Fingerprint, FrameKind
 from . import pickling
-from .collective_ops import check_group_rank
 from .call import OBJECT_CALLS
+from .collective_ops import check_group_rank
 from .process_group import ProcessGroup
 
 _BYTES = DTYPE_CODES["bytes"]
@@ -53,7 +53,7 @@ def all_gather_object(group: ProcessGroup, object_list: list[Any], obj: Any) -> 
     _check_list(object_list, "object_list", group.size())
     me, frames = group.rank(), pickling.dumps(obj)
     others = [r for r in range(group.size()) if r != me]
-    got = _exchange(group, "all_gather_object", 0, -1, {r: frames for r in others}, others)
+    got = _exchange(group, "all_gather_object", 0, -1, dict.fromkeys(others, frames), others)
     got[me] = pickling.copy_frames(frames)
     _fill(object_list, got, group.object_policy)
 

@@ -23,14 +23,16 @@ their one-slot case. Anything unusual — an async call still running, a broken 
 group, torch's profiler recording — makes the closure return False before the call starts,
 and the caller takes ``run_planned``. A slow wait (a peer not there at the first look), a
 fingerprint that disagrees and a failure go through the same ``ShmDomain.wait_slow``,
-``CallSlots`` errors and ``calls.fail`` (the group's ``CallSequencer``) as on the long path. Must not know about the
-API or torch, nor what a schedule writes in its round (its body, in ``collectives``, does).
+``CallSlots`` errors and ``calls.fail`` (the group's ``CallSequencer``) as on the long path.
+Must not know about the API or torch, nor what a schedule writes in its round (its body, in
+``collectives``, does).
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -17,8 +17,8 @@ from ..errors import ArgumentError, ArgumentTypeError, DistTimeoutError
 from ..timeouts import Deadline
 from ..transport.matching import RecvRequest, SendRequest
 from ..transport.wire import Fingerprint, FrameKind
-from .collective_ops import check_group_rank
 from .call import byte_view
+from .collective_ops import check_group_rank
 from .process_group import ProcessGroup
 from .work import Future, Work
 

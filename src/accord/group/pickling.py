@@ -21,8 +21,9 @@ import io
 import pickle
 import struct
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from ..errors import ArgumentTypeError
 

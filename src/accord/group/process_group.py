@@ -13,8 +13,9 @@ variables, rendezvous or the CLI.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from .. import config
 from ..arrays import Buffer

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 import struct
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -19,8 +20,21 @@ from ..config import Tunables
 from ..errors import CollectiveMismatchError, DistError, PeerError, with_context
 from ..timeouts import Deadline
 from ..transport.mesh import Channel, Mesh
-from ..transport.shm import (DETAIL_OFFSET, DONE, FP, READY, REDUCED, SEQ, Segment, ShmDomain,
-                             cma_works, publish_self, segment_name, segment_size, shm_supported)
+from ..transport.shm import (
+    DETAIL_OFFSET,
+    DONE,
+    FP,
+    READY,
+    REDUCED,
+    SEQ,
+    Segment,
+    ShmDomain,
+    cma_works,
+    publish_self,
+    segment_name,
+    segment_size,
+    shm_supported,
+)
 from ..transport.wire import Fingerprint, FrameKind
 
 log = logging.getLogger("accord")
@@ -301,5 +315,6 @@ class CallSlots:
         theirs = self._describe(Fingerprint(op, algo, dtype, count, root), seq)
         mine = self._describe(self._fp, self._seq)
         return CollectiveMismatchError(
-            f"{self}: rank {self.domain.names[rank]} called {theirs}, this rank called {mine}. Every rank must "
-            f"call the same collectives, in the same order, with matching dtypes, sizes and roots")
+            f"{self}: rank {self.domain.names[rank]} called {theirs}, this rank called {mine}. "
+            f"Every rank must call the same collectives, in the same order, with matching dtypes, "
+            f"sizes and roots")

@@ -12,7 +12,8 @@ know about the default world or torch.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -22,13 +23,28 @@ from ..collectives.registry import Algorithm
 from ..reduce_ops import Kernel, as_reduce_op, make_kernel
 from ..transport.wire import Fingerprint
 from . import one_round
-from .arguments import (all_gather_buffers, all_gather_into_tensor_buffers, all_to_all_buffers,
-                        all_to_all_single_buffers, equal_chunks, reduce_scatter_buffers,
-                        reduce_scatter_tensor_buffers)
+from .arguments import (
+    all_gather_buffers,
+    all_gather_into_tensor_buffers,
+    all_to_all_buffers,
+    all_to_all_single_buffers,
+    equal_chunks,
+    reduce_scatter_buffers,
+    reduce_scatter_tensor_buffers,
+)
 from .process_group import ProcessGroup
+from .short_paths import (
+    cached_plan,
+    choose,
+    finalizer,
+    flat_view,
+    list_views,
+    plain_array,
+    run_plan,
+    scan_list,
+    shared_plan,
+)
 from .work import Work
-from .short_paths import (cached_plan, choose, finalizer, flat_view, list_views, plain_array, run_plan,
-                          scan_list, shared_plan)
 
 _NDARRAY = np.ndarray
 

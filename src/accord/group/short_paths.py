@@ -13,12 +13,14 @@ not backend mpi's); it returns False otherwise and the caller takes the long pat
 explains what is wrong with an argument. What a plan skips on later calls: Buffer objects,
 argument checks, the algorithm choice, the fingerprint; a shared-memory algorithm also
 skips the call's Peers and Work (``ProcessGroup.run_planned``). A hierarchical call is never
-planned: it runs as calls of the inner groups, each planned there. Must not know about the default world or torch.
+planned: it runs as calls of the inner groups, each planned there. Must not know about the
+default world or torch.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -27,8 +29,8 @@ from ..collectives import shm, shm_rooted
 from ..collectives.registry import Algorithm
 from ..reduce_ops import Kernel, as_reduce_op, make_kernel
 from ..transport.wire import Fingerprint
-from .arguments import root_list
 from . import one_round
+from .arguments import root_list
 from .hierarchy import HIERARCHICAL
 from .process_group import ProcessGroup
 from .work import Work

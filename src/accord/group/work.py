@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import ArgumentError, DistTimeoutError
 from ..timeouts import format_seconds, to_seconds
@@ -146,7 +147,7 @@ class Future:
 def _run_callback(callback: Callable[[Future], Any], fut: Future) -> None:
     try:
         callback(fut)
-    except Exception:  # noqa: BLE001 — a callback's failure must not break the operation
+    except Exception:
         import logging
 
         logging.getLogger("accord").exception("a Future callback raised")

@@ -12,8 +12,9 @@ holds the overrides must outlive every torch object using it (the owner keeps a 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any, Sequence
+from typing import Any
 
 import torch.distributed as dist
 

@@ -19,8 +19,9 @@ NCCL may return no Work for a blocking call, having done that itself).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 import torch.distributed as dist

@@ -15,7 +15,8 @@ kernel (``runtime.reduction``). Must not know about groups or the API.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 

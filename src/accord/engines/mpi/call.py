@@ -12,7 +12,8 @@ their buffers, never freed under MPI's feet. Must not know about the API.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -20,12 +20,12 @@ import numpy as np
 
 from ... import profiling
 from ...arrays import as_buffer
+from ...group.recorder import CallRecord
 from ...reduce_ops import as_reduce_op, make_kernel
 from ...timeouts import Deadline
 from ...transport.wire import Fingerprint
-from ...group.recorder import CallRecord
 from . import runtime
-from .agreement import fold, fingerprint_hash
+from .agreement import fingerprint_hash, fold
 from .algorithms import ALGORITHMS
 from .direct_others import OtherCalls
 
@@ -51,7 +51,6 @@ class DirectPath(OtherCalls):
         self._byte = runtime.load().BYTE
 
     def _usable(self) -> bool:
-        group = self._group
         if self._calls.broken is not None or self._engine.destroyed or self._engine.unstarted:
             return False  # (an async call not started yet: the long path starts after it)
         prof = _modules_get(profiling.TORCH_PROFILER)
@@ -127,7 +126,6 @@ class DirectPath(OtherCalls):
         if type(tensor) is not _NDARRAY:
             return False
         flags = tensor.flags
-        group = self._group
         if not (flags.c_contiguous and (flags.writeable or self._rank == src)) \
                 or self._calls.broken is not None or self._engine.destroyed or self._engine.unstarted \
                 or (_modules_get(_PROFILER) is not None and profiling.recording()):
@@ -245,7 +243,6 @@ class DirectPath(OtherCalls):
         raise exc
 
     def _mismatch(self, entry: CallRecord, seq: int, fp: Fingerprint) -> None:
-        group = self._group
         try:
             self._engine.explain_mismatch(seq, fp, Deadline.after(self._calls.timeout))
         except BaseException as exc:

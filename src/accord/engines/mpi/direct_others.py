@@ -6,9 +6,10 @@ the long path would make (the same argument checks, so the same errors; the same
 fingerprint, so a rank here and a rank on the long path meet in the same check), and per
 call only the check, MPI's nonblocking collective on the user's arrays and a test loop
 (``DirectPath._run``) — or, for a small call, only the check, with the data in it
-(``agreement.record_bytes``: the same choice as the long path's). Arrays it cannot hand to MPI as they are — not C-contiguous NumPy
-arrays, an input that overlaps the output (MPI forbids it; the long path copies), a root's
-list that is not a list of plain arrays — return False: the long path takes them and
+(``agreement.record_bytes``: the same choice as the long path's). Arrays it cannot hand to
+MPI as they are — not C-contiguous NumPy arrays, an input that overlaps the output (MPI
+forbids it; the long path copies), a root's list that is not a list of plain arrays — return
+False: the long path takes them and
 explains what is wrong. A root's list of separate arrays goes through the group's reused
 scratch buffer for small blocks, and by MPI's v-forms straight into or out of the arrays for
 large ones; large blocks of all_gather_into_tensor go by Iallgatherv and of
@@ -18,15 +19,20 @@ meet these in one call (``algorithms.PLACED_BYTES``). Must not know about the AP
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from ...arrays import as_buffer
+from ...group.arguments import (
+    all_gather_into_tensor_buffers,
+    all_to_all_single_buffers,
+    reduce_scatter_tensor_buffers,
+    root_list,
+)
 from ...group.calls import CallSequencer
 from ...group.recorder import CallRecord
-from ...group.arguments import (all_gather_into_tensor_buffers, all_to_all_single_buffers,
-                                reduce_scatter_tensor_buffers, root_list)
 from ...reduce_ops import as_reduce_op, make_kernel
 from . import layouts, runtime
 from .agreement import fingerprint_hash, fold, record_bytes
@@ -60,8 +66,8 @@ def _root_list(arrays: Any, size: int, writes: bool) -> tuple[Any, ...] | None:
 
 class OtherCalls:
     """The short paths of reduce, gather, scatter and the tensor forms of all_gather,
-    reduce_scatter and all_to_all (a mixin of ``DirectPath``, which provides ``_group``, ``_engine``, the group's
-    ``_calls`` and ``_rank``, ``_plans``, ``_usable``, ``_begin`` and ``_run``)."""
+    reduce_scatter and all_to_all (a mixin of ``DirectPath``, which provides ``_group``,
+    ``_engine``, the group's ``_calls`` and ``_rank``, ``_plans``, ``_usable``, ``_begin`` and ``_run``)."""
 
     _group: Any
     _engine: Any

@@ -18,16 +18,16 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from ... import config, profiling
 from ...arrays import Buffer
-from ...collectives.algorithm import Algorithm
+from ...collectives.algorithm import COLLECTIVE_NAMES, COLLECTIVES, Algorithm
 from ...errors import CollectiveMismatchError, DestroyedGroupError, DistTimeoutError, PeerError
-from ...collectives.algorithm import COLLECTIVE_NAMES, COLLECTIVES
 from ...group.call import OBJECT_CALLS, describe_call
 from ...group.process_group import ProcessGroup
 from ...group.recorder import CallRecord
@@ -35,9 +35,9 @@ from ...group.work import Future, Work
 from ...timeouts import Deadline
 from ...transport.wire import Fingerprint
 from . import runtime
+from .agreement import Agreement, fingerprint_hash
 from .algorithms import ALGORITHMS, MPI_ALGORITHM_CODE
 from .call import MpiCall
-from .agreement import Agreement, fingerprint_hash
 from .direct import DirectPath
 
 #: The object collectives are checked too: accord's messages on MPI carry no fingerprint, so a

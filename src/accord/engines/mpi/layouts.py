@@ -17,7 +17,8 @@ the fingerprint fixes, whatever the arrays' addresses; only the message differs.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 

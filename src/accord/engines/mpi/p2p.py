@@ -65,7 +65,8 @@ class MpiP2P:
         tag = self._tag(tag)
         source = runtime.load().ANY_SOURCE if src is None else self._peer(src, "src")
         peer = None if src is None else group.global_rank_of(src)
-        context = f"{op} from {'any rank' if peer is None else f'rank {peer}'} (tag {tag}) on rank {group.global_rank}"
+        context = (f"{op} from {'any rank' if peer is None else f'rank {peer}'} (tag {tag}) "
+                   f"on rank {group.global_rank}")
         entry = group.recorder.p2p_start(op, peer, tag, buf.nbytes)
         request = self._engine.comm.Irecv(runtime.as_bytes(buf.flat), source, tag)
         return _Posted(request, buf.flat, entry, context, buf, peer, Deadline.after(group.calls.timeout), True)
