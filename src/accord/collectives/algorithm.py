@@ -32,8 +32,17 @@ class Algorithm:
 
 #: Collective names and their fingerprint codes (never renumber: peers compare them).
 COLLECTIVES: dict[str, int] = {
-    "barrier": 1, "broadcast": 2, "all_reduce": 3, "reduce": 4, "all_gather": 5, "gather": 6,
-    "scatter": 7, "reduce_scatter": 8, "all_to_all": 9, "monitored_barrier": 10, "shm_setup": 11,
+    "barrier": 1,
+    "broadcast": 2,
+    "all_reduce": 3,
+    "reduce": 4,
+    "all_gather": 5,
+    "gather": 6,
+    "scatter": 7,
+    "reduce_scatter": 8,
+    "all_to_all": 9,
+    "monitored_barrier": 10,
+    "shm_setup": 11,
     "object": 12,
 }
 COLLECTIVE_NAMES: dict[int, str] = {code: name for name, code in COLLECTIVES.items()}

@@ -30,7 +30,6 @@ def linear(peers: Peers, inp: np.ndarray, outs: list[np.ndarray] | None, root: i
     peers.wait(*[peers.irecv(j, outs[j], 0) for j in range(n) if j != r])
 
 
-
 def binomial(peers: Peers, inp: np.ndarray, outs: list[np.ndarray] | None, root: int) -> None:
     """Blocks flow up a binomial tree; each node packs its subtree's blocks (in virtual-rank
     order) and sends them to its parent in one message.
@@ -58,7 +57,7 @@ def binomial(peers: Peers, inp: np.ndarray, outs: list[np.ndarray] | None, root:
         return
     assert outs is not None
     for v in range(n):
-        outs[real_rank(v, root, n)][...] = packed[v * count:(v + 1) * count]
+        outs[real_rank(v, root, n)][...] = packed[v * count : (v + 1) * count]
 
 
 def _rule(nbytes: int, size: int, t: Tunables) -> str:
@@ -66,9 +65,9 @@ def _rule(nbytes: int, size: int, t: Tunables) -> str:
 
 
 ALGORITHMS = [
-    Algorithm("gather", "linear", 1, linear,
-              "(p-1)·α + (p-1)/p·Sβ at the root: the default"),
-    Algorithm("gather", "binomial", 2, binomial,
-              "⌈log2 p⌉·α + (p-1)/p·Sβ + copies: small blocks, more than 4 ranks"),
+    Algorithm("gather", "linear", 1, linear, "(p-1)·α + (p-1)/p·Sβ at the root: the default"),
+    Algorithm(
+        "gather", "binomial", 2, binomial, "⌈log2 p⌉·α + (p-1)/p·Sβ + copies: small blocks, more than 4 ranks"
+    ),
 ]
 RULES = {("gather", MESSAGES): _rule}

@@ -58,8 +58,9 @@ def recv(peers: Peers, peer: int, buf: np.ndarray, step: int) -> None:
     peers.wait(peers.irecv(peer, buf, step))
 
 
-def exchange(peers: Peers, send_to: int, send_buf: np.ndarray, recv_from: int,
-             recv_buf: np.ndarray, step: int) -> None:
+def exchange(
+    peers: Peers, send_to: int, send_buf: np.ndarray, recv_from: int, recv_buf: np.ndarray, step: int
+) -> None:
     """Send one buffer and receive another at the same time (never deadlocks on size)."""
     incoming = peers.irecv(recv_from, recv_buf, step)
     outgoing = peers.isend(send_to, send_buf, step)

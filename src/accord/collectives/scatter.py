@@ -50,7 +50,7 @@ def binomial(peers: Peers, out: np.ndarray, ins: list[np.ndarray] | None, root: 
     if parent is None:
         assert ins is not None
         for v in range(n):
-            packed[v * count:(v + 1) * count] = ins[real_rank(v, root, n)]
+            packed[v * count : (v + 1) * count] = ins[real_rank(v, root, n)]
     else:
         recv(peers, real_rank(parent, root, n), packed, 0)
     sends = []
@@ -66,9 +66,13 @@ def _rule(nbytes: int, size: int, t: Tunables) -> str:
 
 
 ALGORITHMS = [
-    Algorithm("scatter", "linear", 1, linear,
-              "(p-1)·α + (p-1)/p·Sβ at the root: the default"),
-    Algorithm("scatter", "binomial", 2, binomial,
-              "⌈log2 p⌉·α + (p-1)/p·Sβ + copies: small blocks, more than 4 ranks"),
+    Algorithm("scatter", "linear", 1, linear, "(p-1)·α + (p-1)/p·Sβ at the root: the default"),
+    Algorithm(
+        "scatter",
+        "binomial",
+        2,
+        binomial,
+        "⌈log2 p⌉·α + (p-1)/p·Sβ + copies: small blocks, more than 4 ranks",
+    ),
 ]
 RULES = {("scatter", MESSAGES): _rule}

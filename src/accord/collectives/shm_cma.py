@@ -44,8 +44,8 @@ def all_reduce(slots: Slots, buf: np.ndarray, kernel: Kernel) -> None:
         if r != me:  # the others leave slice `me` alone meanwhile
             for lo in range(0, b - a, piece):
                 hi = min(lo + piece, b - a)
-                slots.fetch(r, k, (a + lo) * item, incoming[:hi - lo])
-                kernel.combine(mine[lo:hi], incoming[:hi - lo])
+                slots.fetch(r, k, (a + lo) * item, incoming[: hi - lo])
+                kernel.combine(mine[lo:hi], incoming[: hi - lo])
     kernel.finalize(mine, n)
     slots.reduced(k)
     slots.wait_reduced(k)
@@ -102,7 +102,7 @@ def reduce_scatter(slots: Slots, out: np.ndarray, ins: list[np.ndarray], kernel:
     own = ins[me]
     for lo in range(0, max(out.size, 1), piece):  # an empty block is still checked once
         hi = min(lo + piece, out.size)
-        part, got = out[lo:hi], incoming[:hi - lo]
+        part, got = out[lo:hi], incoming[: hi - lo]
         part[...] = own[lo:hi]
         for r in range(n):
             if r != me:
@@ -195,7 +195,14 @@ ALGORITHMS = [
     Algorithm("all_gather", "cma", 21, all_gather, "1 round; (n-1)/n·S copied", CMA),
     Algorithm("reduce_scatter", "cma", 21, reduce_scatter, "1 round; (n-1)/n·S copied and reduced", CMA),
     Algorithm("all_to_all", "cma", 21, all_to_all, "2 rounds; (n-1)/n·S copied", CMA),
-    Algorithm("reduce", "cma", 21, reduce, "1 round; (n-1)/n·S copied and reduced per rank, then the root copies (n-1)/n·S", CMA),
+    Algorithm(
+        "reduce",
+        "cma",
+        21,
+        reduce,
+        "1 round; (n-1)/n·S copied and reduced per rank, then the root copies (n-1)/n·S",
+        CMA,
+    ),
     Algorithm("scatter", "cma", 21, scatter, "1 round; S copied per receiver", CMA),
 ]
 RULES = {

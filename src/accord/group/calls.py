@@ -43,11 +43,30 @@ OnBreak = Callable[[str, BaseException], None]
 class CallSequencer:
     """The call state of one process group (see the module docstring)."""
 
-    __slots__ = ("recorder", "scratch", "queue", "timeout", "last_seq", "finished", "broken",
-                 "where", "explain", "on_break", "_seqs", "_turn", "_turn_waiters")
+    __slots__ = (
+        "recorder",
+        "scratch",
+        "queue",
+        "timeout",
+        "last_seq",
+        "finished",
+        "broken",
+        "where",
+        "explain",
+        "on_break",
+        "_seqs",
+        "_turn",
+        "_turn_waiters",
+    )
 
-    def __init__(self, timeout: float, where: str, recorder: FlightRecorder,
-                 queue: Any = None, on_break: OnBreak | None = None) -> None:
+    def __init__(
+        self,
+        timeout: float,
+        where: str,
+        recorder: FlightRecorder,
+        queue: Any = None,
+        on_break: OnBreak | None = None,
+    ) -> None:
         self.recorder = recorder
         self.scratch = Scratch()
         #: the group's queue of async calls (``executor.AsyncExecutor``; None: the engine
@@ -119,8 +138,10 @@ class CallSequencer:
                 while self.finished < seq - 1:
                     remaining = deadline.remaining()
                     if remaining <= 0:
-                        raise DistTimeoutError(f"{context}: the calls before it on this group did "
-                                               f"not finish in time (the last one ended is #{self.finished})")
+                        raise DistTimeoutError(
+                            f"{context}: the calls before it on this group did "
+                            f"not finish in time (the last one ended is #{self.finished})"
+                        )
                     self._turn.wait(min(remaining, 0.5))
             finally:
                 self._turn_waiters -= 1

@@ -53,10 +53,18 @@ class Engine(Protocol):
         """The algorithm of a ``collective`` call moving ``nbytes`` on this group."""
         ...
 
-    def run_collective(self, op: str, fp: Fingerprint, body: Callable[[Any], None],
-                       outputs: Sequence[Buffer], result: list[Any], async_op: bool,
-                       timeout: float | None = None, shared: bool = False,
-                       inputs: Sequence[Any] = ()) -> Work | None:
+    def run_collective(
+        self,
+        op: str,
+        fp: Fingerprint,
+        body: Callable[[Any], None],
+        outputs: Sequence[Buffer],
+        result: list[Any],
+        async_op: bool,
+        timeout: float | None = None,
+        shared: bool = False,
+        inputs: Sequence[Any] = (),
+    ) -> Work | None:
         """Run ``body`` as the group's next call: now (None), or as the returned Work."""
         ...
 
@@ -64,8 +72,9 @@ class Engine(Protocol):
         """A new group of the same members, made by each of them in the same order."""
         ...
 
-    def subgroup(self, group_id: int, ranks: Sequence[int], timeout: float, backend: str,
-                 name: str, desc: str | None) -> ProcessGroup:
+    def subgroup(
+        self, group_id: int, ranks: Sequence[int], timeout: float, backend: str, name: str, desc: str | None
+    ) -> ProcessGroup:
         """A new group of ``ranks`` (global ranks, this one among them), made by its members."""
         ...
 
@@ -88,13 +97,13 @@ class Planner(Engine, Protocol):
     #: The shared-memory slots (None: the members do not share memory).
     call_slots: CallSlots | None
 
-    def run_planned(self, op: str, fp: Fingerprint, algorithm: Algorithm, args: Sequence[Any],
-                    inputs: Sequence[Any] = ()) -> None:
+    def run_planned(
+        self, op: str, fp: Fingerprint, algorithm: Algorithm, args: Sequence[Any], inputs: Sequence[Any] = ()
+    ) -> None:
         """Run a blocking call whose plan the caller already has."""
         ...
 
-    def defer(self, op: str, run: Callable[[], Any], result: list[Any],
-              inputs: Sequence[Any] = ()) -> Work:
+    def defer(self, op: str, run: Callable[[], Any], result: list[Any], inputs: Sequence[Any] = ()) -> Work:
         """Queue ``run`` (an async call run as the blocking one) and return its Work."""
         ...
 

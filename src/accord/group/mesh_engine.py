@@ -45,11 +45,26 @@ _modules_get = sys.modules.get  # the profiler check: is torch's profiler module
 _TORCH_PROFILER = profiling.TORCH_PROFILER
 
 
-def mesh_group(mesh: Mesh, group_id: int, ranks: Sequence[int], timeout: timedelta | float,
-               backend: str, name: str, desc: str | None = None) -> ProcessGroup:
+def mesh_group(
+    mesh: Mesh,
+    group_id: int,
+    ranks: Sequence[int],
+    timeout: timedelta | float,
+    backend: str,
+    name: str,
+    desc: str | None = None,
+) -> ProcessGroup:
     """A process group of ``ranks`` (mesh ranks, this one among them) on accord's engine."""
-    return ProcessGroup(lambda group: MeshEngine(group, mesh), ranks, list(ranks).index(mesh.rank),
-                        group_id, timeout, backend, name, desc)
+    return ProcessGroup(
+        lambda group: MeshEngine(group, mesh),
+        ranks,
+        list(ranks).index(mesh.rank),
+        group_id,
+        timeout,
+        backend,
+        name,
+        desc,
+    )
 
 
 class MeshEngine:
@@ -66,8 +81,10 @@ class MeshEngine:
         tunables = group.tunables
         self.rank, self.members = group.rank(), group.members
         self.channel: Channel = mesh.open_channel(group.group_id, self.members, describe_call)
-        calls.queue = AsyncExecutor(f"accord-{group.group_name}-async", OVERSUBSCRIBED_PICKUP_DELAY
-                                    if oversubscribed(len(mesh.local_ranks())) else DEFAULT_PICKUP_DELAY)
+        calls.queue = AsyncExecutor(
+            f"accord-{group.group_name}-async",
+            OVERSUBSCRIBED_PICKUP_DELAY if oversubscribed(len(mesh.local_ranks())) else DEFAULT_PICKUP_DELAY,
+        )
         calls.on_break = self._tell_peers
         self._queued_names: dict[str, str] = {}  # op → the name of its queued calls' Work
         self._event_open = False  # a queued call runs inside the profiler event its caller opened
@@ -75,16 +92,27 @@ class MeshEngine:
         self.call_slots: CallSlots | None = None  # the shared-memory slots (None: no shared memory)
         self._inner: list[ProcessGroup] = []  # the hierarchy's groups: they break with this one
         if shared_memory.eligible(mesh, self.members, tunables):
-            self._shm = shared_memory.setup(mesh, self.channel, self.members, group.group_id, tunables,
-                                            Deadline.after(calls.timeout),
-                                            calls.context("shared-memory set-up"))
+            self._shm = shared_memory.setup(
+                mesh,
+                self.channel,
+                self.members,
+                group.group_id,
+                tunables,
+                Deadline.after(calls.timeout),
+                calls.context("shared-memory set-up"),
+            )
         if self._shm is not None:
-            self.call_slots = CallSlots(self._shm, tunables, describe_call, calls.scratch.array,
-                                        calls.context)
+            self.call_slots = CallSlots(
+                self._shm, tunables, describe_call, calls.scratch.array, calls.context
+            )
         #: Members on several hosts, the same number on each: two-level algorithms (None: flat).
-        self.hierarchy: Hierarchy | None = None if self._shm is not None or not tunables.hierarchy else \
-            Hierarchy.of(mesh.host_ids, self.members, self.rank, self._inner_group,
-                         tunables.hierarchy_pipeline_bytes)
+        self.hierarchy: Hierarchy | None = (
+            None
+            if self._shm is not None or not tunables.hierarchy
+            else Hierarchy.of(
+                mesh.host_ids, self.members, self.rank, self._inner_group, tunables.hierarchy_pipeline_bytes
+            )
+        )
 
     @property
     def tunables(self) -> Any:
@@ -120,20 +148,32 @@ class MeshEngine:
             raise ValueError(
                 f"ACCORD_ALGORITHM asks for {collective}=hierarchical, which needs a group whose "
                 f"members are on several hosts, the same number (two or more) on each, and "
-                f"exists for {', '.join(HIERARCHICAL_ALGORITHMS)}")
-        return registry.choose(collective, nbytes, len(self.members), self.tunables,
-                               self._shm is not None, self.cma)
+                f"exists for {', '.join(HIERARCHICAL_ALGORITHMS)}"
+            )
+        return registry.choose(
+            collective, nbytes, len(self.members), self.tunables, self._shm is not None, self.cma
+        )
 
     def _inner_group(self, key: str, ranks: Sequence[int]) -> ProcessGroup:
         """A hidden group of some members (the hierarchy's), the same id on each of them;
         shut down with this group."""
         group = self.group
         digest = hashlib.blake2b(f"{group.group_id}/{key}".encode(), digest_size=4).digest()
-        inner = mesh_group(self.mesh, int.from_bytes(digest, "little") or 1, ranks, self.calls.timeout,
-                           group.backend, f"{group.group_name}/{key}")
+        inner = mesh_group(
+            self.mesh,
+            int.from_bytes(digest, "little") or 1,
+            ranks,
+            self.calls.timeout,
+            group.backend,
+            f"{group.group_name}/{key}",
+        )
         # an ACCORD_ALGORITHM=…=hierarchical is for the outer group: the inner ones are flat
-        inner.tunables = dataclasses.replace(self.tunables, algorithms={
-            name: algo for name, algo in self.tunables.algorithms.items() if algo != HIERARCHICAL})
+        inner.tunables = dataclasses.replace(
+            self.tunables,
+            algorithms={
+                name: algo for name, algo in self.tunables.algorithms.items() if algo != HIERARCHICAL
+            },
+        )
         group.companions.append(inner)
         self._inner.append(inner)
         return inner
@@ -143,15 +183,24 @@ class MeshEngine:
         checks that must not disturb this group's calls (DETAIL's argument check)."""
         return mesh_group(self.mesh, group_id, self.members, self.calls.timeout, self.group.backend, name)
 
-    def subgroup(self, group_id: int, ranks: Sequence[int], timeout: float, backend: str, name: str,
-                 desc: str | None) -> ProcessGroup:
+    def subgroup(
+        self, group_id: int, ranks: Sequence[int], timeout: float, backend: str, name: str, desc: str | None
+    ) -> ProcessGroup:
         """A group of ``ranks`` on the same mesh (new_group: every member makes it)."""
         return mesh_group(self.mesh, group_id, ranks, timeout, backend, name, desc)
 
-    def run_collective(self, op: str, fp: Fingerprint, body: Callable[[Any], None],
-                       outputs: Sequence[Buffer], result: list[Any], async_op: bool,
-                       timeout: float | None = None, shared: bool = False,
-                       inputs: Sequence[Any] = ()) -> Work | None:
+    def run_collective(
+        self,
+        op: str,
+        fp: Fingerprint,
+        body: Callable[[Any], None],
+        outputs: Sequence[Buffer],
+        result: list[Any],
+        async_op: bool,
+        timeout: float | None = None,
+        shared: bool = False,
+        inputs: Sequence[Any] = (),
+    ) -> Work | None:
         """Run ``body`` as the next call of this group: now, or queued (``defer``).
 
         ``body`` gets the call's Peers, or its Slots when ``shared`` (a shared-memory
@@ -165,8 +214,7 @@ class MeshEngine:
 
         def execute() -> list[Any]:
             try:
-                return self._execute(op, self.calls.number(), fp, deadline, body, outputs, result,
-                                     shared)
+                return self._execute(op, self.calls.number(), fp, deadline, body, outputs, result, shared)
             finally:
                 if event is not None:
                     profiling.end(event)
@@ -179,8 +227,7 @@ class MeshEngine:
             return None
         return self.defer(op, execute, result)
 
-    def defer(self, op: str, run: Callable[[], Any], result: list[Any],
-              inputs: Sequence[Any] = ()) -> Work:
+    def defer(self, op: str, run: Callable[[], Any], result: list[Any], inputs: Sequence[Any] = ()) -> Work:
         """Queue ``run`` (a call, run as a blocking one: it takes its number when it starts)
         and return its Work. Whoever needs it first runs it (executor): the caller that
         waits for it, a later blocking call, or the worker after its pickup delay.
@@ -205,6 +252,7 @@ class MeshEngine:
 
     def _in_event(self, run: Callable[[], Any], event: Any) -> Callable[[], Any]:
         """``run`` inside ``event`` (opened by the caller): the calls it makes open none."""
+
         def evented() -> Any:
             self._event_open = True
             try:
@@ -215,9 +263,17 @@ class MeshEngine:
 
         return evented
 
-    def _execute(self, op: str, seq: int, fp: Fingerprint, deadline: Deadline,
-                 body: Callable[[Any], None], outputs: Sequence[Buffer], result: list[Any],
-                 shared: bool) -> list[Any]:
+    def _execute(
+        self,
+        op: str,
+        seq: int,
+        fp: Fingerprint,
+        deadline: Deadline,
+        body: Callable[[Any], None],
+        outputs: Sequence[Buffer],
+        result: list[Any],
+        shared: bool,
+    ) -> list[Any]:
         """Run call #seq now, in this thread, after the calls before it (run_collective)."""
         calls = self.calls
         peers = CallPeers(self.group, self.channel, op, seq, fp, deadline)
@@ -250,8 +306,9 @@ class MeshEngine:
             raise self._destroyed(peers.op)
         return slots.reset(peers.op, seq, fp, deadline.expires_at, deadline.budget)
 
-    def run_planned(self, op: str, fp: Fingerprint, algorithm: Algorithm, args: Sequence[Any],
-                    inputs: Sequence[Any] = ()) -> None:
+    def run_planned(
+        self, op: str, fp: Fingerprint, algorithm: Algorithm, args: Sequence[Any], inputs: Sequence[Any] = ()
+    ) -> None:
         """The short path of a blocking call whose plan (algorithm, fingerprint, kernel) the
         caller already has. A shared-memory algorithm runs with no Work, no Peers, the
         deadline made only if needed; a message algorithm (TCP) as ``run_collective`` runs it,
@@ -289,8 +346,9 @@ class MeshEngine:
             raise
         calls.end(record)
 
-    def _run_planned_messages(self, op: str, fp: Fingerprint, algorithm: Algorithm,
-                              args: Sequence[Any], inputs: Sequence[Any]) -> None:
+    def _run_planned_messages(
+        self, op: str, fp: Fingerprint, algorithm: Algorithm, args: Sequence[Any], inputs: Sequence[Any]
+    ) -> None:
         deadline = Deadline.after(self.calls.timeout)
         queue = self.calls.queue
         if queue.pending():
@@ -298,14 +356,20 @@ class MeshEngine:
         seq = self.calls.number()
         event = self._begin_event(op, inputs)
         try:
-            self._execute(op, seq, fp, deadline, lambda peers: algorithm.run(peers, *args), (), [],
-                          False)
+            self._execute(op, seq, fp, deadline, lambda peers: algorithm.run(peers, *args), (), [], False)
         finally:
             if event is not None:
                 profiling.end(event)
 
-    def _run_profiled(self, op: str, algorithm: Algorithm, slots: CallSlots, args: Sequence[Any],
-                      inputs: Sequence[Any], record: CallRecord) -> None:
+    def _run_profiled(
+        self,
+        op: str,
+        algorithm: Algorithm,
+        slots: CallSlots,
+        args: Sequence[Any],
+        inputs: Sequence[Any],
+        record: CallRecord,
+    ) -> None:
         """run_planned's end while torch's profiler records: the call inside its event."""
         event = profiling.begin(op, inputs)
         try:
@@ -321,14 +385,17 @@ class MeshEngine:
     def _destroyed(self, op: str) -> DestroyedGroupError:
         return DestroyedGroupError(
             f"{self.context(op, self.calls.last_seq)}: this process group was destroyed on this rank "
-            f"(destroy_process_group); create a new one with new_group")
+            f"(destroy_process_group); create a new one with new_group"
+        )
 
     def _raise_broken(self, context: str) -> None:
         calls = self.calls
         if calls.broken is None:
             calls.broken = str(self.channel.error)
-        error = PeerError(f"{context}: this group cannot be used since {calls.broken}. "
-                          f"Destroy it (destroy_process_group) and create a new one")
+        error = PeerError(
+            f"{context}: this group cannot be used since {calls.broken}. "
+            f"Destroy it (destroy_process_group) and create a new one"
+        )
         self._break_inner(context, error)  # members may already wait in them for this call
         raise error
 

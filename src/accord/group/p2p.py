@@ -39,13 +39,16 @@ def _check_tag(tag: int) -> int:
 def _peer(group: ProcessGroup, rank: int, what: str) -> int:
     check_group_rank(group, rank, what)
     if rank == group.rank():
-        raise ArgumentError(f"{what}={rank} is this rank itself; a rank cannot send to or receive "
-                            f"from itself (copy the tensor instead)")
+        raise ArgumentError(
+            f"{what}={rank} is this rank itself; a rank cannot send to or receive "
+            f"from itself (copy the tensor instead)"
+        )
     return rank
 
 
-def _post_send(group: ProcessGroup, tensor: Any, dst: int, tag: int,
-               op: str) -> tuple[SendRequest, Deadline, str, list[Any]]:
+def _post_send(
+    group: ProcessGroup, tensor: Any, dst: int, tag: int, op: str
+) -> tuple[SendRequest, Deadline, str, list[Any]]:
     """Post a send; also returns its flight-recorder entry (ended by the caller)."""
     _peer(group, dst, "dst")
     buf = as_buffer(tensor, writable=False)
@@ -63,8 +66,9 @@ def _post_send(group: ProcessGroup, tensor: Any, dst: int, tag: int,
     return req, deadline, context, entry
 
 
-def _post_recv(group: ProcessGroup, tensor: Any, src: int | None, tag: int,
-               op: str) -> tuple[RecvRequest, Deadline, str, Buffer, list[Any]]:
+def _post_recv(
+    group: ProcessGroup, tensor: Any, src: int | None, tag: int, op: str
+) -> tuple[RecvRequest, Deadline, str, Buffer, list[Any]]:
     """Post a receive; also returns its flight-recorder entry (ended by the caller)."""
     buf = as_buffer(tensor, writable=True)
     source = None if src is None else group.global_rank_of(_peer(group, src, "src"))
@@ -74,8 +78,9 @@ def _post_recv(group: ProcessGroup, tensor: Any, src: int | None, tag: int,
     expect = Fingerprint(0, 0, buf.dtype_code, buf.count, -1)
     entry = group.recorder.p2p_start(op, source, tag, buf.nbytes)
     try:
-        req = group.engine.channel.irecv(source, FrameKind.P2P, 0, 0, tag, expect, byte_view(buf.flat),
-                                  context)
+        req = group.engine.channel.irecv(
+            source, FrameKind.P2P, 0, 0, tag, expect, byte_view(buf.flat), context
+        )
     except BaseException as exc:
         group.recorder.p2p_end(entry, exc)
         raise
@@ -156,8 +161,7 @@ def isend(group: ProcessGroup, tensor: Any, dst: int, tag: int) -> Work:
     if group.engine.p2p is not None:
         return group.engine.p2p.isend(tensor, dst, tag)
     req, deadline, context, entry = _post_send(group, tensor, dst, tag, "isend")
-    return _work(group, req, deadline, context, [tensor], buf=None, event=_event("send", tensor),
-                 entry=entry)
+    return _work(group, req, deadline, context, [tensor], buf=None, event=_event("send", tensor), entry=entry)
 
 
 def irecv(group: ProcessGroup, tensor: Any, src: int | None, tag: int) -> Work:
@@ -168,8 +172,16 @@ def irecv(group: ProcessGroup, tensor: Any, src: int | None, tag: int) -> Work:
     return _work(group, req, deadline, context, [tensor], buf=buf, event=event, entry=entry)
 
 
-def _work(group: ProcessGroup, req: SendRequest | RecvRequest, deadline: Deadline, context: str,
-          result: list[Any], buf: Any, event: Any, entry: list[Any]) -> Work:
+def _work(
+    group: ProcessGroup,
+    req: SendRequest | RecvRequest,
+    deadline: Deadline,
+    context: str,
+    result: list[Any],
+    buf: Any,
+    event: Any,
+    entry: list[Any],
+) -> Work:
     """The Work of a posted isend/irecv; its profiler ``event`` (if any) and its recorder
     ``entry`` end with it."""
     channel = group.engine.channel

@@ -41,8 +41,14 @@ _NDARRAY = np.ndarray
 MAX_PLANS = 512
 
 
-def choose(group: ProcessGroup, collective: str, nbytes: int, fp_buf: Buffer | None, root: int = -1,
-           count: int | None = None) -> tuple[Algorithm, Fingerprint]:
+def choose(
+    group: ProcessGroup,
+    collective: str,
+    nbytes: int,
+    fp_buf: Buffer | None,
+    root: int = -1,
+    count: int | None = None,
+) -> tuple[Algorithm, Fingerprint]:
     """The algorithm for ``nbytes`` on this group, and the call's fingerprint."""
     algorithm = group.engine.choose_algorithm(collective, nbytes)
     fp = group.fingerprint(collective, algorithm, fp_buf, root)
@@ -51,8 +57,9 @@ def choose(group: ProcessGroup, collective: str, nbytes: int, fp_buf: Buffer | N
     return algorithm, fp
 
 
-def cached_plan(group: ProcessGroup, key: tuple[Any, ...], make: Callable[..., tuple[Any, ...] | None],
-                *args: Any) -> tuple[Any, ...] | None:
+def cached_plan(
+    group: ProcessGroup, key: tuple[Any, ...], make: Callable[..., tuple[Any, ...] | None], *args: Any
+) -> tuple[Any, ...] | None:
     """The cached plan of a call signature on a group (None: take the long path).
 
     A plan is (fingerprint, algorithm, extra…), made once by ``make(group, *args)`` through the
@@ -194,8 +201,13 @@ def _plan_all_reduce(group: ProcessGroup, tensor: np.ndarray, op: Any) -> tuple[
     bodies = {shm.one_shot: shm.one_shot_round, shm.reduce_broadcast: shm.reduce_broadcast_round}
     body = bodies.get(algorithm.run)
     if body is not None and kernel.ufunc is not None:
-        compiled = one_round.compile_call(group, "all_reduce", fp, buf.nbytes, body(
-            group.rank(), group.size(), buf.count, buf.flat.dtype, kernel.ufunc, finalizer(kernel)))
+        compiled = one_round.compile_call(
+            group,
+            "all_reduce",
+            fp,
+            buf.nbytes,
+            body(group.rank(), group.size(), buf.count, buf.flat.dtype, kernel.ufunc, finalizer(kernel)),
+        )
     return shared_plan(algorithm, fp, kernel, compiled)
 
 
@@ -203,8 +215,14 @@ def finalizer(kernel: Kernel) -> Callable[[np.ndarray, int], None] | None:
     return kernel.finalize if kernel.needs_finalize else None
 
 
-def run_plan(group: ProcessGroup, op: str, plan: tuple[Any, ...], args: tuple[Any, ...],
-         compiled_args: tuple[Any, ...], inputs: tuple[Any, ...]) -> None:
+def run_plan(
+    group: ProcessGroup,
+    op: str,
+    plan: tuple[Any, ...],
+    args: tuple[Any, ...],
+    compiled_args: tuple[Any, ...],
+    inputs: tuple[Any, ...],
+) -> None:
     """Run a planned call: its compiled form if it has one and it can run now, else
     run_planned with ``args`` (the schedule's)."""
     compiled = plan[-1]
@@ -261,8 +279,13 @@ def _plan_broadcast(group: ProcessGroup, tensor: np.ndarray, src: int) -> tuple[
     algorithm, fp = choose(group, "broadcast", buf.nbytes, buf, root=src)
     compiled = None
     if algorithm.run is shm.broadcast:
-        compiled = one_round.compile_call(group, "broadcast", fp, buf.nbytes, shm.broadcast_round(
-            group.rank(), group.size(), src, buf.count, buf.flat.dtype))
+        compiled = one_round.compile_call(
+            group,
+            "broadcast",
+            fp,
+            buf.nbytes,
+            shm.broadcast_round(group.rank(), group.size(), src, buf.count, buf.flat.dtype),
+        )
     return shared_plan(algorithm, fp, compiled)
 
 
@@ -282,8 +305,9 @@ def _plan_barrier(group: ProcessGroup) -> tuple[Any, ...] | None:
     algorithm, fp = choose(group, "barrier", 0, None)
     compiled = None
     if algorithm.run is shm.barrier:  # no data: the round's views are one byte
-        compiled = one_round.compile_call(group, "barrier", fp, 1,
-                                          shm.barrier_round(group.rank(), group.size()))
+        compiled = one_round.compile_call(
+            group, "barrier", fp, 1, shm.barrier_round(group.rank(), group.size())
+        )
     return shared_plan(algorithm, fp, compiled)
 
 
@@ -311,8 +335,15 @@ def _plan_reduce(group: ProcessGroup, tensor: np.ndarray, dst: int, op: Any) -> 
     algorithm, fp = choose(group, "reduce", buf.nbytes, buf, root=dst)
     compiled = None
     if algorithm.run is shm_rooted.reduce and kernel.ufunc is not None:
-        compiled = one_round.compile_call(group, "reduce", fp, buf.nbytes, shm_rooted.reduce_round(
-            group.rank(), group.size(), dst, buf.count, buf.flat.dtype, kernel.ufunc, finalizer(kernel)))
+        compiled = one_round.compile_call(
+            group,
+            "reduce",
+            fp,
+            buf.nbytes,
+            shm_rooted.reduce_round(
+                group.rank(), group.size(), dst, buf.count, buf.flat.dtype, kernel.ufunc, finalizer(kernel)
+            ),
+        )
     return shared_plan(algorithm, fp, kernel, compiled)
 
 
@@ -324,8 +355,15 @@ def scatter(group: ProcessGroup, tensor: Any, scatter_list: Any, src: Any) -> bo
     return _rooted(group, "scatter", tensor, scatter_list, src, True, _plan_scatter)
 
 
-def _rooted(group: ProcessGroup, op: str, tensor: Any, tensors: Any, root: Any, tensor_writes: bool,
-            make: Callable[..., tuple[Any, ...] | None]) -> bool:
+def _rooted(
+    group: ProcessGroup,
+    op: str,
+    tensor: Any,
+    tensors: Any,
+    root: Any,
+    tensor_writes: bool,
+    make: Callable[..., tuple[Any, ...] | None],
+) -> bool:
     """gather (``tensors`` written on the root) and scatter (``tensor`` written everywhere):
     on the root a plain list, elsewhere None or []."""
     if type(tensor) is not _NDARRAY:
@@ -356,8 +394,9 @@ def _rooted(group: ProcessGroup, op: str, tensor: Any, tensors: Any, root: Any, 
     return True
 
 
-def _plan_gather(group: ProcessGroup, tensor: np.ndarray, gather_list: Any,
-                 dst: int) -> tuple[Any, ...] | None:
+def _plan_gather(
+    group: ProcessGroup, tensor: np.ndarray, gather_list: Any, dst: int
+) -> tuple[Any, ...] | None:
     if not 0 <= dst < group.size():
         return None
     inp = as_buffer(tensor, writable=False)
@@ -365,13 +404,19 @@ def _plan_gather(group: ProcessGroup, tensor: np.ndarray, gather_list: Any,
     algorithm, fp = choose(group, "gather", inp.nbytes, inp, root=dst)
     compiled = None
     if algorithm.run is shm_rooted.gather:
-        compiled = one_round.compile_call(group, "gather", fp, inp.nbytes, shm_rooted.gather_round(
-            group.rank(), group.size(), dst, inp.count, inp.flat.dtype))
+        compiled = one_round.compile_call(
+            group,
+            "gather",
+            fp,
+            inp.nbytes,
+            shm_rooted.gather_round(group.rank(), group.size(), dst, inp.count, inp.flat.dtype),
+        )
     return shared_plan(algorithm, fp, compiled)
 
 
-def _plan_scatter(group: ProcessGroup, tensor: np.ndarray, scatter_list: Any,
-                  src: int) -> tuple[Any, ...] | None:
+def _plan_scatter(
+    group: ProcessGroup, tensor: np.ndarray, scatter_list: Any, src: int
+) -> tuple[Any, ...] | None:
     if not 0 <= src < group.size():
         return None
     out = as_buffer(tensor, writable=True)
@@ -383,6 +428,11 @@ def _plan_scatter(group: ProcessGroup, tensor: np.ndarray, scatter_list: Any,
         n, dtype = group.size(), out.flat.dtype
         region = shm_rooted.scatter_region(slots.slot_bytes, n, dtype.itemsize)
         if 0 < out.count <= region:
-            compiled = one_round.compile_call(group, "scatter", fp, n * region * dtype.itemsize,
-                                              shm_rooted.scatter_round(group.rank(), n, src, out.count, dtype, region))
+            compiled = one_round.compile_call(
+                group,
+                "scatter",
+                fp,
+                n * region * dtype.itemsize,
+                shm_rooted.scatter_round(group.rank(), n, src, out.count, dtype, region),
+            )
     return shared_plan(algorithm, fp, compiled)

@@ -34,10 +34,16 @@ from ...store.base import Store
 from ...store.prefix_store import PrefixStore
 from .c10d_store import C10dStore
 
-_TORCH_OPS = {RedOpType.SUM: dist.ReduceOp.SUM, RedOpType.AVG: dist.ReduceOp.AVG,
-              RedOpType.PRODUCT: dist.ReduceOp.PRODUCT, RedOpType.MIN: dist.ReduceOp.MIN,
-              RedOpType.MAX: dist.ReduceOp.MAX, RedOpType.BAND: dist.ReduceOp.BAND,
-              RedOpType.BOR: dist.ReduceOp.BOR, RedOpType.BXOR: dist.ReduceOp.BXOR}
+_TORCH_OPS = {
+    RedOpType.SUM: dist.ReduceOp.SUM,
+    RedOpType.AVG: dist.ReduceOp.AVG,
+    RedOpType.PRODUCT: dist.ReduceOp.PRODUCT,
+    RedOpType.MIN: dist.ReduceOp.MIN,
+    RedOpType.MAX: dist.ReduceOp.MAX,
+    RedOpType.BAND: dist.ReduceOp.BAND,
+    RedOpType.BOR: dist.ReduceOp.BOR,
+    RedOpType.BXOR: dist.ReduceOp.BXOR,
+}
 
 
 def standin() -> str | None:
@@ -45,8 +51,9 @@ def standin() -> str | None:
     return config.nccl_standin()
 
 
-def create(kind: str, store: Store, prefix: str, rank: int, size: int, timeout: float,
-           device_id: Any = None) -> DeviceGroup:
+def create(
+    kind: str, store: Store, prefix: str, rank: int, size: int, timeout: float, device_id: Any = None
+) -> DeviceGroup:
     """The torch backend for ``kind`` ("cuda") tensors of one accord group: group rank
     ``rank`` of ``size``, meeting its peers under ``prefix`` of ``store``.
 
@@ -63,7 +70,8 @@ def create(kind: str, store: Store, prefix: str, rank: int, size: int, timeout: 
         raise ValueError(
             f"backend 'cuda:nccl' needs torch built with NCCL; this torch ({torch.__version__}) "
             f"has none (a CPU build). Install a CUDA build of torch, or use backend 'accord' "
-            f"with CPU tensors")
+            f"with CPU tensors"
+        )
     options = dist.ProcessGroupNCCL.Options()
     options._timeout = timedelta(seconds=timeout)
     backend = dist.ProcessGroupNCCL(bridge, rank, size, options)
@@ -154,19 +162,27 @@ class DeviceGroup:
     def reduce_scatter_tensor(self, output: Any, input: Any, op: Any, async_op: bool) -> Any:  # noqa: A002
         opts = _options(c10d.ReduceScatterOptions, async_op)
         opts.reduceOp = _torch_op(op, output)
-        return _finish(self.backend._reduce_scatter_base(_real(output), _real(input), opts),
-                       async_op)
+        return _finish(self.backend._reduce_scatter_base(_real(output), _real(input), opts), async_op)
 
     def all_to_all(self, output_list: Sequence[Any], input_list: Sequence[Any], async_op: bool) -> Any:
         opts = _options(c10d.AllToAllOptions, async_op)
-        return _finish(self.backend.alltoall([_real(t) for t in output_list],
-                                             [_real(t) for t in input_list], opts), async_op)
+        return _finish(
+            self.backend.alltoall([_real(t) for t in output_list], [_real(t) for t in input_list], opts),
+            async_op,
+        )
 
-    def all_to_all_single(self, output: Any, input: Any, output_split_sizes: Any,  # noqa: A002
-                          input_split_sizes: Any, async_op: bool) -> Any:
+    def all_to_all_single(
+        self,
+        output: Any,
+        input: Any,
+        output_split_sizes: Any,  # noqa: A002
+        input_split_sizes: Any,
+        async_op: bool,
+    ) -> Any:
         opts = _options(c10d.AllToAllOptions, async_op)
-        work = self.backend.alltoall_base(_real(output), _real(input), _splits(output_split_sizes),
-                                          _splits(input_split_sizes), opts)
+        work = self.backend.alltoall_base(
+            _real(output), _real(input), _splits(output_split_sizes), _splits(input_split_sizes), opts
+        )
         return _finish(work, async_op)
 
     def _rooted_list(self, tensors: Any, root: int, what: str, role: str) -> list[Any]:
@@ -177,8 +193,10 @@ class DeviceGroup:
                 raise ArgumentError(f"Argument ``{what}`` must NOT be specified on non-{role} ranks.")
             return tensors
         if len(tensors) != self.backend.size():
-            raise ArgumentError(f"Argument ``{what}`` on the {role} rank needs one tensor per rank "
-                                f"({self.backend.size()}), got {len(tensors)}")
+            raise ArgumentError(
+                f"Argument ``{what}`` on the {role} rank needs one tensor per rank "
+                f"({self.backend.size()}), got {len(tensors)}"
+            )
         return tensors
 
     # -- point to point -----------------------------------------------------------------
@@ -204,8 +222,9 @@ class DeviceGroup:
         coalesce = bool(getattr(self.backend, "supports_coalescing", False))
         if coalesce:
             self.backend._start_coalescing()
-        works = [self.isend(t, peer, tag) if is_send else self.irecv(t, peer, tag)
-                 for is_send, t, peer, tag in ops]
+        works = [
+            self.isend(t, peer, tag) if is_send else self.irecv(t, peer, tag) for is_send, t, peer, tag in ops
+        ]
         if coalesce:
             return [self.backend._end_coalescing()]
         return works
@@ -238,8 +257,10 @@ def _torch_op(op: Any, tensor: Any) -> Any:
     if reduce.op == RedOpType.PREMUL_SUM:
         return dist._make_nccl_premul_sum(reduce.factor)
     if isinstance(tensor, torch.Tensor) and tensor.is_complex() and not supports_complex(reduce):
-        raise ArgumentError(f"ReduceOp.{reduce.op.name} is not defined for complex tensors; use "
-                            f"SUM, AVG or PREMUL_SUM (see supports_complex)")
+        raise ArgumentError(
+            f"ReduceOp.{reduce.op.name} is not defined for complex tensors; use "
+            f"SUM, AVG or PREMUL_SUM (see supports_complex)"
+        )
     return dist.ReduceOp(_TORCH_OPS[reduce.op])
 
 
@@ -254,7 +275,6 @@ def _splits(sizes: Any) -> list[int]:
     return [] if sizes is None else [int(s) for s in sizes]
 
 
-
 class _Closed:
     """What a closed DeviceGroup holds instead of its backend: any use says so."""
 
@@ -262,5 +282,6 @@ class _Closed:
         self._name = name
 
     def __getattr__(self, attribute: str) -> Any:
-        raise RuntimeError(f"this group's {self._name} backend was shut down "
-                           f"(destroy_process_group); make a new group")
+        raise RuntimeError(
+            f"this group's {self._name} backend was shut down (destroy_process_group); make a new group"
+        )

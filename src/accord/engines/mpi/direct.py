@@ -61,9 +61,13 @@ class DirectPath(OtherCalls):
             return False
         flags = tensor.flags
         group = self._group
-        if not (flags.c_contiguous and flags.writeable) or self._calls.broken is not None \
-                or self._engine.unstarted or self._engine.destroyed \
-                or (_modules_get(_PROFILER) is not None and profiling.recording()):
+        if (
+            not (flags.c_contiguous and flags.writeable)
+            or self._calls.broken is not None
+            or self._engine.unstarted
+            or self._engine.destroyed
+            or (_modules_get(_PROFILER) is not None and profiling.recording())
+        ):
             return False
         key = (op, tensor.dtype, tensor.size)
         plan = self._plans.get(key)
@@ -126,9 +130,13 @@ class DirectPath(OtherCalls):
         if type(tensor) is not _NDARRAY:
             return False
         flags = tensor.flags
-        if not (flags.c_contiguous and (flags.writeable or self._rank == src)) \
-                or self._calls.broken is not None or self._engine.destroyed or self._engine.unstarted \
-                or (_modules_get(_PROFILER) is not None and profiling.recording()):
+        if (
+            not (flags.c_contiguous and (flags.writeable or self._rank == src))
+            or self._calls.broken is not None
+            or self._engine.destroyed
+            or self._engine.unstarted
+            or (_modules_get(_PROFILER) is not None and profiling.recording())
+        ):
             return False
         plan = self._plans.get(("broadcast", src, tensor.dtype, tensor.size))
         if plan is None:
@@ -175,8 +183,11 @@ class DirectPath(OtherCalls):
             mine, rows = carried
             carried = (mine, rows[src], self._agreement.persistent(), len(rows))
         plan = self._plans[("broadcast", src, tensor.dtype, tensor.size)] = (
-            fp, fingerprint_hash(fp), runtime.element_type(buf.flat.itemsize) if buf.flat.size else None,
-            carried)
+            fp,
+            fingerprint_hash(fp),
+            runtime.element_type(buf.flat.itemsize) if buf.flat.size else None,
+            carried,
+        )
         return plan
 
     def barrier(self) -> bool:

@@ -140,7 +140,9 @@ class OtherCalls:
             self._calls.end(entry)
             return True
         if root:
-            self._run("reduce", fp, h, self._engine.comm.Ireduce, (self._in_place, [flat, datatype], mpi_op, dst))
+            self._run(
+                "reduce", fp, h, self._engine.comm.Ireduce, (self._in_place, [flat, datatype], mpi_op, dst)
+            )
             if kernel.needs_finalize:
                 kernel.finalize(flat, group.size())
         else:
@@ -234,8 +236,16 @@ class OtherCalls:
             if found is None:
                 return False  # overlapping arrays: the long path copies them
             theirs = found.message()
-        self._run(op, fp, h, *((comm.Igatherv, (mine, theirs, root)) if op == "gather"
-                               else (comm.Iscatterv, (theirs, mine, root))))
+        self._run(
+            op,
+            fp,
+            h,
+            *(
+                (comm.Igatherv, (mine, theirs, root))
+                if op == "gather"
+                else (comm.Iscatterv, (theirs, mine, root))
+            ),
+        )
         return True
 
     def _plan_rooted(self, op: str, tensor: np.ndarray, tensors: Any, root: int) -> tuple[Any, ...]:
@@ -248,8 +258,10 @@ class OtherCalls:
         if carried is not None and op == "scatter":  # (each rank's block of the root's record)
             count, me = mine.count, self._rank
             ours, rows = carried
-            carried = ([ours[i * count:(i + 1) * count] for i in range(group.size())],
-                       rows[root][me * count:(me + 1) * count])
+            carried = (
+                [ours[i * count : (i + 1) * count] for i in range(group.size())],
+                rows[root][me * count : (me + 1) * count],
+            )
         return fp, h, runtime.element_type(mine.flat.itemsize), carried
 
     # -- the tensor forms -------------------------------------------------------------------
@@ -283,7 +295,7 @@ class OtherCalls:
         fp, h = self._fingerprint("all_gather", i, count=o.count)
         carried = self._carry("all_gather", fp, i.flat.dtype)
         if carried is not None:  # (this rank's block at the front of its record)
-            carried = (carried[0][:i.count], self._agreement.table(i.flat.dtype, i.count))
+            carried = (carried[0][: i.count], self._agreement.table(i.flat.dtype, i.count))
         size = self._group.size()
         spaced = layouts.blocks(size, i.nbytes) if i.nbytes >= PLACED_BYTES else None
         return fp, h, runtime.element_type(i.flat.itemsize), carried, spaced
@@ -316,12 +328,16 @@ class OtherCalls:
             byte = self._byte
             messages = ([flat.view(np.uint8), *spaced, byte], [joined.view(np.uint8), *spaced, byte])
             self._run("reduce_scatter", fp, h, self._engine.comm.Ialltoallv, messages)
-            rows = [(flat if j == me else joined)[j * count:(j + 1) * count]
-                    for j in range(group.size())]
+            rows = [(flat if j == me else joined)[j * count : (j + 1) * count] for j in range(group.size())]
             fold(output.reshape(-1), rows, kernel)
             return True
-        self._run("reduce_scatter", fp, h, self._engine.comm.Ireduce_scatter_block,
-                  ([inp, datatype], [output, datatype], mpi_op))
+        self._run(
+            "reduce_scatter",
+            fp,
+            h,
+            self._engine.comm.Ireduce_scatter_block,
+            ([inp, datatype], [output, datatype], mpi_op),
+        )
         if kernel.needs_finalize:
             kernel.finalize(output.reshape(-1), group.size())
         return True
@@ -333,7 +349,7 @@ class OtherCalls:
         carried: Any = self._carry("reduce_scatter", fp, o.flat.dtype)
         if carried is not None:  # (this rank's block of every rank's record)
             start = self._rank * o.count
-            blocks = [row[start:start + o.count] for row in carried[1]]
+            blocks = [row[start : start + o.count] for row in carried[1]]
             carried = (carried[0], blocks, self._pairwise(kernel, blocks))
         size, me = self._group.size(), self._rank
         spaced = None
@@ -341,7 +357,9 @@ class OtherCalls:
             spaced = layouts.blocks(size, o.nbytes, skip=me)
         return (fp, h, *runtime.reduction(o.flat, kernel), kernel, carried, spaced)
 
-    def all_to_all_single(self, output: Any, inp: Any, output_split_sizes: Any, input_split_sizes: Any) -> bool:
+    def all_to_all_single(
+        self, output: Any, inp: Any, output_split_sizes: Any, input_split_sizes: Any
+    ) -> bool:
         """The even form only (no split sizes): piece j of dim 0 goes to rank j."""
         if output_split_sizes or input_split_sizes:
             return False
@@ -375,5 +393,5 @@ class OtherCalls:
         if carried is not None:  # (this rank's block of every rank's record)
             block = i.count // size
             start = self._rank * block
-            carried = (carried[0], self._agreement.table(i.flat.dtype, i.count)[:, start:start + block])
+            carried = (carried[0], self._agreement.table(i.flat.dtype, i.count)[:, start : start + block])
         return fp, h, runtime.element_type(i.flat.itemsize), carried

@@ -57,11 +57,18 @@ def world_alive() -> bool:
     return _live_worlds > 0
 
 
-def mpi_group(comm: Any, ranks: Sequence[int], group_id: int, timeout: timedelta | float,
-              name: str, desc: str | None = None) -> ProcessGroup:
+def mpi_group(
+    comm: Any,
+    ranks: Sequence[int],
+    group_id: int,
+    timeout: timedelta | float,
+    name: str,
+    desc: str | None = None,
+) -> ProcessGroup:
     """A process group of ``ranks`` (global ranks) on MPI communicator ``comm`` (backend "mpi")."""
-    return ProcessGroup(lambda group: MpiEngine(group, comm), ranks, comm.Get_rank(), group_id,
-                        timeout, "mpi", name, desc)
+    return ProcessGroup(
+        lambda group: MpiEngine(group, comm), ranks, comm.Get_rank(), group_id, timeout, "mpi", name, desc
+    )
 
 
 class MpiEngine:
@@ -74,6 +81,7 @@ class MpiEngine:
 
     def __init__(self, group: ProcessGroup, comm: Any) -> None:
         from .p2p import MpiP2P
+
         self.group = group
         self.calls = group.calls
         self.comm = comm
@@ -109,8 +117,9 @@ class MpiEngine:
         if self.unstarted:
             self._start_until(None, Deadline.after(self.calls.timeout), self.context(op))
 
-    def subgroup(self, group_id: int, ranks: Sequence[int], timeout: float, backend: str, name: str,
-                 desc: str | None) -> ProcessGroup:
+    def subgroup(
+        self, group_id: int, ranks: Sequence[int], timeout: float, backend: str, name: str, desc: str | None
+    ) -> ProcessGroup:
         """A group of ``ranks`` (global ranks, this one among them), made by the members
         only (MPI_Comm_create_group), as new_group's every member calls it in the same order."""
         mpi = runtime.load()
@@ -123,15 +132,25 @@ class MpiEngine:
             members.Free()
             world.Free()
         if comm == mpi.COMM_NULL:
-            raise PeerError(f"new_group on rank {self.group.global_rank}: MPI made no communicator for "
-                            f"ranks {list(ranks)}")
+            raise PeerError(
+                f"new_group on rank {self.group.global_rank}: MPI made no communicator for "
+                f"ranks {list(ranks)}"
+            )
         return mpi_group(comm, ranks, group_id, timeout, name, desc)
 
     # -- running a collective ----------------------------------------------------------------
-    def run_collective(self, op: str, fp: Fingerprint, body: Callable[[Any], None],
-                       outputs: Sequence[Buffer], result: list[Any], async_op: bool,
-                       timeout: float | None = None, shared: bool = False,
-                       inputs: Sequence[Any] = ()) -> Work | None:
+    def run_collective(
+        self,
+        op: str,
+        fp: Fingerprint,
+        body: Callable[[Any], None],
+        outputs: Sequence[Buffer],
+        result: list[Any],
+        async_op: bool,
+        timeout: float | None = None,
+        shared: bool = False,
+        inputs: Sequence[Any] = (),
+    ) -> Work | None:
         """Call #seq: check that every rank called the same, start MPI's part (``body``
         gets an MpiCall), then wait for it now or return the Work that waits for it."""
         calls = self.calls
@@ -175,8 +194,9 @@ class MpiEngine:
         with self._starter_lock:  # (the starter may be deciding to stop: see _start_late)
             self.unstarted.append(started)
             if self._starter is None:
-                self._starter = threading.Thread(target=self._start_late, daemon=True,
-                                                 name=f"accord-mpi-{self.group.group_name}-start")
+                self._starter = threading.Thread(
+                    target=self._start_late, daemon=True, name=f"accord-mpi-{self.group.group_name}-start"
+                )
                 self._starter.start()
         return self._work(call, started, entry, context, outputs, result, event)
 
@@ -184,8 +204,10 @@ class MpiEngine:
         """Start the queued async calls in order, up to ``target`` (all: None), here or by
         whoever is starting them now: every rank starts its MPI calls in its calls' order."""
         if not self._start_lock.acquire(timeout=max(deadline.remaining(), 0.001)):
-            raise DistTimeoutError(f"{context}: the async calls before it on this group did not "
-                                   f"start in time (their ranks did not all reach them)")
+            raise DistTimeoutError(
+                f"{context}: the async calls before it on this group did not "
+                f"start in time (their ranks did not all reach them)"
+            )
         try:
             queued = self.unstarted
             while queued and (target is None or not target.done):
@@ -219,8 +241,16 @@ class MpiEngine:
                         self._starter = None
                         return
 
-    def _work(self, call: MpiCall, started: _Started, entry: CallRecord, context: str,
-              outputs: Sequence[Buffer], result: list[Any], event: Any) -> Work:
+    def _work(
+        self,
+        call: MpiCall,
+        started: _Started,
+        entry: CallRecord,
+        context: str,
+        outputs: Sequence[Buffer],
+        result: list[Any],
+        event: Any,
+    ) -> Work:
         settled = threading.Lock()
 
         def settle(wait: bool) -> None:
@@ -263,8 +293,9 @@ class MpiEngine:
     def _fail(self, entry: CallRecord, context: str, exc: BaseException, event: Any) -> None:
         if event is not None:
             profiling.end(event)
-        self.calls.fail(entry, exc,
-                        breaks=not isinstance(exc, (CollectiveMismatchError, ValueError, TypeError)))
+        self.calls.fail(
+            entry, exc, breaks=not isinstance(exc, (CollectiveMismatchError, ValueError, TypeError))
+        )
 
     def _agree(self, call: MpiCall, fp: Fingerprint, seq: int) -> None:
         """Every rank called the same collective (``agreement``'s one MPI call, carrying what
@@ -275,8 +306,11 @@ class MpiEngine:
         request = agreement.start(h)
         if not runtime.wait_until(request.Test, call.deadline):
             self.abandon([request], agreement)
-            raise runtime.timed_out(str(call), call.deadline, "the ranks' arrival at this call "
-                                    "(accord's check before MPI's collective)")
+            raise runtime.timed_out(
+                str(call),
+                call.deadline,
+                "the ranks' arrival at this call (accord's check before MPI's collective)",
+            )
         if not agreement.agreed(h):
             self.explain_mismatch(seq, fp, call.deadline)
 
@@ -290,12 +324,15 @@ class MpiEngine:
         if not runtime.wait_until(request.Test, deadline):
             self.abandon([request], everyone)
             raise runtime.timed_out(context, deadline, "the exchange of the ranks' calls")
-        calls = "; ".join(f"rank {group.global_rank_of(r)}: "
-                          f"{describe_call(Fingerprint(*map(int, everyone[r])), seq)}"
-                          for r in range(group.size()))
-        raise CollectiveMismatchError(f"{context}: the ranks did not call the same collective ({calls}). "
-                                      f"Nothing was sent; every rank must call the same collectives "
-                                      f"in the same order")
+        calls = "; ".join(
+            f"rank {group.global_rank_of(r)}: {describe_call(Fingerprint(*map(int, everyone[r])), seq)}"
+            for r in range(group.size())
+        )
+        raise CollectiveMismatchError(
+            f"{context}: the ranks did not call the same collective ({calls}). "
+            f"Nothing was sent; every rank must call the same collectives "
+            f"in the same order"
+        )
 
     def abandon(self, requests: Sequence[Any], keep: Any) -> None:
         """Requests a failed call leaves pending, and the buffers they use: kept alive."""
@@ -305,11 +342,14 @@ class MpiEngine:
     def _destroyed(self, op: str) -> DestroyedGroupError:
         return DestroyedGroupError(
             f"{self.context(op, self.calls.last_seq)}: this process group was destroyed on this rank "
-            f"(destroy_process_group); create a new one with new_group")
+            f"(destroy_process_group); create a new one with new_group"
+        )
 
     def _raise_broken(self, context: str) -> None:
-        raise PeerError(f"{context}: this group cannot be used since {self.calls.broken}. "
-                        f"Destroy it (destroy_process_group) and create a new one")
+        raise PeerError(
+            f"{context}: this group cannot be used since {self.calls.broken}. "
+            f"Destroy it (destroy_process_group) and create a new one"
+        )
 
     def is_broken(self) -> bool:
         return self.calls.broken is not None
@@ -325,8 +365,9 @@ class MpiEngine:
             return
         if self.unstarted:  # queued async calls start (or fail) first
             try:
-                self._start_until(None, Deadline.after(min(self.calls.timeout, 5.0)),
-                                  self.context("shutdown"))
+                self._start_until(
+                    None, Deadline.after(min(self.calls.timeout, 5.0)), self.context("shutdown")
+                )
             except DistTimeoutError:
                 pass
         self.destroyed = True
