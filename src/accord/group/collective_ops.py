@@ -359,8 +359,8 @@ def reduce_scatter(group: ProcessGroup, output: Any, input_list: Any, op: Any, a
 def reduce_scatter_tensor(
     group: ProcessGroup,
     output: Any,
-    input: Any,
-    op: Any,  # noqa: A002
+    input: Any,  # noqa: A002
+    op: Any,
     async_op: bool,
 ) -> Work | None:
     """``input`` (size × output elements, flat or stacked) is reduced; rank j gets chunk j."""

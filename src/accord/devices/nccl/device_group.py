@@ -174,8 +174,8 @@ class DeviceGroup:
     def all_to_all_single(
         self,
         output: Any,
-        input: Any,
-        output_split_sizes: Any,  # noqa: A002
+        input: Any,  # noqa: A002
+        output_split_sizes: Any,
         input_split_sizes: Any,
         async_op: bool,
     ) -> Any:
