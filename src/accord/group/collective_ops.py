@@ -1,24 +1,21 @@
-"""The collectives on a ProcessGroup: argument checks, fingerprint, algorithm choice, run.
+"""The collectives on a ProcessGroup: their argument checks and what they hand ``launch``.
 
-Owns: what each collective checks before any byte moves (helpers in ``arguments``) and how
-it maps onto an algorithm (``launch``: choose by size and kind, fingerprint, run on the
-group). The size that chooses the algorithm and the count in the fingerprint are numbers
-every rank agrees on: the per-rank count where all ranks pass the same size, the total over
-ranks for all_gather / reduce_scatter, 0 for an uneven all_to_all. Ranks given here are
-group ranks. Must not know about the default world or env variables.
+Owns: what each collective checks before any byte moves (helpers in ``arguments``) and what
+it hands ``dispatch.launch``, which chooses the algorithm by size and kind, fingerprints and
+runs the call on the group (split from here so each module stays under 400 lines). The size
+that chooses the algorithm and the count in the fingerprint are numbers every rank agrees
+on: the per-rank count where all ranks pass the same size, the total over ranks for
+all_gather / reduce_scatter, 0 for an uneven all_to_all. Ranks given here are group ranks.
+Must not know about the default world or env variables.
 """
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from ..arrays import Buffer, as_buffer
-from ..collectives import registry
-from ..errors import ArgumentError, ArgumentTypeError, DistError, with_context
 from ..reduce_ops import Kernel, as_reduce_op, make_kernel
 from . import short_exchanges, short_paths
 from .arguments import (
@@ -31,85 +28,9 @@ from .arguments import (
     reduce_scatter_tensor_buffers,
     root_list,
 )
-from .hierarchy import HIERARCHICAL
+from .dispatch import check_group_rank, launch
 from .process_group import ProcessGroup
-from .short_paths import choose
 from .work import Work
-
-
-def check_group_rank(group: ProcessGroup, rank: int, what: str) -> int:
-    if isinstance(rank, bool) or not isinstance(rank, int):
-        raise ArgumentTypeError(f"{what} must be an int rank, got {type(rank).__name__}")
-    if not 0 <= rank < group.size():
-        raise ArgumentError(f"{what}={rank} is out of range for a group of size {group.size()}")
-    return rank
-
-
-def launch(
-    group: ProcessGroup,
-    collective: str,
-    nbytes: int,
-    fp_buf: Buffer | None,
-    args: Sequence[Any],
-    outputs: Sequence[Buffer],
-    result: list[Any],
-    async_op: bool,
-    root: int = -1,
-    timeout: float | None = None,
-    count: int | None = None,
-    inputs: Sequence[Any] = (),
-    blocking: Callable[[], Any] | None = None,
-) -> Work | None:
-    """Choose the algorithm for ``nbytes`` on this group, then run ``algorithm(call, *args)``.
-
-    ``fp_buf`` gives the dtype and count every rank must agree on (``count`` replaces the
-    count); ``outputs`` are written back (non-contiguous views) once the call succeeded;
-    ``result`` is what Work.result() returns; ``inputs`` are the user's input tensors (the
-    shapes torch's profiler records, as gloo's). An async call whose arguments passed
-    every check is queued as ``blocking``, the same call made blocking: it runs later as
-    fast as a blocking call does, its short path and compiled round included.
-    """
-    algorithm, fp = choose(group, collective, nbytes, fp_buf, root, count)
-    if async_op and blocking is not None and group.engine.plannable:
-
-        def queued() -> list[Any]:
-            blocking()
-            return result
-
-        return group.engine.defer(collective, queued, result, inputs)
-    if algorithm.kind == HIERARCHICAL:  # calls on the group's inner groups, as one call of it
-        hierarchy = group.engine.hierarchy
-
-        def composed(call: Any) -> None:
-            try:
-                hierarchy.run(collective, args, sys.modules[__name__])
-            except DistError as exc:  # say which call of this group it was, then the inner one's words
-                raise with_context(exc, f"{call} (hierarchical: inside hosts, then between them)") from exc
-
-        return group.engine.run_collective(
-            collective, fp, composed, outputs, result, async_op, timeout, inputs=inputs
-        )
-    if timeout is None and group.engine.plannable:
-        if not async_op and algorithm.kind != registry.MESSAGES:
-            group.engine.run_planned(collective, fp, algorithm, args, inputs)  # shared memory: short path
-            for out in outputs:
-                out.finish()
-            return None
-
-    def body(call: Any) -> None:
-        algorithm.run(call, *args)
-
-    return group.engine.run_collective(
-        collective,
-        fp,
-        body,
-        outputs,
-        result,
-        async_op,
-        timeout,
-        shared=algorithm.kind != registry.MESSAGES,
-        inputs=inputs,
-    )
 
 
 def all_reduce(group: ProcessGroup, tensor: Any, op: Any, async_op: bool) -> Work | None:

@@ -26,7 +26,7 @@ from ..timeouts import Deadline
 from ..transport.wire import Fingerprint, FrameKind
 from . import pickling
 from .call import OBJECT_CALLS
-from .collective_ops import check_group_rank
+from .dispatch import check_group_rank
 from .process_group import ProcessGroup
 
 _BYTES = DTYPE_CODES["bytes"]

@@ -18,7 +18,7 @@ from ..timeouts import Deadline
 from ..transport.matching import RecvRequest, SendRequest
 from ..transport.wire import Fingerprint, FrameKind
 from .call import byte_view
-from .collective_ops import check_group_rank
+from .dispatch import check_group_rank
 from .process_group import ProcessGroup
 from .work import Future, Work
 

@@ -3,9 +3,9 @@ reduce_scatter and all_to_all, in their list and tensor forms.
 
 Owns: per form, the front check (plain arrays, or plain CPU torch tensors seen as arrays),
 the plan (the long path's argument checks, algorithm choice and fingerprint, made once per
-call signature through ``short_paths.cached_plan``) and, for an even call on one
-shared-memory slot, its compiled single round. The plumbing they share (the plan cache,
-``choose``, the list scan) is ``short_paths``'; as there, a call on backend mpi goes to the
+call signature through ``plans.cached_plan``) and, for an even call on one
+shared-memory slot, its compiled single round. The plumbing they share with ``short_paths``
+(the plan cache, ``choose``, the list scan) is ``plans``'; as there, a call on backend mpi goes to the
 group's ``direct`` path and anything not plannable returns False for the long path. Must not
 know about the default world or torch.
 """
@@ -32,8 +32,7 @@ from .arguments import (
     reduce_scatter_buffers,
     reduce_scatter_tensor_buffers,
 )
-from .process_group import ProcessGroup
-from .short_paths import (
+from .plans import (
     cached_plan,
     choose,
     finalizer,
@@ -44,6 +43,7 @@ from .short_paths import (
     scan_list,
     shared_plan,
 )
+from .process_group import ProcessGroup
 from .work import Work
 
 _NDARRAY = np.ndarray

@@ -1,11 +1,11 @@
 """The short path of blocking collectives on plain NumPy arrays.
 
-Owns: the plan cache (``cached_plan``: per call signature, the fingerprint and algorithm,
-made once through the same checks and choices as the long path), ``choose`` (algorithm and
-fingerprint, shared with ``collective_ops.launch`` so a rank on either path agrees with a
-rank on the other), the helpers every short path uses (``plain_array``, ``scan_list``,
-``run_plan``…), and the short paths of all_reduce, broadcast, barrier, reduce, gather and
-scatter (all_gather, reduce_scatter and all_to_all are ``short_exchanges``'). A short
+Owns: the short paths of all_reduce, broadcast, barrier, reduce, gather and scatter, each a
+check that its arguments are plain, a cached plan and a run (all_gather, reduce_scatter and
+all_to_all are ``short_exchanges``'). What every short path is made of — the plan cache
+(``cached_plan``), ``choose`` (algorithm and fingerprint, shared with the long path), the
+argument scans and ``run_plan`` — is ``plans``' (split from here so that this module and
+``short_exchanges`` both build on it and each stays under 400 lines). A short
 path applies when every argument is a C-contiguous ``numpy.ndarray`` (outputs writeable) or a
 plain CPU torch tensor (seen as one: ``arrays.plain_view``),
 the call is blocking and the group runs on accord's own engine (shared memory or messages,
@@ -24,98 +24,26 @@ from typing import Any
 
 import numpy as np
 
-from ..arrays import Buffer, as_buffer, plain_view
+from ..arrays import as_buffer, plain_view
 from ..collectives import shm, shm_rooted
-from ..collectives.registry import Algorithm
-from ..reduce_ops import Kernel, as_reduce_op, make_kernel
-from ..transport.wire import Fingerprint
+from ..reduce_ops import as_reduce_op, make_kernel
 from . import one_round
 from .arguments import root_list
-from .hierarchy import HIERARCHICAL
+from .plans import (
+    cached_plan,
+    choose,
+    finalizer,
+    flat_view,
+    list_views,
+    plain_array,
+    run_plan,
+    scan_list,
+    shared_plan,
+)
 from .process_group import ProcessGroup
 from .work import Work
 
 _NDARRAY = np.ndarray
-#: The most call signatures a group keeps plans of (a plan with its compiled form holds views
-#: of every rank's slots and a few closures: a few KiB).
-MAX_PLANS = 512
-
-
-def choose(
-    group: ProcessGroup,
-    collective: str,
-    nbytes: int,
-    fp_buf: Buffer | None,
-    root: int = -1,
-    count: int | None = None,
-) -> tuple[Algorithm, Fingerprint]:
-    """The algorithm for ``nbytes`` on this group, and the call's fingerprint."""
-    algorithm = group.engine.choose_algorithm(collective, nbytes)
-    fp = group.fingerprint(collective, algorithm, fp_buf, root)
-    if count is not None:
-        fp = fp._replace(count=count)
-    return algorithm, fp
-
-
-def cached_plan(
-    group: ProcessGroup, key: tuple[Any, ...], make: Callable[..., tuple[Any, ...] | None], *args: Any
-) -> tuple[Any, ...] | None:
-    """The cached plan of a call signature on a group (None: take the long path).
-
-    A plan is (fingerprint, algorithm, extra…), made once by ``make(group, *args)`` through the
-    same checks and choices as the long path (a check that fails raises its error here, as the
-    long path would, and nothing is cached).
-    """
-    try:
-        return group.plans[key]
-    except KeyError:
-        if len(group.plans) >= MAX_PLANS:  # a program of ever-new shapes: start again
-            group.plans.clear()
-        plan = group.plans[key] = make(group, *args)
-        return plan
-    except TypeError:  # an unhashable argument: the long path explains what is wrong with it
-        return None
-
-
-def shared_plan(algorithm: Algorithm, fp: Fingerprint, *extra: Any) -> tuple[Any, ...] | None:
-    return None if algorithm.kind == HIERARCHICAL else (fp, algorithm, *extra)
-
-
-def plain_array(array: Any, writes: bool) -> bool:
-    if type(array) is not _NDARRAY:
-        return False
-    flags = array.flags
-    return flags.c_contiguous and (flags.writeable or not writes)
-
-
-def scan_list(arrays: Any, size: int, writes: bool) -> tuple[tuple[Any, ...], list[np.ndarray]] | None:
-    """One pass over a list argument: None unless it is a list (or tuple) of ``size`` plain
-    arrays; else its signature (dtype, size of each) and the arrays as 1-D views."""
-    if (type(arrays) is not list and type(arrays) is not tuple) or len(arrays) != size:
-        return None
-    signature: list[Any] = []
-    flats = []
-    for array in arrays:
-        if type(array) is not _NDARRAY:
-            return None
-        flags = array.flags
-        if not flags.c_contiguous or (writes and not flags.writeable):
-            return None
-        signature += (array.dtype, array.size)
-        flats.append(array if array.ndim == 1 else array.reshape(-1))
-    return tuple(signature), flats
-
-
-def list_views(arrays: Any) -> Any:
-    """A list argument with plain torch tensors seen as NumPy arrays (``plain_view``), when
-    its first element is not already an array; else as it is (None included)."""
-    if (type(arrays) is list or type(arrays) is tuple) and arrays and type(arrays[0]) is not _NDARRAY:
-        return [plain_view(a) for a in arrays]
-    return arrays
-
-
-def flat_view(array: np.ndarray) -> np.ndarray:
-    return array if array.ndim == 1 else array.reshape(-1)
 
 
 # -- all_reduce, broadcast, barrier ------------------------------------------------------------
@@ -209,25 +137,6 @@ def _plan_all_reduce(group: ProcessGroup, tensor: np.ndarray, op: Any) -> tuple[
             body(group.rank(), group.size(), buf.count, buf.flat.dtype, kernel.ufunc, finalizer(kernel)),
         )
     return shared_plan(algorithm, fp, kernel, compiled)
-
-
-def finalizer(kernel: Kernel) -> Callable[[np.ndarray, int], None] | None:
-    return kernel.finalize if kernel.needs_finalize else None
-
-
-def run_plan(
-    group: ProcessGroup,
-    op: str,
-    plan: tuple[Any, ...],
-    args: tuple[Any, ...],
-    compiled_args: tuple[Any, ...],
-    inputs: tuple[Any, ...],
-) -> None:
-    """Run a planned call: its compiled form if it has one and it can run now, else
-    run_planned with ``args`` (the schedule's)."""
-    compiled = plan[-1]
-    if compiled is None or not compiled(*compiled_args):
-        group.engine.run_planned(op, plan[0], plan[1], args, inputs)
 
 
 def broadcast(group: ProcessGroup, tensor: Any, src: int) -> bool:

@@ -6,8 +6,10 @@ and receives, ``msg_comm`` for accord's message-based calls), the check that eve
 called the same collective before MPI is asked to run it (``agreement``; each collective
 runs it in its MPI function, where small data rides on it; a
 mismatch is a CollectiveMismatchError naming each rank's call, on every rank, and the
-group stays usable), running a call now or as a Work on MPI's nonblocking requests, the
-flight recorder's entries, subgroups (``Create_group``) and shutting down. Everything above
+group stays usable), running a call now or as a Work on MPI's nonblocking requests (how an
+async call is started later, in order, and waited for is ``async_calls``': ``AsyncCalls``, a
+mixin of ``MpiEngine``, split from here so each module stays under 400 lines), the flight
+recorder's entries, subgroups (``Create_group``) and shutting down. Everything above
 ``run_collective`` — argument checks, buffers, fingerprints, object collectives — is
 accord's, shared with its own transport. Must not know about the API or env variables
 beyond ``config``.
@@ -16,7 +18,6 @@ beyond ``config``.
 from __future__ import annotations
 
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from datetime import timedelta
@@ -31,12 +32,13 @@ from ...errors import CollectiveMismatchError, DestroyedGroupError, DistTimeoutE
 from ...group.call import OBJECT_CALLS, describe_call
 from ...group.process_group import ProcessGroup
 from ...group.recorder import CallRecord
-from ...group.work import Future, Work
+from ...group.work import Work
 from ...timeouts import Deadline
 from ...transport.wire import Fingerprint
 from . import runtime
 from .agreement import Agreement, fingerprint_hash
 from .algorithms import ALGORITHMS, MPI_ALGORITHM_CODE
+from .async_calls import AsyncCalls, Started
 from .call import MpiCall
 from .direct import DirectPath
 
@@ -71,7 +73,7 @@ def mpi_group(
     )
 
 
-class MpiEngine:
+class MpiEngine(AsyncCalls):
     """The engine of one group on an MPI communicator (see the module docstring)."""
 
     plannable = False  # its short paths are its own (``direct``)
@@ -88,7 +90,7 @@ class MpiEngine:
         self.msg_comm = comm.Dup()
         #: async calls whose MPI part has not started yet (their check waits for the other
         #: ranks): started in order by whoever needs them first (``_start_until``)
-        self.unstarted: deque[_Started] = deque()
+        self.unstarted: deque[Started] = deque()
         self._start_lock = threading.Lock()  # held while queued calls are started
         self._starter: threading.Thread | None = None
         self._starter_lock = threading.Lock()  # (the starter may be deciding to stop)
@@ -190,7 +192,7 @@ class MpiEngine:
         # it started first (its Work's wait, the group's next call) or on the group's starter
         # thread, never in the caller, so that the caller may go on to calls the other ranks
         # need first (a send they receive before they reach this call). Calls start in order.
-        started = _Started(start)
+        started = Started(start)
         with self._starter_lock:  # (the starter may be deciding to stop: see _start_late)
             self.unstarted.append(started)
             if self._starter is None:
@@ -199,89 +201,6 @@ class MpiEngine:
                 )
                 self._starter.start()
         return self._work(call, started, entry, context, outputs, result, event)
-
-    def _start_until(self, target: _Started | None, deadline: Deadline, context: str) -> None:
-        """Start the queued async calls in order, up to ``target`` (all: None), here or by
-        whoever is starting them now: every rank starts its MPI calls in its calls' order."""
-        if not self._start_lock.acquire(timeout=max(deadline.remaining(), 0.001)):
-            raise DistTimeoutError(
-                f"{context}: the async calls before it on this group did not "
-                f"start in time (their ranks did not all reach them)"
-            )
-        try:
-            queued = self.unstarted
-            while queued and (target is None or not target.done):
-                started = queued[0]
-                try:
-                    started.start()
-                except BaseException as exc:  # noqa: BLE001 — handed to its Work
-                    started.error = exc
-                started.done = True
-                queued.popleft()
-        finally:
-            self._start_lock.release()
-
-    def _start_late(self) -> None:
-        """The group's starter: an async call nobody waited for starts ``_START_AFTER``
-        seconds after it was made (its ranks may need this one's part before they wait)."""
-        idle_since = time.monotonic()
-        while not self.destroyed:
-            time.sleep(_START_AFTER)
-            try:
-                queued = self.unstarted
-                if queued and time.monotonic() - queued[0].made >= _START_AFTER:
-                    self._start_until(queued[-1], Deadline.after(self.calls.timeout), "an async call")
-            except (DistTimeoutError, IndexError):
-                pass  # (a caller is starting them; or the queue emptied meanwhile)
-            if self.unstarted:
-                idle_since = time.monotonic()
-            elif time.monotonic() - idle_since > _STARTER_IDLE:
-                with self._starter_lock:  # no async call for a while: stop (the next one starts one)
-                    if not self.unstarted:
-                        self._starter = None
-                        return
-
-    def _work(
-        self,
-        call: MpiCall,
-        started: _Started,
-        entry: CallRecord,
-        context: str,
-        outputs: Sequence[Buffer],
-        result: list[Any],
-        event: Any,
-    ) -> Work:
-        settled = threading.Lock()
-
-        def settle(wait: bool) -> None:
-            with settled:
-                if future.settled:
-                    return
-                if not started.done:
-                    if not wait:
-                        return  # its check is still waiting for the other ranks
-                    try:
-                        self._start_until(started, call.deadline, context)
-                    except BaseException as exc:  # noqa: BLE001 — handed to the Work
-                        future.set_exception(exc)
-                        return
-                if started.error is not None:  # start() recorded the failure
-                    future.set_exception(started.error)
-                    return
-                try:
-                    if wait:
-                        call.wait_all()
-                    elif not call.test():
-                        return
-                except BaseException as exc:  # noqa: BLE001 — handed to the Work
-                    self._fail(entry, context, exc, event)
-                    future.set_exception(exc)
-                    return
-                self._succeed(entry, outputs, event)
-                future.set_result(result)
-
-        future = Future(drive=lambda _timeout: settle(True), poll=lambda: settle(False))
-        return Work(context, result, future)
 
     def _succeed(self, entry: CallRecord, outputs: Sequence[Buffer], event: Any) -> None:
         self.calls.end(entry)
@@ -390,22 +309,3 @@ class MpiEngine:
                 comm.Free()
             except Exception:  # noqa: BLE001 — MPI already finalized (interpreter exit)
                 pass
-
-
-#: Seconds after which the group's starter starts an async call nobody has waited for.
-_START_AFTER = 0.02
-#: Seconds without async calls after which the group's starter thread ends.
-_STARTER_IDLE = 1.0
-
-
-class _Started:
-    """An async call waiting to start its MPI part (``start``), and whether it did (``done``,
-    and how it failed: ``error``)."""
-
-    __slots__ = ("start", "made", "done", "error")
-
-    def __init__(self, start: Callable[[], None]) -> None:
-        self.start = start
-        self.made = time.monotonic()
-        self.done = False
-        self.error: BaseException | None = None
