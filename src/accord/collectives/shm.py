@@ -13,7 +13,7 @@ Costs below: S bytes per rank, n ranks, traffic in bytes moved through memory pe
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -24,7 +24,7 @@ from .patterns import chunk_bounds
 from .slots import ROOT, Body, Finalize, Round, Slots, others, typed
 
 
-def chunks(slots: Slots, buf: np.ndarray) -> list[tuple[int, int]] | tuple[tuple[int, int]]:
+def chunks(slots: Slots, buf: np.ndarray) -> Sequence[tuple[int, int]]:
     """The (start, stop) element ranges of ``buf`` that fit one slot each."""
     if buf.nbytes <= slots.slot_bytes:
         return ((0, buf.size),) if buf.size else ()

@@ -51,7 +51,7 @@ def describe_call(fp: Fingerprint, seq: int) -> str:
 
 def byte_view(array: np.ndarray) -> memoryview:
     """The bytes of a contiguous 1-D array, for the transport."""
-    return memoryview(array.view(np.uint8))
+    return array.view(np.uint8).data
 
 
 class CallSite(Protocol):

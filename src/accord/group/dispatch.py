@@ -69,9 +69,10 @@ def launch(
             blocking()
             return result
 
-        return group.engine.defer(collective, queued, result, inputs)
+        return group.planner.defer(collective, queued, result, inputs)
     if algorithm.kind == HIERARCHICAL:  # calls on the group's inner groups, as one call of it
         hierarchy = group.engine.hierarchy
+        assert hierarchy is not None  # (a hierarchical algorithm is chosen only where there is one)
 
         def composed(call: Any) -> None:
             try:
@@ -84,7 +85,7 @@ def launch(
         )
     if timeout is None and group.engine.plannable:
         if not async_op and algorithm.kind != registry.MESSAGES:
-            group.engine.run_planned(collective, fp, algorithm, args, inputs)  # shared memory: short path
+            group.planner.run_planned(collective, fp, algorithm, args, inputs)  # shared memory: short path
             for out in outputs:
                 out.finish()
             return None

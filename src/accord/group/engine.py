@@ -23,11 +23,28 @@ from ..transport.wire import Fingerprint
 from .work import Work
 
 if TYPE_CHECKING:
+    from ..transport.mesh import Channel, Mesh
     from .hierarchy import Hierarchy
     from .shared_memory import CallSlots
 
 #: A ``group.process_group.ProcessGroup`` (not imported: it imports this module)
 ProcessGroup = Any
+
+
+class P2p(Protocol):
+    """An engine's own sends and receives (``Engine.p2p``; MPI's: ``engines.mpi.p2p``)."""
+
+    def send(self, tensor: Any, dst: int, tag: int) -> None: ...
+
+    def recv(self, tensor: Any, src: int | None, tag: int) -> int: ...
+
+    def isend(self, tensor: Any, dst: int, tag: int) -> Work: ...
+
+    def irecv(self, tensor: Any, src: int | None, tag: int) -> Work: ...
+
+    def send_frames(self, frames: list[Any], dst: int, op: str) -> None: ...
+
+    def recv_frames(self, src: int | None, op: str) -> tuple[list[Any], int]: ...
 
 
 class Engine(Protocol):
@@ -36,15 +53,29 @@ class Engine(Protocol):
     #: Whether the short paths may run this engine's blocking calls from cached plans (then
     #: it is a ``Planner`` too). accord's engine is; MPI's has short paths of its own.
     plannable: bool
-    #: Whether the members share memory (one host): shared-memory algorithms may run.
-    shared: bool
-    #: Whether members may read each other's memory directly (single-copy algorithms).
-    cma: bool
-    #: The two-level plan of a group whose members are on several hosts (None: flat).
-    hierarchy: Hierarchy | None
-    #: Who carries the group's sends and receives when not accord's mesh (an object with
-    #: ``send``/``recv``/``isend``/``irecv``/``send_frames``/``recv_frames``); None: the mesh.
-    p2p: Any
+
+    # Read-only members (properties here, so that an engine may give them as properties,
+    # class constants or attributes).
+    @property
+    def shared(self) -> bool:
+        """Whether the members share memory (one host): shared-memory algorithms may run."""
+        ...
+
+    @property
+    def cma(self) -> bool:
+        """Whether members may read each other's memory directly (single-copy algorithms)."""
+        ...
+
+    @property
+    def p2p(self) -> P2p | None:
+        """Who carries the group's sends and receives when not accord's mesh; None: the mesh."""
+        ...
+
+    @property
+    def hierarchy(self) -> Hierarchy | None:
+        """The two-level plan of a group whose members are on several hosts (None: flat)."""
+        ...
+
     #: The engine's own short paths of blocking calls (methods that return False to take the
     #: long path); None: accord's shared-memory short paths (``group.short_paths``).
     direct: Any
@@ -92,10 +123,14 @@ class Engine(Protocol):
 
 
 class Planner(Engine, Protocol):
-    """An engine whose blocking calls the short paths plan (``plannable``): accord's."""
+    """An engine whose blocking calls the short paths plan (``plannable``): accord's. A
+    group's engine is one where ``plannable`` says so (``ProcessGroup.planner``)."""
 
     #: The shared-memory slots (None: the members do not share memory).
     call_slots: CallSlots | None
+    #: The group's channel on the mesh and the mesh (accord's p2p and object collectives).
+    channel: Channel
+    mesh: Mesh
 
     def run_planned(
         self, op: str, fp: Fingerprint, algorithm: Algorithm, args: Sequence[Any], inputs: Sequence[Any] = ()

@@ -14,6 +14,7 @@ Security: these functions unpickle what peers send, which can run arbitrary code
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -150,7 +151,7 @@ def _exchange(
     op: str,
     count: int,
     root: int,
-    sends: dict[int, list[memoryview] | None],
+    sends: Mapping[int, list[memoryview] | None],
     sources: list[int],
 ) -> dict[int, list[Any]]:
     """One collective call: send each destination its object's frames, receive one object
@@ -201,7 +202,7 @@ def _send_objects(group: ProcessGroup, object_list: list[Any], dst: int) -> None
     if group.engine.p2p is not None:
         group.engine.p2p.send_frames(pickling.dumps(list(object_list)), dst, "send_object_list")
         return
-    channel = group.engine.channel
+    channel = group.planner.channel
     context = f"send_object_list to rank {group.global_rank_of(dst)} on rank {group.global_rank}"
     fp = Fingerprint(0, 0, _BYTES, len(object_list), -1)
     frames = pickling.dumps(list(object_list))
@@ -227,7 +228,7 @@ def _recv_objects(group: ProcessGroup, object_list: list[Any], src: int | None) 
         return _fill_received(
             group, object_list, frames, sender, f"recv_object_list on rank {group.global_rank}"
         )
-    channel, deadline = group.engine.channel, Deadline.after(group.calls.timeout)
+    channel, deadline = group.planner.channel, Deadline.after(group.calls.timeout)
     source = None if src is None else group.global_rank_of(src)
     context = (
         f"recv_object_list from {'any rank' if source is None else f'rank {source}'} "
@@ -265,8 +266,8 @@ def _fill_received(
 
 def _wait_recv(group: ProcessGroup, req: Any, deadline: Deadline, context: str) -> None:
     try:
-        group.engine.channel.wait([req], deadline, context)
+        group.planner.channel.wait([req], deadline, context)
     except DistTimeoutError as exc:
-        if not group.engine.channel.cancel(req) and req.claimed:
+        if not group.planner.channel.cancel(req) and req.claimed:
             group.calls.break_group(context, exc)
         raise

@@ -9,7 +9,7 @@ here are group ranks. Must not know about the default world or env variables.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, cast
 
 from .. import profiling
 from ..arrays import Buffer, as_buffer
@@ -20,6 +20,7 @@ from ..transport.wire import Fingerprint, FrameKind
 from .call import byte_view
 from .dispatch import check_group_rank
 from .process_group import ProcessGroup
+from .recorder import P2pRecord
 from .work import Future, Work
 
 
@@ -48,7 +49,7 @@ def _peer(group: ProcessGroup, rank: int, what: str) -> int:
 
 def _post_send(
     group: ProcessGroup, tensor: Any, dst: int, tag: int, op: str
-) -> tuple[SendRequest, Deadline, str, list[Any]]:
+) -> tuple[SendRequest, Deadline, str, P2pRecord]:
     """Post a send; also returns its flight-recorder entry (ended by the caller)."""
     _peer(group, dst, "dst")
     buf = as_buffer(tensor, writable=False)
@@ -59,7 +60,7 @@ def _post_send(
     payload = byte_view(buf.flat)
     entry = group.recorder.p2p_start(op, peer, tag, payload.nbytes)
     try:
-        req = group.engine.channel.isend(peer, FrameKind.P2P, 0, 0, tag, fp, payload, context)
+        req = group.planner.channel.isend(peer, FrameKind.P2P, 0, 0, tag, fp, payload, context)
     except BaseException as exc:
         group.recorder.p2p_end(entry, exc)
         raise
@@ -68,7 +69,7 @@ def _post_send(
 
 def _post_recv(
     group: ProcessGroup, tensor: Any, src: int | None, tag: int, op: str
-) -> tuple[RecvRequest, Deadline, str, Buffer, list[Any]]:
+) -> tuple[RecvRequest, Deadline, str, Buffer, P2pRecord]:
     """Post a receive; also returns its flight-recorder entry (ended by the caller)."""
     buf = as_buffer(tensor, writable=True)
     source = None if src is None else group.global_rank_of(_peer(group, src, "src"))
@@ -78,7 +79,7 @@ def _post_recv(
     expect = Fingerprint(0, 0, buf.dtype_code, buf.count, -1)
     entry = group.recorder.p2p_start(op, source, tag, buf.nbytes)
     try:
-        req = group.engine.channel.irecv(
+        req = group.planner.channel.irecv(
             source, FrameKind.P2P, 0, 0, tag, expect, byte_view(buf.flat), context
         )
     except BaseException as exc:
@@ -114,7 +115,7 @@ def send(group: ProcessGroup, tensor: Any, dst: int, tag: int) -> None:
 def _send(group: ProcessGroup, tensor: Any, dst: int, tag: int) -> None:
     req, deadline, context, entry = _post_send(group, tensor, dst, tag, "send")
     try:
-        group.engine.channel.wait([req], deadline, context)
+        group.planner.channel.wait([req], deadline, context)
     except DistTimeoutError as exc:
         group.recorder.p2p_end(entry, exc)
         _timed_out(group, exc, req)
@@ -140,10 +141,10 @@ def recv(group: ProcessGroup, tensor: Any, src: int | None, tag: int) -> int:
 def _recv(group: ProcessGroup, tensor: Any, src: int | None, tag: int) -> int:
     req, deadline, context, buf, entry = _post_recv(group, tensor, src, tag, "recv")
     try:
-        group.engine.channel.wait([req], deadline, context)
+        group.planner.channel.wait([req], deadline, context)
     except DistTimeoutError as exc:
         group.recorder.p2p_end(entry, exc)
-        if not group.engine.channel.cancel(req) and req.claimed:
+        if not group.planner.channel.cancel(req) and req.claimed:
             group.calls.break_group(context, exc)
         else:
             _timed_out(group, exc, req)
@@ -180,11 +181,11 @@ def _work(
     result: list[Any],
     buf: Any,
     event: Any,
-    entry: list[Any],
+    entry: P2pRecord,
 ) -> Work:
     """The Work of a posted isend/irecv; its profiler ``event`` (if any) and its recorder
     ``entry`` end with it."""
-    channel = group.engine.channel
+    channel = group.planner.channel
     recorder = group.recorder
     events = [event] if event is not None else []
 
@@ -232,6 +233,7 @@ def _work(
         settle()
 
     future = Future(drive=drive, poll=settle)
-    group.engine.mesh.watch(req, on_done=settle)  # completes the future in the background too
-    source = (lambda: group.group_rank_of(req.source)) if isinstance(req, RecvRequest) else None
+    group.planner.mesh.watch(req, on_done=settle)  # completes the future in the background too
+    # (asked once the receive completed: its source is set then)
+    source = (lambda: group.group_rank_of(cast(int, req.source))) if isinstance(req, RecvRequest) else None
     return Work(context, result, future, source=source)

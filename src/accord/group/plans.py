@@ -125,4 +125,4 @@ def run_plan(
     run_planned with ``args`` (the schedule's)."""
     compiled = plan[-1]
     if compiled is None or not compiled(*compiled_args):
-        group.engine.run_planned(op, plan[0], plan[1], args, inputs)
+        group.planner.run_planned(op, plan[0], plan[1], args, inputs)

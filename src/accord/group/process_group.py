@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from .. import config
 from ..arrays import Buffer
@@ -24,7 +24,7 @@ from ..errors import ArgumentError, ArgumentTypeError
 from ..timeouts import to_seconds
 from ..transport.wire import Fingerprint
 from .calls import CallSequencer
-from .engine import Engine
+from .engine import Engine, Planner
 from .pickling import ObjectPolicy
 from .recorder import FlightRecorder
 
@@ -71,13 +71,16 @@ class ProcessGroup:
             to_seconds(timeout), where, FlightRecorder(self.tunables.flight_recorder_size)
         )
         self.recorder = self.calls.recorder
-        self.plans: dict[Any, Any] = {}  # per call signature: what the short path needs
+        self.plans: dict[Any, tuple[Any, ...] | None] = {}  # per call signature: what the short path needs
         self._object_policy: ObjectPolicy | None = None
         self._monitor: Any = None
         #: Hidden groups of the same ranks (DETAIL's check) or some of them (the hierarchy's):
         #: shut down with this one.
         self.companions: list[ProcessGroup] = []
         self.engine: Engine = engine(self)
+        #: The same engine, typed as what the short paths and accord's p2p use of it: valid
+        #: only where ``engine.plannable`` (they run only there), unchecked at run time.
+        self.planner: Planner = cast(Planner, self.engine)
 
     @property
     def object_policy(self) -> ObjectPolicy | None:
@@ -192,13 +195,15 @@ class ProcessGroup:
     def twin(self, group_id: int, name: str) -> ProcessGroup:
         """A new group of the same ranks on the same engine (every member makes it, in the
         same order), for checks that must not disturb this group's calls (DETAIL's)."""
-        return self.engine.twin(group_id, name)
+        twin: ProcessGroup = self.engine.twin(group_id, name)  # (the Engine protocol says Any)
+        return twin
 
     def subgroup(
         self, group_id: int, ranks: Sequence[int], timeout: float, backend: str, name: str, desc: str | None
     ) -> ProcessGroup:
         """A new group of ``ranks`` (global ranks, this one among them) on the same engine."""
-        return self.engine.subgroup(group_id, ranks, timeout, backend, name, desc)
+        group: ProcessGroup = self.engine.subgroup(group_id, ranks, timeout, backend, name, desc)
+        return group
 
     # -- lifetime ----------------------------------------------------------------------------
     def is_broken(self) -> bool:

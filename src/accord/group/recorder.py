@@ -278,7 +278,7 @@ class FlightRecorder:
         current, done, failed = self.current, self.last_done, self.last_failed
         if current is None and failed is not None and (done is None or failed.seq > done.seq):
             current = failed
-        post = {"current": self.describe(current), "last_done": self.describe(done)}
+        post: dict[str, Any] = {"current": self.describe(current), "last_done": self.describe(done)}
         open_ops = sorted(self.p2p_open.values(), key=lambda r: r.n)
         if open_ops:
             post["p2p_open"] = [self.describe_p2p(r) for r in open_ops[:_OPEN_POSTED]]

@@ -56,12 +56,9 @@ def _exchange(
     outgoing = np.array([status], dtype=np.uint8)
     incoming = {r: np.zeros(1, dtype=np.uint8) for r in ranks if r != me}
     reqs: list[Any] = [
-        channel.irecv(r, FrameKind.COLL, 0, step, 0, fp, memoryview(buf), context)
-        for r, buf in incoming.items()
+        channel.irecv(r, FrameKind.COLL, 0, step, 0, fp, buf.data, context) for r, buf in incoming.items()
     ]
-    reqs += [
-        channel.isend(r, FrameKind.COLL, 0, step, 0, fp, memoryview(outgoing), context) for r in incoming
-    ]
+    reqs += [channel.isend(r, FrameKind.COLL, 0, step, 0, fp, outgoing.data, context) for r in incoming]
     channel.wait(reqs, deadline, context)
     return [int(status if r == me else incoming[r][0]) for r in ranks]
 
@@ -85,18 +82,20 @@ def setup(
     segments: list[Segment | None] = [None] * len(ranks)
     index = ranks.index(me)
     try:
-        segments[index] = Segment(names[index], size, create=True)
-        publish_self(segments[index])
+        segments[index] = segment = Segment(names[index], size, create=True)
+        publish_self(segment)
     except OSError as exc:
         log.warning("%s: no shared memory (%s); this group uses TCP", context, exc)
     mine = segments[index]
     try:
         if min(_exchange(channel, ranks, me, 0, int(mine is not None), deadline, context)) == 0:
-            return _give_up(segments)
+            _give_up(segments)
+            return None
         status = _attach(segments, names, index, size, tunables, context)
         status = min(_exchange(channel, ranks, me, 1, status, deadline, context))
         if status == 0:
-            return _give_up(segments)
+            _give_up(segments)
+            return None
     finally:
         if mine is not None:
             mine.unlink()  # everyone has mapped it (or given up): the name is no longer needed
@@ -285,7 +284,7 @@ class CallSlots:
     def views(self, round_: int, nbytes: int, dtype: np.dtype) -> list[np.ndarray]:
         last = self._last_views
         if last[0] == nbytes and last[1] is dtype:  # the same shape as the last call: common
-            return last[2 + (round_ & 1)]
+            return last[2 + (round_ & 1)]  # type: ignore[no-any-return]  # (a tuple indexed by round parity)
         both = (self.domain.views(0, nbytes, dtype), self.domain.views(1, nbytes, dtype))
         self._last_views = (nbytes, dtype, *both)
         return both[round_ & 1]

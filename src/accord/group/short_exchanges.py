@@ -70,7 +70,7 @@ def all_gather_into_tensor_async(group: ProcessGroup, output: Any, inp: Any) -> 
     return (
         None
         if run is None
-        else group.engine.defer("all_gather", _returning(run, [output], inp), [output], (inp,))
+        else group.planner.defer("all_gather", _returning(run, [output], inp), [output], (inp,))
     )
 
 
@@ -92,7 +92,7 @@ def _gathering(group: ProcessGroup, output: Any, inp: Any) -> Callable[[], None]
 
     def run() -> None:
         if compiled is None or not compiled(flat_in, flat_out):
-            group.engine.run_planned(
+            group.planner.run_planned(
                 "all_gather", plan[0], plan[1], (flat_in, equal_chunks(flat_out, group.size())), (inp,)
             )
 
@@ -167,7 +167,7 @@ def reduce_scatter_tensor_async(group: ProcessGroup, output: Any, inp: Any, op: 
     return (
         None
         if run is None
-        else group.engine.defer("reduce_scatter", _returning(run, [output], inp), [output], (inp,))
+        else group.planner.defer("reduce_scatter", _returning(run, [output], inp), [output], (inp,))
     )
 
 
@@ -190,7 +190,7 @@ def _scattering(group: ProcessGroup, output: Any, inp: Any, op: Any) -> Callable
 
     def run() -> None:
         if compiled is None or not compiled(flat_out, flat_in):
-            group.engine.run_planned(
+            group.planner.run_planned(
                 "reduce_scatter",
                 plan[0],
                 plan[1],
@@ -306,8 +306,8 @@ def _compile_all_to_all(
     n = group.size()
     if (
         algorithm.run is not shm_exchange.all_to_all
-        or group.engine.call_slots is None
-        or not shm_exchange.all_to_all_fits(n, count, dtype.itemsize, group.engine.call_slots.slot_bytes)
+        or group.planner.call_slots is None
+        or not shm_exchange.all_to_all_fits(n, count, dtype.itemsize, group.planner.call_slots.slot_bytes)
     ):
         return None
     return one_round.compile_call(
@@ -346,7 +346,7 @@ def all_to_all_single(
     compiled = plan[-1]
     if compiled is None or not compiled(flat_out, flat_in):
         n = group.size()
-        group.engine.run_planned(
+        group.planner.run_planned(
             "all_to_all", plan[0], plan[1], (equal_chunks(flat_out, n), equal_chunks(flat_in, n)), (inp,)
         )
     return True

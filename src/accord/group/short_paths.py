@@ -64,7 +64,7 @@ def all_reduce(group: ProcessGroup, tensor: Any, op: Any) -> bool:
                 flat = tensor if tensor.ndim == 1 else tensor.reshape(-1)
                 compiled = plan[3]
                 if compiled is None or not compiled(flat):
-                    group.engine.run_planned("all_reduce", plan[0], plan[1], (flat, plan[2]), (tensor,))
+                    group.planner.run_planned("all_reduce", plan[0], plan[1], (flat, plan[2]), (tensor,))
                 return True
     return False
 
@@ -86,10 +86,10 @@ def all_reduce_async(group: ProcessGroup, tensor: Any, op: Any, keep: Any = None
 
     def run() -> list[Any]:
         if compiled is None or not compiled(flat):
-            group.engine.run_planned("all_reduce", fp, algorithm, (flat, kernel), (array,))
+            group.planner.run_planned("all_reduce", fp, algorithm, (flat, kernel), (array,))
         return result
 
-    return group.engine.defer("all_reduce", run, result, result)
+    return group.planner.defer("all_reduce", run, result, result)
 
 
 def all_reduce_flat_async(group: ProcessGroup, flat: np.ndarray, op: Any, keep: Any) -> Work | None:
@@ -102,10 +102,10 @@ def all_reduce_flat_async(group: ProcessGroup, flat: np.ndarray, op: Any, keep: 
 
             def run() -> Any:
                 if compiled is None or not compiled(flat):
-                    group.engine.run_planned("all_reduce", fp, algorithm, (flat, kernel), (flat,))
+                    group.planner.run_planned("all_reduce", fp, algorithm, (flat, kernel), (flat,))
                 return keep
 
-            return group.engine.defer("all_reduce", run, keep, keep)
+            return group.planner.defer("all_reduce", run, keep, keep)
     return None
 
 
@@ -116,7 +116,7 @@ def all_reduce_flat(group: ProcessGroup, flat: np.ndarray, op: Any) -> bool:
         if plan is not None:
             compiled = plan[3]
             if compiled is None or not compiled(flat):
-                group.engine.run_planned("all_reduce", plan[0], plan[1], (flat, plan[2]), (flat,))
+                group.planner.run_planned("all_reduce", plan[0], plan[1], (flat, plan[2]), (flat,))
             return True
     return False
 
@@ -170,7 +170,7 @@ def broadcast_async(group: ProcessGroup, tensor: Any, src: int, keep: Any = None
         run_plan(group, "broadcast", plan, (flat, src), (flat,), (array,))
         return result
 
-    return group.engine.defer("broadcast", run, result, result)
+    return group.planner.defer("broadcast", run, result, result)
 
 
 def broadcast_flat(group: ProcessGroup, flat: np.ndarray, src: int) -> bool:
@@ -299,7 +299,7 @@ def _rooted(
     compiled = plan[-1]
     if compiled is None or not compiled(flat, flats):
         inputs = (tensor,) if op == "gather" else (tensors,) if flats is not None else ()
-        group.engine.run_planned(op, plan[0], plan[1], (flat, flats, root), inputs)
+        group.planner.run_planned(op, plan[0], plan[1], (flat, flats, root), inputs)
     return True
 
 
@@ -332,7 +332,7 @@ def _plan_scatter(
     root_list(group.rank(), group.size(), scatter_list, src, "scatter_list", "src", out, writable=False)
     algorithm, fp = choose(group, "scatter", out.nbytes, out, root=src)
     compiled = None
-    slots = group.engine.call_slots
+    slots = group.planner.call_slots
     if algorithm.run is shm_rooted.scatter and slots is not None:
         n, dtype = group.size(), out.flat.dtype
         region = shm_rooted.scatter_region(slots.slot_bytes, n, dtype.itemsize)

@@ -30,7 +30,7 @@ class Future:
 
     __slots__ = ("settled", "_lock", "_event", "_value", "_error", "_callbacks", "_drive", "_poll")
 
-    def __init__(self, drive: Drive | None = None, poll: Callable[[], bool] | None = None) -> None:
+    def __init__(self, drive: Drive | None = None, poll: Callable[[], object] | None = None) -> None:
         self.settled = False
         self._lock = threading.Lock()
         self._event: threading.Event | None = None

@@ -21,7 +21,7 @@ import torch.distributed as dist
 from ...store.base import Store
 
 
-class C10dStore(dist.Store):  # type: ignore[misc]
+class C10dStore(dist.Store):
     """torch's Store interface over an accord ``Store``."""
 
     def __init__(self, store: Store) -> None:

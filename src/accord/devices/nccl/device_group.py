@@ -64,8 +64,8 @@ def create(
         raise ValueError(f"accord routes only CUDA tensors to NCCL; got device kind {kind!r}")
     bridge = C10dStore(PrefixStore(prefix, store))
     if standin() == "gloo":
-        backend = dist.ProcessGroupGloo(bridge, rank, size, timedelta(seconds=timeout))
-        return DeviceGroup(backend, bridge, "cpu", "gloo (standing in for nccl)")
+        gloo = dist.ProcessGroupGloo(bridge, rank, size, timedelta(seconds=timeout))
+        return DeviceGroup(gloo, bridge, "cpu", "gloo (standing in for nccl)")
     if not dist.is_nccl_available():
         raise ValueError(
             f"backend 'cuda:nccl' needs torch built with NCCL; this torch ({torch.__version__}) "
@@ -187,17 +187,17 @@ class DeviceGroup:
 
     def _rooted_list(self, tensors: Any, root: int, what: str, role: str) -> list[Any]:
         """The root's list (one tensor per rank), checked as torch checks it."""
-        tensors = list(tensors or [])
+        listed: list[Any] = list(tensors or [])
         if self.backend.rank() != root:
-            if tensors:
+            if listed:
                 raise ArgumentError(f"Argument ``{what}`` must NOT be specified on non-{role} ranks.")
-            return tensors
-        if len(tensors) != self.backend.size():
+            return listed
+        if len(listed) != self.backend.size():
             raise ArgumentError(
                 f"Argument ``{what}`` on the {role} rank needs one tensor per rank "
-                f"({self.backend.size()}), got {len(tensors)}"
+                f"({self.backend.size()}), got {len(listed)}"
             )
-        return tensors
+        return listed
 
     # -- point to point -----------------------------------------------------------------
 
@@ -255,6 +255,7 @@ def _torch_op(op: Any, tensor: Any) -> Any:
         return op
     reduce = as_reduce_op(op)
     if reduce.op == RedOpType.PREMUL_SUM:
+        assert reduce.factor is not None  # (as_reduce_op gives every PREMUL_SUM its factor)
         return dist._make_nccl_premul_sum(reduce.factor)
     if isinstance(tensor, torch.Tensor) and tensor.is_complex() and not supports_complex(reduce):
         raise ArgumentError(
