@@ -243,7 +243,7 @@ def test_the_flight_recorder_and_comm_stats_see_compiled_calls():
 
 
 def test_plans_are_bounded_for_programs_of_ever_new_shapes():
-    from accord.group.short_paths import MAX_PLANS
+    from accord.group.plans import MAX_PLANS
 
     def body(rank):
         group = current_world().default_group

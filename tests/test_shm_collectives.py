@@ -9,7 +9,7 @@ import pytest
 
 import accord as dist
 from accord.arrays import as_buffer
-from accord.group.collective_ops import launch
+from accord.group.dispatch import launch
 from accord.reduce_ops import ReduceOp, make_kernel
 from accord.transport.loopback import LoopbackFabric
 from harness import run_ranks

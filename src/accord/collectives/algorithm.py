@@ -10,14 +10,14 @@ transports or groups.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ..config import Tunables
 
 MESSAGES, SHARED_MEMORY = "messages", "shm"
 
-Rule = Callable[[int, int, Tunables], str]
+Rule = Callable[[int, int, Tunables], str | None]  # None: decline, the next kind's rule decides
 
 
 @dataclass(frozen=True)
@@ -32,8 +32,17 @@ class Algorithm:
 
 #: Collective names and their fingerprint codes (never renumber: peers compare them).
 COLLECTIVES: dict[str, int] = {
-    "barrier": 1, "broadcast": 2, "all_reduce": 3, "reduce": 4, "all_gather": 5, "gather": 6,
-    "scatter": 7, "reduce_scatter": 8, "all_to_all": 9, "monitored_barrier": 10, "shm_setup": 11,
+    "barrier": 1,
+    "broadcast": 2,
+    "all_reduce": 3,
+    "reduce": 4,
+    "all_gather": 5,
+    "gather": 6,
+    "scatter": 7,
+    "reduce_scatter": 8,
+    "all_to_all": 9,
+    "monitored_barrier": 10,
+    "shm_setup": 11,
     "object": 12,
 }
 COLLECTIVE_NAMES: dict[int, str] = {code: name for name, code in COLLECTIVES.items()}

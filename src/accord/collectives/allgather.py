@@ -44,15 +44,21 @@ def bruck(peers: Peers, inp: np.ndarray, outs: list[np.ndarray]) -> None:
     sizes = [outs[(r + i) % n].size for i in range(n)]  # in packed (rotated) order
     offset = [0, *itertools.accumulate(sizes)]
     packed = peers.scratch(offset[n], inp.dtype)
-    packed[:sizes[0]] = inp
+    packed[: sizes[0]] = inp
     held, distance, step = 1, 1, 0
     while held < n:
         count = min(distance, n - held)
-        exchange(peers, (r - distance) % n, packed[:offset[count]], (r + distance) % n,
-                 packed[offset[held]:offset[held + count]], step)
+        exchange(
+            peers,
+            (r - distance) % n,
+            packed[: offset[count]],
+            (r + distance) % n,
+            packed[offset[held] : offset[held + count]],
+            step,
+        )
         held, distance, step = held + count, distance << 1, step + 1
     for i in range(n):
-        outs[(r + i) % n][...] = packed[offset[i]:offset[i + 1]]
+        outs[(r + i) % n][...] = packed[offset[i] : offset[i + 1]]
 
 
 def ring(peers: Peers, inp: np.ndarray, outs: list[np.ndarray]) -> None:
@@ -73,8 +79,7 @@ def ring(peers: Peers, inp: np.ndarray, outs: list[np.ndarray]) -> None:
     posted = []
     for s in range(n - 1):
         b = (r - s - 1) % n  # the block that arrives in round s
-        posted.append([peers.irecv(left, outs[b][x:y], s * per + k)
-                       for k, (x, y) in enumerate(pieces[b])])
+        posted.append([peers.irecv(left, outs[b][x:y], s * per + k) for k, (x, y) in enumerate(pieces[b])])
     sends = [peers.isend(right, outs[r][x:y], k) for k, (x, y) in enumerate(pieces[r])]
     for s in range(n - 2):  # the last round's blocks are not forwarded
         b = (r - s - 1) % n
@@ -94,11 +99,14 @@ def _rule(nbytes: int, size: int, t: Tunables) -> str:
 
 
 ALGORITHMS = [
-    Algorithm("all_gather", "direct", 1, direct,
-              "α + (p-1)/p·Sβ, p-1 messages in flight per rank: up to 3 ranks, or 4 with large S"),
-    Algorithm("all_gather", "bruck", 2, bruck,
-              "⌈log2 p⌉·α + (p-1)/p·Sβ: latency-optimal for any p, small S"),
-    Algorithm("all_gather", "ring", 3, ring,
-              "(p-1)·α + (p-1)/p·Sβ, segmented: large S on more than 4 ranks"),
+    Algorithm(
+        "all_gather",
+        "direct",
+        1,
+        direct,
+        "α + (p-1)/p·Sβ, p-1 messages in flight per rank: up to 3 ranks, or 4 with large S",
+    ),
+    Algorithm("all_gather", "bruck", 2, bruck, "⌈log2 p⌉·α + (p-1)/p·Sβ: latency-optimal for any p, small S"),
+    Algorithm("all_gather", "ring", 3, ring, "(p-1)·α + (p-1)/p·Sβ, segmented: large S on more than 4 ranks"),
 ]
 RULES = {("all_gather", MESSAGES): _rule}

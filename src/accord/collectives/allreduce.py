@@ -69,8 +69,10 @@ def ring(peers: Peers, buf: np.ndarray, kernel: Kernel) -> None:
     slots = (scratch[:width], scratch[width:])
 
     def post(step: int, target: np.ndarray, base: int, chunk: tuple[int, int]) -> list:
-        return [peers.irecv(left, target[a - base:b - base], step * per + k)
-                for k, (a, b) in enumerate(segments(*chunk, seg))]
+        return [
+            peers.irecv(left, target[a - base : b - base], step * per + k)
+            for k, (a, b) in enumerate(segments(*chunk, seg))
+        ]
 
     gather = [post(n - 1 + s, buf, 0, chunks[(r - s) % n]) for s in range(n - 1)]
     pending = post(0, slots[0], chunks[(r - 1) % n][0], chunks[(r - 1) % n])
@@ -81,7 +83,7 @@ def ring(peers: Peers, buf: np.ndarray, kernel: Kernel) -> None:
         following = post(s + 1, slots[(s + 1) % 2], upcoming[0], upcoming) if s + 1 < n - 1 else []
         for k, (a, b) in enumerate(segments(*chunk, seg)):
             peers.wait(pending[k])
-            kernel.combine(buf[a:b], slots[s % 2][a - chunk[0]:b - chunk[0]])
+            kernel.combine(buf[a:b], slots[s % 2][a - chunk[0] : b - chunk[0]])
             if s == n - 2:
                 kernel.finalize(buf[a:b], n)  # this rank's chunk is complete: start the all-gather
             sends.append(peers.isend(right, buf[a:b], (s + 1) * per + k))
@@ -94,10 +96,19 @@ def ring(peers: Peers, buf: np.ndarray, kernel: Kernel) -> None:
 
 
 ALGORITHMS = [
-    Algorithm("all_reduce", "recursive_doubling", 1, recursive_doubling,
-              "(⌈log2 p⌉+2)·(α + Sβ): latency-optimal, for small S"),
-    Algorithm("all_reduce", "ring", 2, ring,
-              "2(p-1)·α + 2(p-1)/p·Sβ: bandwidth-optimal, segmented, for large S"),
+    Algorithm(
+        "all_reduce",
+        "recursive_doubling",
+        1,
+        recursive_doubling,
+        "(⌈log2 p⌉+2)·(α + Sβ): latency-optimal, for small S",
+    ),
+    Algorithm(
+        "all_reduce", "ring", 2, ring, "2(p-1)·α + 2(p-1)/p·Sβ: bandwidth-optimal, segmented, for large S"
+    ),
 ]
-RULES = {("all_reduce", MESSAGES):
-         lambda nbytes, size, t: "recursive_doubling" if nbytes <= t.small_message_bytes else "ring"}
+RULES = {
+    ("all_reduce", MESSAGES): lambda nbytes, size, t: (
+        "recursive_doubling" if nbytes <= t.small_message_bytes else "ring"
+    )
+}

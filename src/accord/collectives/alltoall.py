@@ -43,10 +43,23 @@ def pairwise(peers: Peers, outs: list[np.ndarray], ins: list[np.ndarray]) -> Non
 
 
 ALGORITHMS = [
-    Algorithm("all_to_all", "direct", 1, direct,
-              "α + (p-1)/p·Sβ, all p-1 exchanges in flight: up to 8 ranks, or small S"),
-    Algorithm("all_to_all", "pairwise", 2, pairwise,
-              "(p-1)·(α + Sβ/p), one exchange at a time: large S on more than 8 ranks"),
+    Algorithm(
+        "all_to_all",
+        "direct",
+        1,
+        direct,
+        "α + (p-1)/p·Sβ, all p-1 exchanges in flight: up to 8 ranks, or small S",
+    ),
+    Algorithm(
+        "all_to_all",
+        "pairwise",
+        2,
+        pairwise,
+        "(p-1)·(α + Sβ/p), one exchange at a time: large S on more than 8 ranks",
+    ),
 ]
-RULES = {("all_to_all", MESSAGES): lambda nbytes, size, t:
-         "direct" if size <= 8 or nbytes <= t.small_message_bytes else "pairwise"}
+RULES = {
+    ("all_to_all", MESSAGES): lambda nbytes, size, t: (
+        "direct" if size <= 8 or nbytes <= t.small_message_bytes else "pairwise"
+    )
+}

@@ -10,12 +10,12 @@ from __future__ import annotations
 import numpy as np
 
 from .algorithm import MESSAGES, Algorithm
-from .peers import Peers, exchange
+from .peers import PointToPoint, exchange
 
 _EMPTY = np.empty(0, dtype=np.uint8)
 
 
-def dissemination(peers: Peers) -> None:
+def dissemination(peers: PointToPoint) -> None:
     n, r = peers.size, peers.rank
     distance, step = 1, 0
     while distance < n:

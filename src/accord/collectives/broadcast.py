@@ -55,5 +55,8 @@ ALGORITHMS = [
     Algorithm("broadcast", "binomial", 1, binomial, "⌈log2 p⌉·(α + Sβ): for small S"),
     Algorithm("broadcast", "pipeline", 2, pipeline, "(p-2+k)·(α + Sβ/k) with k segments ≈ Sβ: for large S"),
 ]
-RULES = {("broadcast", MESSAGES):
-         lambda nbytes, size, t: "binomial" if nbytes <= t.small_message_bytes else "pipeline"}
+RULES = {
+    ("broadcast", MESSAGES): lambda nbytes, size, t: (
+        "binomial" if nbytes <= t.small_message_bytes else "pipeline"
+    )
+}

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..config import Tunables
 from .algorithm import MESSAGES, Algorithm
-from .patterns import (binomial_children, binomial_extent, binomial_parent, real_rank,
-                       virtual_rank)
+from .patterns import binomial_children, binomial_extent, binomial_parent, real_rank, virtual_rank
 from .peers import Peers, send
 
 
@@ -28,7 +28,6 @@ def linear(peers: Peers, inp: np.ndarray, outs: list[np.ndarray] | None, root: i
     assert outs is not None
     outs[r][...] = inp
     peers.wait(*[peers.irecv(j, outs[j], 0) for j in range(n) if j != r])
-
 
 
 def binomial(peers: Peers, inp: np.ndarray, outs: list[np.ndarray] | None, root: int) -> None:
@@ -58,17 +57,17 @@ def binomial(peers: Peers, inp: np.ndarray, outs: list[np.ndarray] | None, root:
         return
     assert outs is not None
     for v in range(n):
-        outs[real_rank(v, root, n)][...] = packed[v * count:(v + 1) * count]
+        outs[real_rank(v, root, n)][...] = packed[v * count : (v + 1) * count]
 
 
-def _rule(nbytes: int, size: int, t) -> str:
+def _rule(nbytes: int, size: int, t: Tunables) -> str:
     return "binomial" if size > 4 and nbytes * size <= t.small_message_bytes else "linear"
 
 
 ALGORITHMS = [
-    Algorithm("gather", "linear", 1, linear,
-              "(p-1)·α + (p-1)/p·Sβ at the root: the default"),
-    Algorithm("gather", "binomial", 2, binomial,
-              "⌈log2 p⌉·α + (p-1)/p·Sβ + copies: small blocks, more than 4 ranks"),
+    Algorithm("gather", "linear", 1, linear, "(p-1)·α + (p-1)/p·Sβ at the root: the default"),
+    Algorithm(
+        "gather", "binomial", 2, binomial, "⌈log2 p⌉·α + (p-1)/p·Sβ + copies: small blocks, more than 4 ranks"
+    ),
 ]
 RULES = {("gather", MESSAGES): _rule}

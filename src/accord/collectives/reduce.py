@@ -33,7 +33,7 @@ def binomial(peers: Peers, buf: np.ndarray, kernel: Kernel, root: int) -> None:
     count = buf.size
     own = 0 if parent is None else count  # non-roots accumulate in scratch, not in buf
     scratch = peers.scratch(own + len(children) * count, buf.dtype)
-    slots = [scratch[own + i * count:own + (i + 1) * count] for i in range(len(children))]
+    slots = [scratch[own + i * count : own + (i + 1) * count] for i in range(len(children))]
     posted = [peers.irecv(child, slot, 0) for child, slot in zip(children, slots)]
     acc = buf
     if parent is not None:
@@ -58,7 +58,7 @@ def chain(peers: Peers, buf: np.ndarray, kernel: Kernel, root: int) -> None:
     n = peers.size
     me = virtual_rank(peers.rank, root, n)
     prev = real_rank(me + 1, root, n) if me + 1 < n else None  # sends to us
-    nxt = real_rank(me - 1, root, n) if me > 0 else None      # we send to it
+    nxt = real_rank(me - 1, root, n) if me > 0 else None  # we send to it
     seg = max(1, peers.tunables.segment_bytes // max(buf.itemsize, 1))
     pieces = segments(0, buf.size, seg)
     if prev is None:  # the far end of the chain (or a group of one)
@@ -87,10 +87,11 @@ def chain(peers: Peers, buf: np.ndarray, kernel: Kernel, root: int) -> None:
 
 
 ALGORITHMS = [
-    Algorithm("reduce", "binomial", 1, binomial,
-              "⌈log2 p⌉·(α + Sβ + Sγ): latency-optimal, for small S"),
-    Algorithm("reduce", "chain", 2, chain,
-              "(p-2+k)·(α + S(β+γ)/k) with k segments ≈ S(β+γ): pipelined, for large S"),
+    Algorithm("reduce", "binomial", 1, binomial, "⌈log2 p⌉·(α + Sβ + Sγ): latency-optimal, for small S"),
+    Algorithm(
+        "reduce", "chain", 2, chain, "(p-2+k)·(α + S(β+γ)/k) with k segments ≈ S(β+γ): pipelined, for large S"
+    ),
 ]
-RULES = {("reduce", MESSAGES):
-         lambda nbytes, size, t: "binomial" if nbytes <= t.small_message_bytes else "chain"}
+RULES = {
+    ("reduce", MESSAGES): lambda nbytes, size, t: "binomial" if nbytes <= t.small_message_bytes else "chain"
+}

@@ -29,7 +29,7 @@ def direct(peers: Peers, out: np.ndarray, ins: list[np.ndarray], kernel: Kernel)
     count = out.size
     others = [(r + i) % n for i in range(1, n)]
     scratch = peers.scratch(n * count, out.dtype)
-    block = [scratch[j * count:(j + 1) * count] for j in range(n)]
+    block = [scratch[j * count : (j + 1) * count] for j in range(n)]
     posted = {j: peers.irecv(j, block[j], 0) for j in others}
     sends = [peers.isend(j, ins[j], 0) for j in others]
     block[r][...] = ins[r]  # a copy: ``out`` may be a view of ins[r] (in-place use)
@@ -65,31 +65,46 @@ def ring(peers: Peers, out: np.ndarray, ins: list[np.ndarray], kernel: Kernel) -
     partial = peers.scratch(offset[-1], out.dtype)
     per = max(len(segments(0, block.size, seg)) for block in ins)
     pieces = [segments(0, size, seg) for size in sizes]
-    posted = [[peers.irecv(left, partial[offset[s] + a:offset[s] + b], s * per + k)
-               for k, (a, b) in enumerate(pieces[s])] for s in range(n - 1)]
+    posted = [
+        [
+            peers.irecv(left, partial[offset[s] + a : offset[s] + b], s * per + k)
+            for k, (a, b) in enumerate(pieces[s])
+        ]
+        for s in range(n - 1)
+    ]
     first = (r - 1) % n
-    sends = [peers.isend(right, ins[first][a:b], k)
-             for k, (a, b) in enumerate(segments(0, ins[first].size, seg))]
+    sends = [
+        peers.isend(right, ins[first][a:b], k) for k, (a, b) in enumerate(segments(0, ins[first].size, seg))
+    ]
     for s in range(n - 2):
         block, base = ins[order[s]], offset[s]
         for k, (a, b) in enumerate(pieces[s]):
             peers.wait(posted[s][k])
-            kernel.combine(partial[base + a:base + b], block[a:b])
-            sends.append(peers.isend(right, partial[base + a:base + b], (s + 1) * per + k))
+            kernel.combine(partial[base + a : base + b], block[a:b])
+            sends.append(peers.isend(right, partial[base + a : base + b], (s + 1) * per + k))
     out[...] = ins[r]
     last = offset[n - 2]
     for k, (a, b) in enumerate(pieces[n - 2]):
         peers.wait(posted[n - 2][k])
-        kernel.combine(out[a:b], partial[last + a:last + b])
+        kernel.combine(out[a:b], partial[last + a : last + b])
     kernel.finalize(out, n)
     peers.wait(*sends)
 
 
 ALGORITHMS = [
-    Algorithm("reduce_scatter", "direct", 1, direct,
-              "α + (p-1)/p·S(β+γ), p-1 messages per rank: latency-optimal, small S"),
-    Algorithm("reduce_scatter", "ring", 2, ring,
-              "(p-1)·α + (p-1)/p·S(β+γ), segmented: bandwidth-optimal, large S"),
+    Algorithm(
+        "reduce_scatter",
+        "direct",
+        1,
+        direct,
+        "α + (p-1)/p·S(β+γ), p-1 messages per rank: latency-optimal, small S",
+    ),
+    Algorithm(
+        "reduce_scatter", "ring", 2, ring, "(p-1)·α + (p-1)/p·S(β+γ), segmented: bandwidth-optimal, large S"
+    ),
 ]
-RULES = {("reduce_scatter", MESSAGES):
-         lambda nbytes, size, t: "direct" if nbytes <= t.small_message_bytes else "ring"}
+RULES = {
+    ("reduce_scatter", MESSAGES): lambda nbytes, size, t: (
+        "direct" if nbytes <= t.small_message_bytes else "ring"
+    )
+}

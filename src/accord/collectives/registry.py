@@ -15,8 +15,21 @@ from ..config import Tunables
 from .algorithm import COLLECTIVE_NAMES, COLLECTIVES, MESSAGES, SHARED_MEMORY, Algorithm, Rule
 
 # Algorithm modules (each ends with ALGORITHMS and RULES). Add new ones here.
-_MODULES = ("allreduce", "broadcast", "barrier", "shm", "shm_rooted", "shm_exchange", "shm_cma",
-            "reduce", "allgather", "gather", "scatter", "reduce_scatter", "alltoall")
+_MODULES = (
+    "allreduce",
+    "broadcast",
+    "barrier",
+    "shm",
+    "shm_rooted",
+    "shm_exchange",
+    "shm_cma",
+    "reduce",
+    "allgather",
+    "gather",
+    "scatter",
+    "reduce_scatter",
+    "alltoall",
+)
 
 ALGORITHMS: dict[str, dict[str, Algorithm]] = {}
 RULES: dict[tuple[str, str], Rule] = {}
@@ -26,15 +39,24 @@ for _name in _MODULES:
         ALGORITHMS.setdefault(_entry.collective, {})[_entry.name] = _entry
     RULES.update(_module.RULES)
 
-__all__ = ["ALGORITHMS", "COLLECTIVES", "COLLECTIVE_NAMES", "MESSAGES", "RULES", "SHARED_MEMORY",
-           "Algorithm", "choose"]
+__all__ = [
+    "ALGORITHMS",
+    "COLLECTIVES",
+    "COLLECTIVE_NAMES",
+    "MESSAGES",
+    "RULES",
+    "SHARED_MEMORY",
+    "Algorithm",
+    "choose",
+]
 
 
 CMA = "cma"
 
 
-def choose(collective: str, nbytes: int, size: int, tunables: Tunables, shared: bool = False,
-           cma: bool = False) -> Algorithm:
+def choose(
+    collective: str, nbytes: int, size: int, tunables: Tunables, shared: bool = False, cma: bool = False
+) -> Algorithm:
     """The algorithm for this call: ACCORD_ALGORITHM's choice, else the size rule of the best
     kind the group offers — single-copy shared memory (``cma``), then shared memory
     (``shared``: all members on one host), then messages. A rule may decline (None): the next
@@ -49,13 +71,17 @@ def choose(collective: str, nbytes: int, size: int, tunables: Tunables, shared: 
     forced = tunables.algorithms.get(collective)
     if forced is not None:
         if forced not in table:
-            raise ValueError(f"ACCORD_ALGORITHM asks for {collective}={forced!r}; known "
-                             f"{collective} algorithms: {sorted(table)}")
+            raise ValueError(
+                f"ACCORD_ALGORITHM asks for {collective}={forced!r}; known "
+                f"{collective} algorithms: {sorted(table)}"
+            )
         if table[forced].kind not in kinds:
-            raise ValueError(f"ACCORD_ALGORITHM asks for {collective}={forced!r}, which needs "
-                             f"{'single-copy reads of peer memory' if table[forced].kind == CMA else 'shared memory'}"
-                             f", but this group has none (ranks on several hosts, ACCORD_TRANSPORT=tcp, "
-                             f"or ACCORD_CMA=0 / not permitted)")
+            raise ValueError(
+                f"ACCORD_ALGORITHM asks for {collective}={forced!r}, which needs "
+                f"{'single-copy reads of peer memory' if table[forced].kind == CMA else 'shared memory'}"
+                f", but this group has none (ranks on several hosts, ACCORD_TRANSPORT=tcp, "
+                f"or ACCORD_CMA=0 / not permitted)"
+            )
         return table[forced]
     for kind in kinds:
         rule = RULES.get((collective, kind))

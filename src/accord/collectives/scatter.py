@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..config import Tunables
 from .algorithm import MESSAGES, Algorithm
-from .patterns import (binomial_children, binomial_extent, binomial_parent, real_rank,
-                       virtual_rank)
+from .patterns import binomial_children, binomial_extent, binomial_parent, real_rank, virtual_rank
 from .peers import Peers, recv
 
 
@@ -50,7 +50,7 @@ def binomial(peers: Peers, out: np.ndarray, ins: list[np.ndarray] | None, root: 
     if parent is None:
         assert ins is not None
         for v in range(n):
-            packed[v * count:(v + 1) * count] = ins[real_rank(v, root, n)]
+            packed[v * count : (v + 1) * count] = ins[real_rank(v, root, n)]
     else:
         recv(peers, real_rank(parent, root, n), packed, 0)
     sends = []
@@ -61,14 +61,18 @@ def binomial(peers: Peers, out: np.ndarray, ins: list[np.ndarray] | None, root: 
     peers.wait(*sends)
 
 
-def _rule(nbytes: int, size: int, t) -> str:
+def _rule(nbytes: int, size: int, t: Tunables) -> str:
     return "binomial" if size > 4 and nbytes * size <= t.small_message_bytes else "linear"
 
 
 ALGORITHMS = [
-    Algorithm("scatter", "linear", 1, linear,
-              "(p-1)·α + (p-1)/p·Sβ at the root: the default"),
-    Algorithm("scatter", "binomial", 2, binomial,
-              "⌈log2 p⌉·α + (p-1)/p·Sβ + copies: small blocks, more than 4 ranks"),
+    Algorithm("scatter", "linear", 1, linear, "(p-1)·α + (p-1)/p·Sβ at the root: the default"),
+    Algorithm(
+        "scatter",
+        "binomial",
+        2,
+        binomial,
+        "⌈log2 p⌉·α + (p-1)/p·Sβ + copies: small blocks, more than 4 ranks",
+    ),
 ]
 RULES = {("scatter", MESSAGES): _rule}

@@ -13,7 +13,7 @@ Costs below: S bytes per rank, n ranks, traffic in bytes moved through memory pe
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -24,7 +24,7 @@ from .patterns import chunk_bounds
 from .slots import ROOT, Body, Finalize, Round, Slots, others, typed
 
 
-def chunks(slots: Slots, buf: np.ndarray) -> list[tuple[int, int]] | tuple[tuple[int, int]]:
+def chunks(slots: Slots, buf: np.ndarray) -> Sequence[tuple[int, int]]:
     """The (start, stop) element ranges of ``buf`` that fit one slot each."""
     if buf.nbytes <= slots.slot_bytes:
         return ((0, buf.size),) if buf.size else ()
@@ -53,8 +53,9 @@ def one_shot(slots: Slots, buf: np.ndarray, kernel: Kernel) -> None:
         kernel.finalize(buf, n)
 
 
-def one_shot_round(me: int, n: int, count: int, dtype: np.dtype, ufunc: Any,
-                   finalize: Finalize) -> Callable[[Round], Body]:
+def one_shot_round(
+    me: int, n: int, count: int, dtype: np.dtype, ufunc: Any, finalize: Finalize
+) -> Callable[[Round], Body]:
     """``one_shot``, one round, compiled: everyone copies in, everyone reduces every slot (the
     commonest small call: the wait's first look and the fold are written out)."""
     waited, rest = others(me, n), range(2, n)
@@ -79,7 +80,9 @@ def one_shot_round(me: int, n: int, count: int, dtype: np.dtype, ufunc: Any,
             mine[done] = k
             if finalize is not None:
                 finalize(buf, n)
+
         return body
+
     return make
 
 
@@ -114,8 +117,9 @@ def reduce_broadcast(slots: Slots, buf: np.ndarray, kernel: Kernel) -> None:
         slots.done(k)
 
 
-def reduce_broadcast_round(me: int, n: int, count: int, dtype: np.dtype, ufunc: Any,
-                           finalize: Finalize) -> Callable[[Round], Body]:
+def reduce_broadcast_round(
+    me: int, n: int, count: int, dtype: np.dtype, ufunc: Any, finalize: Finalize
+) -> Callable[[Round], Body]:
     """``reduce_broadcast``, one round, compiled: the others copy in; rank 0 reduces into its
     slot, says reduced; the others copy the result out."""
     waited, rest = others(me, n), range(2, n)
@@ -147,7 +151,9 @@ def reduce_broadcast_round(me: int, n: int, count: int, dtype: np.dtype, ufunc: 
             wait(ROOT, k, h, seq)  # rank 0's fingerprint agrees (it checked everyone's)
             buf[...] = views[0]
             mine[done] = k
+
         return reduce_here if me == 0 else contribute
+
     return make
 
 
@@ -228,7 +234,9 @@ def broadcast_round(me: int, n: int, root: int, count: int, dtype: np.dtype) -> 
             wait((root,), k, h, seq)
             buf[...] = theirs[parity]
             mine[done] = k
+
         return send if me == root else receive
+
     return make
 
 
@@ -251,7 +259,9 @@ def barrier_round(me: int, n: int) -> Callable[[Round], Body]:
             mine[ready] = k
             wait(waited, k, h, seq)
             mine[done] = k
+
         return body
+
     return make
 
 
@@ -268,13 +278,30 @@ _REDUCE_BROADCAST_MAX = 16 << 10
 
 
 ALGORITHMS = [
-    Algorithm("all_reduce", "shm_one_shot", 11, one_shot,
-              "1 sync per chunk; (n+3)·S through memory: small S, or two ranks", SHARED_MEMORY),
-    Algorithm("all_reduce", "shm_reduce_bcast", 13, reduce_broadcast,
-              "2 syncs per chunk; rank 0 reduces, the others copy out: small S on 3+ ranks",
-              SHARED_MEMORY),
-    Algorithm("all_reduce", "shm_two_shot", 12, two_shot,
-              "2 syncs per chunk; ≈5·S through memory: large S on 3+ ranks", SHARED_MEMORY),
+    Algorithm(
+        "all_reduce",
+        "shm_one_shot",
+        11,
+        one_shot,
+        "1 sync per chunk; (n+3)·S through memory: small S, or two ranks",
+        SHARED_MEMORY,
+    ),
+    Algorithm(
+        "all_reduce",
+        "shm_reduce_bcast",
+        13,
+        reduce_broadcast,
+        "2 syncs per chunk; rank 0 reduces, the others copy out: small S on 3+ ranks",
+        SHARED_MEMORY,
+    ),
+    Algorithm(
+        "all_reduce",
+        "shm_two_shot",
+        12,
+        two_shot,
+        "2 syncs per chunk; ≈5·S through memory: large S on 3+ ranks",
+        SHARED_MEMORY,
+    ),
     Algorithm("broadcast", "shm", 11, broadcast, "1 sync per chunk; 2·S", SHARED_MEMORY),
     Algorithm("barrier", "shm", 11, barrier, "one round of flags", SHARED_MEMORY),
 ]

@@ -14,8 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..reduce_ops import Kernel
-from .algorithm import Algorithm
+from .algorithm import Algorithm, Rule
 from .patterns import chunk_bounds
+from .slots import Slots
 
 LIST_MAX = 96  # blocks a rank can expose at once (the shared-memory control area's list)
 
@@ -26,7 +27,7 @@ THRESHOLD = 64 << 10
 _PIECE = 512 << 10
 
 
-def all_reduce(slots, buf: np.ndarray, kernel: Kernel) -> None:
+def all_reduce(slots: Slots, buf: np.ndarray, kernel: Kernel) -> None:
     """Rank r reads slice r of every peer's buffer and folds it into its own; then reads every
     peer's reduced slice. Traffic ≈ 2(n-1)/n·S copied + (n-1)/n·S reduced per rank."""
     n, me, item = slots.size, slots.rank, buf.itemsize
@@ -43,8 +44,8 @@ def all_reduce(slots, buf: np.ndarray, kernel: Kernel) -> None:
         if r != me:  # the others leave slice `me` alone meanwhile
             for lo in range(0, b - a, piece):
                 hi = min(lo + piece, b - a)
-                slots.fetch(r, k, (a + lo) * item, incoming[:hi - lo])
-                kernel.combine(mine[lo:hi], incoming[:hi - lo])
+                slots.fetch(r, k, (a + lo) * item, incoming[: hi - lo])
+                kernel.combine(mine[lo:hi], incoming[: hi - lo])
     kernel.finalize(mine, n)
     slots.reduced(k)
     slots.wait_reduced(k)
@@ -55,7 +56,7 @@ def all_reduce(slots, buf: np.ndarray, kernel: Kernel) -> None:
     slots.wait_done(k)
 
 
-def broadcast(slots, buf: np.ndarray, root: int) -> None:
+def broadcast(slots: Slots, buf: np.ndarray, root: int) -> None:
     """The others read the root's buffer directly. One copy per receiver."""
     k = slots.begin()
     if slots.rank == root:
@@ -71,7 +72,7 @@ def broadcast(slots, buf: np.ndarray, root: int) -> None:
     slots.done(k)
 
 
-def all_gather(slots, inp: np.ndarray, outs: list[np.ndarray]) -> None:
+def all_gather(slots: Slots, inp: np.ndarray, outs: list[np.ndarray]) -> None:
     """Every rank reads every other rank's input straight into its output. (n-1)/n·S copied
     (plus this rank's own block, unless the input already is that block: in place)."""
     me = slots.rank
@@ -88,7 +89,7 @@ def all_gather(slots, inp: np.ndarray, outs: list[np.ndarray]) -> None:
     slots.wait_done(k)
 
 
-def reduce_scatter(slots, out: np.ndarray, ins: list[np.ndarray], kernel: Kernel) -> None:
+def reduce_scatter(slots: Slots, out: np.ndarray, ins: list[np.ndarray], kernel: Kernel) -> None:
     """Rank j reads block j of every peer's input and folds it into its output, a
     cache-sized piece at a time (the piece of the output stays in cache across the peers)."""
     n, me, item, whole = slots.size, slots.rank, out.itemsize, out.nbytes
@@ -101,7 +102,7 @@ def reduce_scatter(slots, out: np.ndarray, ins: list[np.ndarray], kernel: Kernel
     own = ins[me]
     for lo in range(0, max(out.size, 1), piece):  # an empty block is still checked once
         hi = min(lo + piece, out.size)
-        part, got = out[lo:hi], incoming[:hi - lo]
+        part, got = out[lo:hi], incoming[: hi - lo]
         part[...] = own[lo:hi]
         for r in range(n):
             if r != me:
@@ -112,7 +113,7 @@ def reduce_scatter(slots, out: np.ndarray, ins: list[np.ndarray], kernel: Kernel
     slots.wait_done(k)
 
 
-def all_to_all(slots, outs: list[np.ndarray], ins: list[np.ndarray]) -> None:
+def all_to_all(slots: Slots, outs: list[np.ndarray], ins: list[np.ndarray]) -> None:
     """Rank j reads its block from every peer (block sizes travel with the addresses, so a
     disagreement is a CollectiveMismatchError, not a wrong read). One round."""
     n, me = slots.size, slots.rank
@@ -128,7 +129,7 @@ def all_to_all(slots, outs: list[np.ndarray], ins: list[np.ndarray]) -> None:
     slots.wait_done(k)
 
 
-def reduce(slots, buf: np.ndarray, kernel: Kernel, root: int) -> None:
+def reduce(slots: Slots, buf: np.ndarray, kernel: Kernel, root: int) -> None:
     """Rank r reduces slice r of everyone's buffer into scratch; the root then reads every
     reduced slice. The work is spread over all ranks; non-root buffers are left unchanged."""
     n, me, item = slots.size, slots.rank, buf.itemsize
@@ -165,7 +166,7 @@ def reduce(slots, buf: np.ndarray, kernel: Kernel, root: int) -> None:
     slots.done(k)
 
 
-def scatter(slots, out: np.ndarray, ins: list[np.ndarray] | None, root: int) -> None:
+def scatter(slots: Slots, out: np.ndarray, ins: list[np.ndarray] | None, root: int) -> None:
     """Every rank reads its block of the root's list directly."""
     me = slots.rank
     k = slots.begin()
@@ -183,7 +184,7 @@ def scatter(slots, out: np.ndarray, ins: list[np.ndarray] | None, root: int) -> 
     slots.done(k)
 
 
-def _large(name: str, max_ranks: int = 1 << 30):
+def _large(name: str, max_ranks: int = 1 << 30) -> Rule:
     """Choose ``name`` for large messages (and groups small enough for its block list)."""
     return lambda nbytes, size, tunables: name if nbytes >= THRESHOLD and size <= max_ranks else None
 
@@ -194,7 +195,14 @@ ALGORITHMS = [
     Algorithm("all_gather", "cma", 21, all_gather, "1 round; (n-1)/n·S copied", CMA),
     Algorithm("reduce_scatter", "cma", 21, reduce_scatter, "1 round; (n-1)/n·S copied and reduced", CMA),
     Algorithm("all_to_all", "cma", 21, all_to_all, "2 rounds; (n-1)/n·S copied", CMA),
-    Algorithm("reduce", "cma", 21, reduce, "1 round; (n-1)/n·S copied and reduced per rank, then the root copies (n-1)/n·S", CMA),
+    Algorithm(
+        "reduce",
+        "cma",
+        21,
+        reduce,
+        "1 round; (n-1)/n·S copied and reduced per rank, then the root copies (n-1)/n·S",
+        CMA,
+    ),
     Algorithm("scatter", "cma", 21, scatter, "1 round; S copied per receiver", CMA),
 ]
 RULES = {

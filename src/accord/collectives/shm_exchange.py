@@ -34,13 +34,15 @@ def _offsets(sizes: list[int]) -> list[int]:
     return [0, *itertools.accumulate(sizes)]
 
 
-def _write_range(raw: np.ndarray, blocks: list[np.ndarray], offsets: list[int], start: int, stop: int) -> None:
+def _write_range(
+    raw: np.ndarray, blocks: list[np.ndarray], offsets: list[int], start: int, stop: int
+) -> None:
     """Copy elements [start, stop) of the concatenation of ``blocks`` into the slot ``raw``."""
     for block, first in zip(blocks, offsets):
         a, b = max(first, start), min(first + block.size, stop)
         if a < b:
             item = block.itemsize
-            raw[(a - start) * item:(b - start) * item].view(block.dtype)[...] = block[a - first:b - first]
+            raw[(a - start) * item : (b - start) * item].view(block.dtype)[...] = block[a - first : b - first]
 
 
 def all_gather(slots: Slots, inp: np.ndarray, outs: list[np.ndarray]) -> None:
@@ -63,13 +65,13 @@ def all_gather(slots: Slots, inp: np.ndarray, outs: list[np.ndarray]) -> None:
     longest = max(out.size for out in outs)
     for start in range(0, longest, per):
         k = slots.begin()
-        mine = inp[start:start + per]
+        mine = inp[start : start + per]
         if mine.size:
             typed(slots.slot(me, k), mine.nbytes, dtype)[...] = mine
         slots.ready(k)
         slots.wait_ready(k)
         for r, out in enumerate(outs):
-            piece = out[start:start + per]
+            piece = out[start : start + per]
             if r != me and piece.size:
                 piece[...] = typed(slots.slot(r, k), piece.nbytes, dtype)
         slots.done(k)
@@ -95,7 +97,9 @@ def all_gather_round(me: int, n: int, count: int, dtype: np.dtype) -> Callable[[
             for r in waited:
                 outs[r][...] = views[r]
             mine[done] = k
+
         return body
+
     return make
 
 
@@ -118,10 +122,10 @@ def reduce_scatter(slots: Slots, out: np.ndarray, ins: list[np.ndarray], kernel:
         slots.wait_ready(k)
         a, b = max(lo, start), min(hi, stop)
         if a < b:
-            dst = out[a - lo:b - lo]
-            dst[...] = slots.slot(0, k)[(a - start) * item:(b - start) * item].view(dtype)
+            dst = out[a - lo : b - lo]
+            dst[...] = slots.slot(0, k)[(a - start) * item : (b - start) * item].view(dtype)
             for r in range(1, n):
-                kernel.combine(dst, slots.slot(r, k)[(a - start) * item:(b - start) * item].view(dtype))
+                kernel.combine(dst, slots.slot(r, k)[(a - start) * item : (b - start) * item].view(dtype))
         slots.done(k)
     kernel.finalize(out, n)
 
@@ -133,7 +137,7 @@ def _reduce_scatter_one_round(slots: Slots, out: np.ndarray, ins: list[np.ndarra
     views = slots.views(k, n * out.nbytes, out.dtype)
     mine = views[me]
     for j, block in enumerate(ins):
-        mine[j * count:(j + 1) * count] = block
+        mine[j * count : (j + 1) * count] = block
     lo, hi = me * count, (me + 1) * count
     slots.ready(k)
     slots.wait_ready(k)
@@ -144,8 +148,9 @@ def _reduce_scatter_one_round(slots: Slots, out: np.ndarray, ins: list[np.ndarra
     kernel.finalize(out, n)
 
 
-def reduce_scatter_round(me: int, n: int, count: int, dtype: np.dtype, ufunc: Any,
-                         finalize: Finalize) -> Callable[[Round], Body]:
+def reduce_scatter_round(
+    me: int, n: int, count: int, dtype: np.dtype, ufunc: Any, finalize: Finalize
+) -> Callable[[Round], Body]:
     """``_reduce_scatter_one_round``, compiled: block j at j·count of every slot; rank j
     reduces block j of every slot in rank order. ``ins``: a list of n arrays, or one flat
     array of n·count (the tensor form: one copy in)."""
@@ -155,7 +160,7 @@ def reduce_scatter_round(me: int, n: int, count: int, dtype: np.dtype, ufunc: An
         mine, wait, both = rnd.mine, rnd.wait, rnd.views(n * count * dtype.itemsize, dtype)
         ready, done = rnd.READY, rnd.DONE
         blocks = [views[me].reshape(n, count) for views in both]  # this rank's slot, by block
-        parts = [[view[me * count:(me + 1) * count] for view in views] for views in both]
+        parts = [[view[me * count : (me + 1) * count] for view in views] for views in both]
 
         def body(k: int, h: int, seq: int, parity: int, out: np.ndarray, ins: Any) -> None:
             if type(ins) is list:
@@ -170,11 +175,15 @@ def reduce_scatter_round(me: int, n: int, count: int, dtype: np.dtype, ufunc: An
             mine[done] = k
             if finalize is not None:
                 finalize(out, n)
+
         return body
+
     return make
 
 
-def size_mismatch(slots: Slots, matrix: list[list[int]], outs: list[np.ndarray]) -> CollectiveMismatchError | None:
+def size_mismatch(
+    slots: Slots, matrix: list[list[int]], outs: list[np.ndarray]
+) -> CollectiveMismatchError | None:
     """The error of an all_to_all whose senders' sizes (``matrix[r][me]``) disagree with this
     rank's outputs, naming the first rank that disagrees (None: they agree)."""
     me = slots.rank
@@ -183,7 +192,8 @@ def size_mismatch(slots: Slots, matrix: list[list[int]], outs: list[np.ndarray])
             return CollectiveMismatchError(
                 f"{slots}: rank {r} sends {matrix[r][me]} elements to this rank, whose output "
                 f"tensor for rank {r} holds {out.size}. Do input and output split sizes agree "
-                f"across ranks?")
+                f"across ranks?"
+            )
     return None
 
 
@@ -197,8 +207,11 @@ def all_to_all(slots: Slots, outs: list[np.ndarray], ins: list[np.ndarray]) -> N
     dtype = ins[0].dtype if ins else np.dtype(np.uint8)
     header = 8 * n
     m = ins[me].size if ins else 0
-    if all_to_all_fits(n, m, item, slots.slot_bytes) \
-            and all(b.size == m for b in ins) and all(o.size == m for o in outs):
+    if (
+        all_to_all_fits(n, m, item, slots.slot_bytes)
+        and all(b.size == m for b in ins)
+        and all(o.size == m for o in outs)
+    ):
         _all_to_all_even(slots, outs, ins, m, dtype)  # the usual small case
         return
     first_cap = max((slots.slot_bytes - header) // item, 0)  # elements in round 1
@@ -242,8 +255,9 @@ def all_to_all(slots: Slots, outs: list[np.ndarray], ins: list[np.ndarray]) -> N
         slots.done(k)
 
 
-def _read_blocks(slots: Slots, k: int, outs: list[np.ndarray], ins: list[np.ndarray],
-                 error: CollectiveMismatchError | None) -> None:
+def _read_blocks(
+    slots: Slots, k: int, outs: list[np.ndarray], ins: list[np.ndarray], error: CollectiveMismatchError | None
+) -> None:
     """The rest of an all_to_all too large for the first round, where the group may read its
     members' memory: each rank reads its block straight from every peer's input (one copy),
     as the single-copy all_to_all does, and keeps its own blocks until everyone has read."""
@@ -259,8 +273,9 @@ def _read_blocks(slots: Slots, k: int, outs: list[np.ndarray], ins: list[np.ndar
         raise error
 
 
-def _all_to_all_even(slots: Slots, outs: list[np.ndarray], ins: list[np.ndarray], m: int,
-                     dtype: np.dtype) -> None:
+def _all_to_all_even(
+    slots: Slots, outs: list[np.ndarray], ins: list[np.ndarray], m: int, dtype: np.dtype
+) -> None:
     """all_to_all of ``m`` elements to and from every rank, all in one round, through cached
     views: the sizes still go first (a rank that sends another size is a mismatch), but
     there are no offsets to work out."""
@@ -272,7 +287,7 @@ def _all_to_all_even(slots: Slots, outs: list[np.ndarray], ins: list[np.ndarray]
     sizes[me][...] = m
     mine = typed[me]
     for j, part in enumerate(ins):
-        mine[h + j * m:h + (j + 1) * m] = part
+        mine[h + j * m : h + (j + 1) * m] = part
     slots.ready(k)
     slots.wait_ready(k)
     lo, hi = h + me * m, h + (me + 1) * m
@@ -308,7 +323,7 @@ def all_to_all_round(me: int, n: int, count: int, dtype: np.dtype) -> Callable[[
         sizes = rnd.views(8 * n, _INT64)
         data = rnd.views(8 * n + n * count * dtype.itemsize, dtype)
         blocks = [views[me][skip:].reshape(n, count) for views in data]
-        parts = [[view[skip + me * count:skip + (me + 1) * count] for view in views] for views in data]
+        parts = [[view[skip + me * count : skip + (me + 1) * count] for view in views] for views in data]
 
         def body(k: int, h: int, seq: int, parity: int, outs: Any, ins: Any) -> None:
             said = sizes[parity]
@@ -335,13 +350,24 @@ def all_to_all_round(me: int, n: int, count: int, dtype: np.dtype) -> Callable[[
             mine[done] = k
             if error is not None:
                 raise error
+
         return body
+
     return make
 
 
-def _copy_out(slots: Slots, k: int, outs: list[np.ndarray], offsets: list[list[int]],
-              matrix: list[list[int]], start: int, stop: int, skip: int, item: int,
-              dtype: np.dtype) -> None:
+def _copy_out(
+    slots: Slots,
+    k: int,
+    outs: list[np.ndarray],
+    offsets: list[list[int]],
+    matrix: list[list[int]],
+    start: int,
+    stop: int,
+    skip: int,
+    item: int,
+    dtype: np.dtype,
+) -> None:
     """Copy the part of each rank's block for this rank that lies in elements [start, stop)
     of its concatenation, which round ``k``'s slot holds from byte ``skip`` on."""
     me = slots.rank
@@ -350,14 +376,22 @@ def _copy_out(slots: Slots, k: int, outs: list[np.ndarray], offsets: list[list[i
         a, b = max(first, start), min(first + matrix[r][me], stop)
         if r != me and a < b:
             raw = slots.slot(r, k)
-            outs[r][a - first:b - first] = raw[skip + (a - start) * item:skip + (b - start) * item].view(dtype)
+            outs[r][a - first : b - first] = raw[skip + (a - start) * item : skip + (b - start) * item].view(
+                dtype
+            )
 
 
 ALGORITHMS = [
     Algorithm("all_gather", "shm", 11, all_gather, "1 sync per slot's worth; 2·S", SHARED_MEMORY),
     Algorithm("reduce_scatter", "shm", 11, reduce_scatter, "1 sync per slot's worth; ≈3·S", SHARED_MEMORY),
-    Algorithm("all_to_all", "shm", 11, all_to_all, "1 sync per slot's worth (sizes in the first); 2·S",
-              SHARED_MEMORY),
+    Algorithm(
+        "all_to_all",
+        "shm",
+        11,
+        all_to_all,
+        "1 sync per slot's worth (sizes in the first); 2·S",
+        SHARED_MEMORY,
+    ),
 ]
 RULES = {
     ("all_gather", SHARED_MEMORY): lambda nbytes, size, t: "shm",

@@ -54,8 +54,9 @@ def reduce(slots: Slots, buf: np.ndarray, kernel: Kernel, root: int) -> None:
         kernel.finalize(buf, n)
 
 
-def reduce_round(me: int, n: int, root: int, count: int, dtype: np.dtype, ufunc: Any,
-                 finalize: Finalize) -> Callable[[Round], Body]:
+def reduce_round(
+    me: int, n: int, root: int, count: int, dtype: np.dtype, ufunc: Any, finalize: Finalize
+) -> Callable[[Round], Body]:
     """``reduce``'s one-round case, compiled: everyone copies in, the root reduces every slot."""
     waited, combine = others(me, n), fold(ufunc, n)
 
@@ -77,7 +78,9 @@ def reduce_round(me: int, n: int, root: int, count: int, dtype: np.dtype, ufunc:
             both[parity][me][...] = buf
             mine[ready] = k
             mine[done] = k
+
         return reduce_here if me == root else contribute
+
     return make
 
 
@@ -123,8 +126,7 @@ def gather_round(me: int, n: int, root: int, count: int, dtype: np.dtype) -> Cal
         mine, wait, both = rnd.mine, rnd.wait, rnd.views(count * dtype.itemsize, dtype)
         ready, done = rnd.READY, rnd.DONE
 
-        def collect(k: int, h: int, seq: int, parity: int, inp: np.ndarray,
-                    outs: list[np.ndarray]) -> None:
+        def collect(k: int, h: int, seq: int, parity: int, inp: np.ndarray, outs: list[np.ndarray]) -> None:
             outs[me][...] = inp
             views = both[parity]
             mine[ready] = k
@@ -137,7 +139,9 @@ def gather_round(me: int, n: int, root: int, count: int, dtype: np.dtype) -> Cal
             both[parity][me][...] = inp
             mine[ready] = k
             mine[done] = k
+
         return collect if me == root else contribute
+
     return make
 
 
@@ -158,13 +162,13 @@ def scatter(slots: Slots, out: np.ndarray, ins: list[np.ndarray] | None, root: i
         if me == root:
             assert ins is not None
             for r in range(n):
-                pieces[r * region:r * region + out.size] = ins[r]
+                pieces[r * region : r * region + out.size] = ins[r]
             slots.ready(k)
             slots.wait_ready(k)  # every rank's fingerprint agrees (a rank with another root raises)
         else:
             slots.ready(k)
             slots.wait_ready(k, (root,))
-            out[...] = pieces[me * region:me * region + out.size]
+            out[...] = pieces[me * region : me * region + out.size]
         slots.done(k)
         return
     for start in range(0, out.size, region):
@@ -175,18 +179,21 @@ def scatter(slots: Slots, out: np.ndarray, ins: list[np.ndarray] | None, root: i
         if me == root:
             assert ins is not None
             for r in range(n):
-                raw[r * width:r * width + (stop - start) * out.itemsize].view(dtype)[...] = ins[r][start:stop]
+                raw[r * width : r * width + (stop - start) * out.itemsize].view(dtype)[...] = ins[r][
+                    start:stop
+                ]
             slots.ready(k)
             slots.wait_ready(k)  # every rank's fingerprint agrees (a rank with another root raises)
         else:
             slots.ready(k)
             slots.wait_ready(k, (root,))
-            out[start:stop] = raw[me * width:me * width + (stop - start) * out.itemsize].view(dtype)
+            out[start:stop] = raw[me * width : me * width + (stop - start) * out.itemsize].view(dtype)
         slots.done(k)
 
 
-def scatter_round(me: int, n: int, root: int, count: int, dtype: np.dtype,
-                  region: int) -> Callable[[Round], Body]:
+def scatter_round(
+    me: int, n: int, root: int, count: int, dtype: np.dtype, region: int
+) -> Callable[[Round], Body]:
     """``scatter``'s one-round case (``0 < count <= region``: ``scatter_region``), compiled:
     the root writes a piece per rank, each copies its own. (The root's own piece, which
     nobody reads, stays out of its slot.)"""
@@ -195,7 +202,7 @@ def scatter_round(me: int, n: int, root: int, count: int, dtype: np.dtype,
     def make(rnd: Round) -> Body:
         mine, wait, both = rnd.mine, rnd.wait, rnd.views(n * region * dtype.itemsize, dtype)
         ready, done = rnd.READY, rnd.DONE
-        pieces = [[views[root][r * region:r * region + count] for r in range(n)] for views in both]
+        pieces = [[views[root][r * region : r * region + count] for r in range(n)] for views in both]
 
         def send(k: int, h: int, seq: int, parity: int, out: np.ndarray, ins: list[np.ndarray]) -> None:
             out[...] = ins[me]
@@ -211,7 +218,9 @@ def scatter_round(me: int, n: int, root: int, count: int, dtype: np.dtype,
             wait((root,), k, h, seq)
             out[...] = pieces[parity][me]
             mine[done] = k
+
         return send if me == root else receive
+
     return make
 
 

@@ -1,9 +1,10 @@
 """The interfaces a shared-memory algorithm sees: its slot, the others' slots, and rounds.
 
 Owns: the ``Slots`` protocol, and ``Round``, the narrower one a compiled one-round body sees
-(below), with the two helpers those bodies share (``others``, ``fold``). A shared-memory algorithm works in *rounds*: ``begin()`` returns
-the next round number once this rank's slot for it is free (double buffering: round k uses
-slot k % 2, free once every rank finished round k-2), the rank writes its slot, says
+(below), with the two helpers those bodies share (``others``, ``fold``). A shared-memory
+algorithm works in *rounds*: ``begin()`` returns the next round number once this rank's slot
+for it is free (double buffering: round k uses slot k % 2, free once every rank finished round
+k-2), the rank writes its slot, says
 ``ready``, waits for the others' ``ready``, reads their slots, and says ``done``. Two-phase
 algorithms add ``reduced``. Round numbers are never reset and every rank runs the same rounds
 (they depend only on arguments all ranks agree on, which the fingerprint checks).
@@ -48,11 +49,9 @@ class Slots(Protocol):
         """Wait until ``ranks`` (default: all others) are ready; their fingerprints are checked."""
         ...
 
-    def reduced(self, round_: int) -> None:
-        ...
+    def reduced(self, round_: int) -> None: ...
 
-    def wait_reduced(self, round_: int, ranks: Sequence[int] | None = None) -> None:
-        ...
+    def wait_reduced(self, round_: int, ranks: Sequence[int] | None = None) -> None: ...
 
     def done(self, round_: int) -> None:
         """This rank has finished reading the others' slots of ``round_``."""
@@ -81,15 +80,15 @@ class Slots(Protocol):
         """Let the others read each of ``blocks`` (at most 96) during ``round_``."""
         ...
 
-    def fetch_block(self, rank: int, round_: int, index: int, dst: np.ndarray, offset: int = 0,
-                    whole: int | None = None) -> None:
+    def fetch_block(
+        self, rank: int, round_: int, index: int, dst: np.ndarray, offset: int = 0, whole: int | None = None
+    ) -> None:
         """Copy ``rank``'s exposed block ``index`` into ``dst`` (or ``dst.nbytes`` of it from
         byte ``offset``); CollectiveMismatchError if the block is not ``whole`` (default
         ``dst.nbytes``) bytes long."""
         ...
 
-    def scratch(self, count: int, dtype: np.dtype, which: int = 0) -> np.ndarray:
-        ...
+    def scratch(self, count: int, dtype: np.dtype, which: int = 0) -> np.ndarray: ...
 
 
 def typed(raw: np.ndarray, nbytes: int, dtype: np.dtype) -> np.ndarray:
@@ -170,4 +169,5 @@ def fold(ufunc: Any, n: int) -> Callable[[list[np.ndarray], np.ndarray], None]:
         ufunc(views[0], views[1], out=out)
         for r in rest:
             ufunc(out, views[r], out=out)
+
     return fold_

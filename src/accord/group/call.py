@@ -24,8 +24,12 @@ _ALGO_NAMES = {(COLLECTIVES[c], a.code): n for c, table in ALGORITHMS.items() fo
 
 
 #: The object collectives share the "object" code; the fingerprint's algo field tells them apart.
-OBJECT_CALLS = {1: "broadcast_object_list", 2: "all_gather_object", 3: "gather_object",
-                4: "scatter_object_list"}
+OBJECT_CALLS = {
+    1: "broadcast_object_list",
+    2: "all_gather_object",
+    3: "gather_object",
+    4: "scatter_object_list",
+}
 
 
 def describe_call(fp: Fingerprint, seq: int) -> str:
@@ -34,8 +38,9 @@ def describe_call(fp: Fingerprint, seq: int) -> str:
         root = f", root {fp.root}" if fp.root >= 0 else ""
         return f"{OBJECT_CALLS.get(fp.algo, 'object collective')} #{seq} ({fp.count} objects{root})"
     name = COLLECTIVE_NAMES.get(fp.op, f"collective {fp.op}")
-    parts = [] if fp.dtype == 0 and fp.count == 0 else [DTYPE_NAMES.get(fp.dtype, "?"),
-                                                         f"{fp.count} elements"]
+    parts = (
+        [] if fp.dtype == 0 and fp.count == 0 else [DTYPE_NAMES.get(fp.dtype, "?"), f"{fp.count} elements"]
+    )
     if fp.root >= 0:
         parts.append(f"root {fp.root}")
     algo = _ALGO_NAMES.get((fp.op, fp.algo))
@@ -46,7 +51,7 @@ def describe_call(fp: Fingerprint, seq: int) -> str:
 
 def byte_view(array: np.ndarray) -> memoryview:
     """The bytes of a contiguous 1-D array, for the transport."""
-    return memoryview(array.view(np.uint8))
+    return array.view(np.uint8).data
 
 
 class CallSite(Protocol):
@@ -69,11 +74,23 @@ class CallPeers:
     formatted only when an error needs it.
     """
 
-    __slots__ = ("rank", "size", "tunables", "op", "_group", "_channel", "_ranks", "_seq", "_fp",
-                 "_deadline", "_scratch")
+    __slots__ = (
+        "rank",
+        "size",
+        "tunables",
+        "op",
+        "_group",
+        "_channel",
+        "_ranks",
+        "_seq",
+        "_fp",
+        "_deadline",
+        "_scratch",
+    )
 
-    def __init__(self, group: CallSite, channel: Channel, op: str, seq: int, fp: Fingerprint,
-                 deadline: Deadline) -> None:
+    def __init__(
+        self, group: CallSite, channel: Channel, op: str, seq: int, fp: Fingerprint, deadline: Deadline
+    ) -> None:
         members = group.members
         self.rank, self.size, self.tunables = group.rank(), len(members), group.tunables
         self._group, self._channel, self._ranks = group, channel, members
@@ -84,16 +101,19 @@ class CallPeers:
         return self._group.context(self.op, self._seq)
 
     def isend(self, peer: int, buf: np.ndarray, step: int) -> Any:
-        return self._channel.isend(self._ranks[peer], FrameKind.COLL, self._seq, step, 0, self._fp,
-                                   byte_view(buf), self)
+        return self._channel.isend(
+            self._ranks[peer], FrameKind.COLL, self._seq, step, 0, self._fp, byte_view(buf), self
+        )
 
     def irecv(self, peer: int, buf: np.ndarray, step: int) -> Any:
-        return self._channel.irecv(self._ranks[peer], FrameKind.COLL, self._seq, step, 0, self._fp,
-                                   byte_view(buf), self)
+        return self._channel.irecv(
+            self._ranks[peer], FrameKind.COLL, self._seq, step, 0, self._fp, byte_view(buf), self
+        )
 
     def irecv_any(self, peer: int, step: int) -> Any:
-        return self._channel.irecv(self._ranks[peer], FrameKind.COLL, self._seq, step, 0, self._fp,
-                                   None, self)
+        return self._channel.irecv(
+            self._ranks[peer], FrameKind.COLL, self._seq, step, 0, self._fp, None, self
+        )
 
     def wait(self, *handles: Any) -> None:
         self._channel.wait(handles, self._deadline, self)

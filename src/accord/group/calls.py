@@ -4,9 +4,10 @@ Owns, for one process group: the numbers of its calls (``number``; ``last_seq``)
 it is (``finished``, ``await_turn``: calls run one at a time, in the order they were made, so
 a blocking call made after an async one waits for it), the call's flight-recorder record,
 which is also the call's ticket (``start``/``begin`` open it, ``end``/``fail`` close it and
-hand the turn on: this is the one writer of a ``CallRecord``, the recorder keeps and reads them), whether the group is broken and why (``broken``, ``break_group``), the
-timeout a call's deadline counts (``timeout``, ``deadline``), the group's queue of async
-calls not yet run (``queue``) and its scratch memory (``scratch``).
+hand the turn on: this is the one writer of a ``CallRecord``; the recorder keeps and reads
+them), whether the group is broken and why (``broken``, ``break_group``), the timeout a
+call's deadline counts (``timeout``, ``deadline``), the group's queue of async calls not yet
+run (``queue``) and its scratch memory (``scratch``).
 
 Every module that runs a call — the general path (``ProcessGroup``), the compiled
 shared-memory rounds (``one_round``), backend mpi's short paths — goes through this
@@ -25,7 +26,8 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import DistTimeoutError
 from ..timeouts import Deadline
@@ -45,12 +47,34 @@ OnBreak = Callable[[str, BaseException], None]
 class CallSequencer:
     """The call state of one process group (see the module docstring)."""
 
-    __slots__ = ("recorder", "scratch", "queue", "timeout", "last_seq", "finished", "broken",
-                 "where", "explain", "on_break", "_seqs", "_turn", "_turn_waiters", "_ring",
-                 "_capacity", "_stats", "_moved")
+    __slots__ = (
+        "recorder",
+        "scratch",
+        "queue",
+        "timeout",
+        "last_seq",
+        "finished",
+        "broken",
+        "where",
+        "explain",
+        "on_break",
+        "_seqs",
+        "_turn",
+        "_turn_waiters",
+        "_ring",
+        "_capacity",
+        "_stats",
+        "_moved",
+    )
 
-    def __init__(self, timeout: float, where: str, recorder: FlightRecorder,
-                 queue: Any = None, on_break: OnBreak | None = None) -> None:
+    def __init__(
+        self,
+        timeout: float,
+        where: str,
+        recorder: FlightRecorder,
+        queue: Any = None,
+        on_break: OnBreak | None = None,
+    ) -> None:
         self.recorder = recorder
         self.scratch = Scratch()
         #: the group's queue of async calls (``executor.AsyncExecutor``; None: the engine
@@ -160,8 +184,10 @@ class CallSequencer:
                 while self.finished < seq - 1:
                     remaining = deadline.remaining()
                     if remaining <= 0:
-                        raise DistTimeoutError(f"{context}: the calls before it on this group did "
-                                               f"not finish in time (the last one ended is #{self.finished})")
+                        raise DistTimeoutError(
+                            f"{context}: the calls before it on this group did "
+                            f"not finish in time (the last one ended is #{self.finished})"
+                        )
                     self._turn.wait(min(remaining, 0.5))
             finally:
                 self._turn_waiters -= 1

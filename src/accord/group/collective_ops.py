@@ -1,85 +1,36 @@
-"""The collectives on a ProcessGroup: argument checks, fingerprint, algorithm choice, run.
+"""The collectives on a ProcessGroup: their argument checks and what they hand ``launch``.
 
-Owns: what each collective checks before any byte moves (helpers in ``arguments``) and how
-it maps onto an algorithm (``launch``: choose by size and kind, fingerprint, run on the
-group). The size that chooses the algorithm and the count in the fingerprint are numbers
-every rank agrees on: the per-rank count where all ranks pass the same size, the total over
-ranks for all_gather / reduce_scatter, 0 for an uneven all_to_all. Ranks given here are
-group ranks. Must not know about the default world or env variables.
+Owns: what each collective checks before any byte moves (helpers in ``arguments``) and what
+it hands ``dispatch.launch``, which chooses the algorithm by size and kind, fingerprints and
+runs the call on the group (split from here so each module stays under 400 lines). The size
+that chooses the algorithm and the count in the fingerprint are numbers every rank agrees
+on: the per-rank count where all ranks pass the same size, the total over ranks for
+all_gather / reduce_scatter, 0 for an uneven all_to_all. Ranks given here are group ranks.
+Must not know about the default world or env variables.
 """
 
 from __future__ import annotations
 
-import sys
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from ..arrays import Buffer, as_buffer
-from ..collectives import registry
-from ..errors import ArgumentError, ArgumentTypeError, DistError, with_context
 from ..reduce_ops import Kernel, as_reduce_op, make_kernel
 from . import short_exchanges, short_paths
-from .arguments import (all_gather_buffers, all_gather_into_tensor_buffers, all_to_all_buffers,
-                        all_to_all_single_buffers, equal_chunks, reduce_scatter_buffers,
-                        reduce_scatter_tensor_buffers, root_list)
-from .hierarchy import HIERARCHICAL
+from .arguments import (
+    all_gather_buffers,
+    all_gather_into_tensor_buffers,
+    all_to_all_buffers,
+    all_to_all_single_buffers,
+    equal_chunks,
+    reduce_scatter_buffers,
+    reduce_scatter_tensor_buffers,
+    root_list,
+)
+from .dispatch import check_group_rank, launch
 from .process_group import ProcessGroup
-from .short_paths import choose
 from .work import Work
-
-
-def check_group_rank(group: ProcessGroup, rank: int, what: str) -> int:
-    if isinstance(rank, bool) or not isinstance(rank, int):
-        raise ArgumentTypeError(f"{what} must be an int rank, got {type(rank).__name__}")
-    if not 0 <= rank < group.size():
-        raise ArgumentError(f"{what}={rank} is out of range for a group of size {group.size()}")
-    return rank
-
-
-def launch(group: ProcessGroup, collective: str, nbytes: int, fp_buf: Buffer | None, args: Sequence[Any],
-           outputs: Sequence[Buffer], result: list[Any], async_op: bool, root: int = -1,
-           timeout: float | None = None, count: int | None = None,
-           inputs: Sequence[Any] = (), blocking: Callable[[], Any] | None = None) -> Work | None:
-    """Choose the algorithm for ``nbytes`` on this group, then run ``algorithm(call, *args)``.
-
-    ``fp_buf`` gives the dtype and count every rank must agree on (``count`` replaces the
-    count); ``outputs`` are written back (non-contiguous views) once the call succeeded;
-    ``result`` is what Work.result() returns; ``inputs`` are the user's input tensors (the
-    shapes torch's profiler records, as gloo's). An async call whose arguments passed
-    every check is queued as ``blocking``, the same call made blocking: it runs later as
-    fast as a blocking call does, its short path and compiled round included.
-    """
-    algorithm, fp = choose(group, collective, nbytes, fp_buf, root, count)
-    if async_op and blocking is not None and group.engine.plannable:
-        def queued() -> list[Any]:
-            blocking()
-            return result
-
-        return group.engine.defer(collective, queued, result, inputs)
-    if algorithm.kind == HIERARCHICAL:  # calls on the group's inner groups, as one call of it
-        hierarchy = group.engine.hierarchy
-
-        def composed(call: Any) -> None:
-            try:
-                hierarchy.run(collective, args, sys.modules[__name__])
-            except DistError as exc:  # say which call of this group it was, then the inner one's words
-                raise with_context(exc, f"{call} (hierarchical: inside hosts, then between them)") from exc
-
-        return group.engine.run_collective(collective, fp, composed, outputs, result, async_op, timeout,
-                                    inputs=inputs)
-    if timeout is None and group.engine.plannable:
-        if not async_op and algorithm.kind != registry.MESSAGES:
-            group.engine.run_planned(collective, fp, algorithm, args, inputs)  # shared memory: short path
-            for out in outputs:
-                out.finish()
-            return None
-
-    def body(call: Any) -> None:
-        algorithm.run(call, *args)
-
-    return group.engine.run_collective(collective, fp, body, outputs, result, async_op, timeout,
-                                shared=algorithm.kind != registry.MESSAGES, inputs=inputs)
 
 
 def all_reduce(group: ProcessGroup, tensor: Any, op: Any, async_op: bool) -> Work | None:
@@ -93,8 +44,18 @@ def all_reduce(group: ProcessGroup, tensor: Any, op: Any, async_op: bool) -> Wor
     reduce = as_reduce_op(op)
     buf = as_buffer(tensor, writable=True)
     kernel = make_kernel(reduce, buf.flat.dtype, buf.dtype_name)
-    return launch(group, "all_reduce", buf.nbytes, buf, (buf.flat, kernel), [buf], [tensor], async_op,
-                  inputs=(tensor,), blocking=lambda: all_reduce(group, tensor, op, False))
+    return launch(
+        group,
+        "all_reduce",
+        buf.nbytes,
+        buf,
+        (buf.flat, kernel),
+        [buf],
+        [tensor],
+        async_op,
+        inputs=(tensor,),
+        blocking=lambda: all_reduce(group, tensor, op, False),
+    )
 
 
 def all_reduce_flat(group: ProcessGroup, flat: np.ndarray, op: Any) -> None:
@@ -116,8 +77,9 @@ def all_reduce_queued(group: ProcessGroup, flat: np.ndarray, op: Any, keep: Any)
     """An async all_reduce of ``flat`` (as ``all_reduce_flat`` takes it) queued as its short
     path; ``keep`` (the caller's tensors) stays referenced until the call ran. None: not
     possible (take the general path)."""
-    return (short_paths.all_reduce_flat_async(group, flat, op, keep)
-            or short_paths.all_reduce_async(group, flat, op, keep))
+    return short_paths.all_reduce_flat_async(group, flat, op, keep) or short_paths.all_reduce_async(
+        group, flat, op, keep
+    )
 
 
 def broadcast_queued(group: ProcessGroup, flat: np.ndarray, src: Any, keep: Any) -> Work | None:
@@ -139,16 +101,36 @@ def broadcast(group: ProcessGroup, tensor: Any, src: int, async_op: bool) -> Wor
             return work
     is_root = group.rank() == src
     buf = as_buffer(tensor, writable=not is_root)
-    return launch(group, "broadcast", buf.nbytes, buf, (buf.flat, src), [] if is_root else [buf],
-                  [tensor], async_op, root=src, inputs=(tensor,),
-                  blocking=lambda: broadcast(group, tensor, src, False))
+    return launch(
+        group,
+        "broadcast",
+        buf.nbytes,
+        buf,
+        (buf.flat, src),
+        [] if is_root else [buf],
+        [tensor],
+        async_op,
+        root=src,
+        inputs=(tensor,),
+        blocking=lambda: broadcast(group, tensor, src, False),
+    )
 
 
 def barrier(group: ProcessGroup, async_op: bool, timeout: float | None = None) -> Work | None:
     if not async_op and timeout is None and short_paths.barrier(group):
         return None
-    return launch(group, "barrier", 0, None, (), [], [], async_op, timeout=timeout,
-                  blocking=lambda: barrier(group, False, timeout))
+    return launch(
+        group,
+        "barrier",
+        0,
+        None,
+        (),
+        [],
+        [],
+        async_op,
+        timeout=timeout,
+        blocking=lambda: barrier(group, False, timeout),
+    )
 
 
 def _kernel(op: Any, buf: Buffer) -> Kernel:
@@ -163,9 +145,19 @@ def reduce(group: ProcessGroup, tensor: Any, dst: int, op: Any, async_op: bool) 
     is_root = group.rank() == dst
     buf = as_buffer(tensor, writable=is_root)
     kernel = _kernel(op, buf)
-    return launch(group, "reduce", buf.nbytes, buf, (buf.flat, kernel, dst), [buf] if is_root else [],
-                  [tensor], async_op, root=dst, inputs=(tensor,),
-                  blocking=lambda: reduce(group, tensor, dst, op, False))
+    return launch(
+        group,
+        "reduce",
+        buf.nbytes,
+        buf,
+        (buf.flat, kernel, dst),
+        [buf] if is_root else [],
+        [tensor],
+        async_op,
+        root=dst,
+        inputs=(tensor,),
+        blocking=lambda: reduce(group, tensor, dst, op, False),
+    )
 
 
 def all_gather(group: ProcessGroup, tensor_list: Any, tensor: Any, async_op: bool) -> Work | None:
@@ -174,13 +166,24 @@ def all_gather(group: ProcessGroup, tensor_list: Any, tensor: Any, async_op: boo
         return None
     inp, outs = all_gather_buffers(group.rank(), group.size(), tensor_list, tensor)
     total = sum(o.count for o in outs)
-    return launch(group, "all_gather", total * inp.itemsize, inp, (inp.flat, [o.flat for o in outs]),
-                  outs, [list(tensor_list)], async_op, count=total, inputs=(tensor,),
-                  blocking=lambda: all_gather(group, tensor_list, tensor, False))
+    return launch(
+        group,
+        "all_gather",
+        total * inp.itemsize,
+        inp,
+        (inp.flat, [o.flat for o in outs]),
+        outs,
+        [list(tensor_list)],
+        async_op,
+        count=total,
+        inputs=(tensor,),
+        blocking=lambda: all_gather(group, tensor_list, tensor, False),
+    )
 
 
-def all_gather_into_tensor(group: ProcessGroup, output_tensor: Any, input_tensor: Any,
-                           async_op: bool) -> Work | None:
+def all_gather_into_tensor(
+    group: ProcessGroup, output_tensor: Any, input_tensor: Any, async_op: bool
+) -> Work | None:
     """``output_tensor`` (size × input elements, flat or stacked) gets every rank's input in
     rank order."""
     if not async_op:
@@ -192,10 +195,19 @@ def all_gather_into_tensor(group: ProcessGroup, output_tensor: Any, input_tensor
             return work
     inp, out = all_gather_into_tensor_buffers(group.size(), output_tensor, input_tensor)
     outs = equal_chunks(out.flat, group.size())
-    return launch(group, "all_gather", out.nbytes, inp, (inp.flat, outs), [out], [output_tensor],
-                  async_op, count=out.count, inputs=(input_tensor,),
-                  blocking=lambda: all_gather_into_tensor(group, output_tensor, input_tensor,
-                                                          False))
+    return launch(
+        group,
+        "all_gather",
+        out.nbytes,
+        inp,
+        (inp.flat, outs),
+        [out],
+        [output_tensor],
+        async_op,
+        count=out.count,
+        inputs=(input_tensor,),
+        blocking=lambda: all_gather_into_tensor(group, output_tensor, input_tensor, False),
+    )
 
 
 def gather(group: ProcessGroup, tensor: Any, gather_list: Any, dst: int, async_op: bool) -> Work | None:
@@ -206,13 +218,22 @@ def gather(group: ProcessGroup, tensor: Any, gather_list: Any, dst: int, async_o
     inp = as_buffer(tensor, writable=False)
     outs = root_list(group.rank(), group.size(), gather_list, dst, "gather_list", "dst", inp, writable=True)
     flats = None if outs is None else [o.flat for o in outs]
-    return launch(group, "gather", inp.nbytes, inp, (inp.flat, flats, dst), outs or [],
-                  [gather_list] if outs is not None else [], async_op, root=dst, inputs=(tensor,),
-                  blocking=lambda: gather(group, tensor, gather_list, dst, False))
+    return launch(
+        group,
+        "gather",
+        inp.nbytes,
+        inp,
+        (inp.flat, flats, dst),
+        outs or [],
+        [gather_list] if outs is not None else [],
+        async_op,
+        root=dst,
+        inputs=(tensor,),
+        blocking=lambda: gather(group, tensor, gather_list, dst, False),
+    )
 
 
-def scatter(group: ProcessGroup, tensor: Any, scatter_list: Any, src: int,
-            async_op: bool) -> Work | None:
+def scatter(group: ProcessGroup, tensor: Any, scatter_list: Any, src: int, async_op: bool) -> Work | None:
     """``tensor`` on rank i gets ``scatter_list[i]`` of ``src`` (all of the same size)."""
     if not async_op and short_paths.scatter(group, tensor, scatter_list, src):
         return None
@@ -220,26 +241,49 @@ def scatter(group: ProcessGroup, tensor: Any, scatter_list: Any, src: int,
     out = as_buffer(tensor, writable=True)
     ins = root_list(group.rank(), group.size(), scatter_list, src, "scatter_list", "src", out, writable=False)
     flats = None if ins is None else [b.flat for b in ins]
-    return launch(group, "scatter", out.nbytes, out, (out.flat, flats, src), [out], [tensor],
-                  async_op, root=src, inputs=(scatter_list,) if ins is not None else (),
-                  blocking=lambda: scatter(group, tensor, scatter_list, src, False))
+    return launch(
+        group,
+        "scatter",
+        out.nbytes,
+        out,
+        (out.flat, flats, src),
+        [out],
+        [tensor],
+        async_op,
+        root=src,
+        inputs=(scatter_list,) if ins is not None else (),
+        blocking=lambda: scatter(group, tensor, scatter_list, src, False),
+    )
 
 
-def reduce_scatter(group: ProcessGroup, output: Any, input_list: Any, op: Any,
-                   async_op: bool) -> Work | None:
+def reduce_scatter(group: ProcessGroup, output: Any, input_list: Any, op: Any, async_op: bool) -> Work | None:
     """``output`` on rank j gets the reduction over ranks of their ``input_list[j]``."""
     if not async_op and short_exchanges.reduce_scatter(group, output, input_list, op):
         return None
     out, ins = reduce_scatter_buffers(group.rank(), group.size(), output, input_list)
     total = sum(b.count for b in ins)
-    return launch(group, "reduce_scatter", total * out.itemsize, out,
-                  (out.flat, [b.flat for b in ins], _kernel(op, out)), [out], [output], async_op,
-                  count=total, inputs=(input_list,),
-                  blocking=lambda: reduce_scatter(group, output, input_list, op, False))
+    return launch(
+        group,
+        "reduce_scatter",
+        total * out.itemsize,
+        out,
+        (out.flat, [b.flat for b in ins], _kernel(op, out)),
+        [out],
+        [output],
+        async_op,
+        count=total,
+        inputs=(input_list,),
+        blocking=lambda: reduce_scatter(group, output, input_list, op, False),
+    )
 
 
-def reduce_scatter_tensor(group: ProcessGroup, output: Any, input: Any, op: Any,  # noqa: A002
-                          async_op: bool) -> Work | None:
+def reduce_scatter_tensor(
+    group: ProcessGroup,
+    output: Any,
+    input: Any,  # noqa: A002
+    op: Any,
+    async_op: bool,
+) -> Work | None:
     """``input`` (size × output elements, flat or stacked) is reduced; rank j gets chunk j."""
     if not async_op:
         if short_exchanges.reduce_scatter_tensor(group, output, input, op):
@@ -250,33 +294,72 @@ def reduce_scatter_tensor(group: ProcessGroup, output: Any, input: Any, op: Any,
             return work
     out, inp = reduce_scatter_tensor_buffers(group.size(), output, input)
     n = group.size()
-    return launch(group, "reduce_scatter", inp.nbytes, out,
-                  (out.flat, equal_chunks(inp.flat, n), _kernel(op, out)), [out], [output], async_op,
-                  count=inp.count, inputs=(input,),
-                  blocking=lambda: reduce_scatter_tensor(group, output, input, op, False))
+    return launch(
+        group,
+        "reduce_scatter",
+        inp.nbytes,
+        out,
+        (out.flat, equal_chunks(inp.flat, n), _kernel(op, out)),
+        [out],
+        [output],
+        async_op,
+        count=inp.count,
+        inputs=(input,),
+        blocking=lambda: reduce_scatter_tensor(group, output, input, op, False),
+    )
 
 
-def all_to_all(group: ProcessGroup, output_tensor_list: Any, input_tensor_list: Any,
-               async_op: bool) -> Work | None:
+def all_to_all(
+    group: ProcessGroup, output_tensor_list: Any, input_tensor_list: Any, async_op: bool
+) -> Work | None:
     """``output_tensor_list[j]`` gets rank j's ``input_tensor_list[me]``; sizes may differ."""
     if not async_op and short_exchanges.all_to_all(group, output_tensor_list, input_tensor_list):
         return None
     outs, ins = all_to_all_buffers(group.rank(), group.size(), output_tensor_list, input_tensor_list)
-    return launch(group, "all_to_all", 0, ins[0], ([o.flat for o in outs], [b.flat for b in ins]),
-                  outs, [list(output_tensor_list)], async_op, count=0, inputs=(input_tensor_list,),
-                  blocking=lambda: all_to_all(group, output_tensor_list, input_tensor_list, False))
+    return launch(
+        group,
+        "all_to_all",
+        0,
+        ins[0],
+        ([o.flat for o in outs], [b.flat for b in ins]),
+        outs,
+        [list(output_tensor_list)],
+        async_op,
+        count=0,
+        inputs=(input_tensor_list,),
+        blocking=lambda: all_to_all(group, output_tensor_list, input_tensor_list, False),
+    )
 
 
-def all_to_all_single(group: ProcessGroup, output: Any, input: Any,  # noqa: A002
-                      output_split_sizes: Any, input_split_sizes: Any, async_op: bool) -> Work | None:
+def all_to_all_single(
+    group: ProcessGroup,
+    output: Any,
+    input: Any,  # noqa: A002
+    output_split_sizes: Any,
+    input_split_sizes: Any,
+    async_op: bool,
+) -> Work | None:
     """``input`` cut along dim 0 (evenly, or by ``input_split_sizes``) goes piece j to rank j;
     ``output`` is filled the same way from every rank."""
-    if not async_op and short_exchanges.all_to_all_single(group, output, input, output_split_sizes,
-                                                      input_split_sizes):
+    if not async_op and short_exchanges.all_to_all_single(
+        group, output, input, output_split_sizes, input_split_sizes
+    ):
         return None
-    out, inp, outs, ins, even = all_to_all_single_buffers(group.rank(), group.size(), output, input,
-                                                          output_split_sizes, input_split_sizes)
-    return launch(group, "all_to_all", inp.nbytes if even else 0, inp, (outs, ins), [out], [output],
-                  async_op, count=inp.count if even else 0, inputs=(input,),
-                  blocking=lambda: all_to_all_single(group, output, input, output_split_sizes,
-                                                     input_split_sizes, False))
+    out, inp, outs, ins, even = all_to_all_single_buffers(
+        group.rank(), group.size(), output, input, output_split_sizes, input_split_sizes
+    )
+    return launch(
+        group,
+        "all_to_all",
+        inp.nbytes if even else 0,
+        inp,
+        (outs, ins),
+        [out],
+        [output],
+        async_op,
+        count=inp.count if even else 0,
+        inputs=(input,),
+        blocking=lambda: all_to_all_single(
+            group, output, input, output_split_sizes, input_split_sizes, False
+        ),
+    )

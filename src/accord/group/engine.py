@@ -3,8 +3,9 @@
 Owns: ``Engine``, the ``Protocol`` that a ``ProcessGroup`` is composed with,
 ``Planner``, the capabilities an engine has when the short paths may plan its blocking calls
 (``Engine.plannable``), and ``WorldParts``, what an engine that finds its own ranks (MPI)
-hands the API to build a world from (``api.lifecycle`` builds every world the same way). Two engines implement it: accord's own, over a mesh of shared memory
-and TCP (``group.mesh_engine.MeshEngine``), and MPI's (``engines.mpi.engine.MpiEngine``).
+hands the API to build a world from (``api.lifecycle`` builds every world the same way). Two
+engines implement it: accord's own, over a mesh of shared memory and TCP
+(``group.mesh_engine.MeshEngine``), and MPI's (``engines.mpi.engine.MpiEngine``).
 Everything above an engine — argument checks, buffers, fingerprints, the call state
 (``group.calls``), the flight recorder, Work, the object collectives — is the group's and
 the same on both. Must not know about meshes, MPI or the API.
@@ -12,8 +13,9 @@ the same on both. Must not know about meshes, MPI or the API.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..arrays import Buffer
 from ..collectives.registry import Algorithm
@@ -21,11 +23,28 @@ from ..transport.wire import Fingerprint
 from .work import Work
 
 if TYPE_CHECKING:
+    from ..transport.mesh import Channel, Mesh
     from .hierarchy import Hierarchy
     from .shared_memory import CallSlots
 
 #: A ``group.process_group.ProcessGroup`` (not imported: it imports this module)
 ProcessGroup = Any
+
+
+class P2p(Protocol):
+    """An engine's own sends and receives (``Engine.p2p``; MPI's: ``engines.mpi.p2p``)."""
+
+    def send(self, tensor: Any, dst: int, tag: int) -> None: ...
+
+    def recv(self, tensor: Any, src: int | None, tag: int) -> int: ...
+
+    def isend(self, tensor: Any, dst: int, tag: int) -> Work: ...
+
+    def irecv(self, tensor: Any, src: int | None, tag: int) -> Work: ...
+
+    def send_frames(self, frames: list[Any], dst: int, op: str) -> None: ...
+
+    def recv_frames(self, src: int | None, op: str) -> tuple[list[Any], int]: ...
 
 
 class Engine(Protocol):
@@ -34,15 +53,29 @@ class Engine(Protocol):
     #: Whether the short paths may run this engine's blocking calls from cached plans (then
     #: it is a ``Planner`` too). accord's engine is; MPI's has short paths of its own.
     plannable: bool
-    #: Whether the members share memory (one host): shared-memory algorithms may run.
-    shared: bool
-    #: Whether members may read each other's memory directly (single-copy algorithms).
-    cma: bool
-    #: The two-level plan of a group whose members are on several hosts (None: flat).
-    hierarchy: Hierarchy | None
-    #: Who carries the group's sends and receives when not accord's mesh (an object with
-    #: ``send``/``recv``/``isend``/``irecv``/``send_frames``/``recv_frames``); None: the mesh.
-    p2p: Any
+
+    # Read-only members (properties here, so that an engine may give them as properties,
+    # class constants or attributes).
+    @property
+    def shared(self) -> bool:
+        """Whether the members share memory (one host): shared-memory algorithms may run."""
+        ...
+
+    @property
+    def cma(self) -> bool:
+        """Whether members may read each other's memory directly (single-copy algorithms)."""
+        ...
+
+    @property
+    def p2p(self) -> P2p | None:
+        """Who carries the group's sends and receives when not accord's mesh; None: the mesh."""
+        ...
+
+    @property
+    def hierarchy(self) -> Hierarchy | None:
+        """The two-level plan of a group whose members are on several hosts (None: flat)."""
+        ...
+
     #: The engine's own short paths of blocking calls (methods that return False to take the
     #: long path); None: accord's shared-memory short paths (``group.short_paths``).
     direct: Any
@@ -51,10 +84,18 @@ class Engine(Protocol):
         """The algorithm of a ``collective`` call moving ``nbytes`` on this group."""
         ...
 
-    def run_collective(self, op: str, fp: Fingerprint, body: Callable[[Any], None],
-                       outputs: Sequence[Buffer], result: list[Any], async_op: bool,
-                       timeout: float | None = None, shared: bool = False,
-                       inputs: Sequence[Any] = ()) -> Work | None:
+    def run_collective(
+        self,
+        op: str,
+        fp: Fingerprint,
+        body: Callable[[Any], None],
+        outputs: Sequence[Buffer],
+        result: list[Any],
+        async_op: bool,
+        timeout: float | None = None,
+        shared: bool = False,
+        inputs: Sequence[Any] = (),
+    ) -> Work | None:
         """Run ``body`` as the group's next call: now (None), or as the returned Work."""
         ...
 
@@ -62,8 +103,9 @@ class Engine(Protocol):
         """A new group of the same members, made by each of them in the same order."""
         ...
 
-    def subgroup(self, group_id: int, ranks: Sequence[int], timeout: float, backend: str,
-                 name: str, desc: str | None) -> ProcessGroup:
+    def subgroup(
+        self, group_id: int, ranks: Sequence[int], timeout: float, backend: str, name: str, desc: str | None
+    ) -> ProcessGroup:
         """A new group of ``ranks`` (global ranks, this one among them), made by its members."""
         ...
 
@@ -81,18 +123,22 @@ class Engine(Protocol):
 
 
 class Planner(Engine, Protocol):
-    """An engine whose blocking calls the short paths plan (``plannable``): accord's."""
+    """An engine whose blocking calls the short paths plan (``plannable``): accord's. A
+    group's engine is one where ``plannable`` says so (``ProcessGroup.planner``)."""
 
     #: The shared-memory slots (None: the members do not share memory).
     call_slots: CallSlots | None
+    #: The group's channel on the mesh and the mesh (accord's p2p and object collectives).
+    channel: Channel
+    mesh: Mesh
 
-    def run_planned(self, op: str, fp: Fingerprint, algorithm: Algorithm, args: Sequence[Any],
-                    inputs: Sequence[Any] = ()) -> None:
+    def run_planned(
+        self, op: str, fp: Fingerprint, algorithm: Algorithm, args: Sequence[Any], inputs: Sequence[Any] = ()
+    ) -> None:
         """Run a blocking call whose plan the caller already has."""
         ...
 
-    def defer(self, op: str, run: Callable[[], Any], result: list[Any],
-              inputs: Sequence[Any] = ()) -> Work:
+    def defer(self, op: str, run: Callable[[], Any], result: list[Any], inputs: Sequence[Any] = ()) -> Work:
         """Queue ``run`` (an async call run as the blocking one) and return its Work."""
         ...
 

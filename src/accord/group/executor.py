@@ -27,7 +27,8 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..errors import DistTimeoutError
 from .work import Future
@@ -127,8 +128,9 @@ class AsyncExecutor:
         """Run every queued call here (after the one the worker may be running): a call made
         now starts after them. DistTimeoutError if the run lock is not free in ``timeout``."""
         if not self._running.acquire(timeout=max(timeout, 0.0)):
-            raise DistTimeoutError(f"{context}: the async calls before it on this group did not "
-                                   f"finish in time")
+            raise DistTimeoutError(
+                f"{context}: the async calls before it on this group did not finish in time"
+            )
         later: list[Any] = []
         try:
             self.runner = _get_ident()
@@ -191,8 +193,9 @@ class AsyncExecutor:
             with self._running:
                 self.runner = _get_ident()
                 try:
-                    while items and (self._hurry or self._stopped
-                                     or _clock() - items[0].submitted >= self._delay):
+                    while items and (
+                        self._hurry or self._stopped or _clock() - items[0].submitted >= self._delay
+                    ):
                         _execute(items.popleft(), later)
                     self._hurry = False
                 finally:
@@ -258,8 +261,9 @@ class _CallbackThreads:
         with self._cond:
             self._batches.append(later)
             if len(self._batches) > self._idle:  # none free to take it: one more thread
-                thread = threading.Thread(target=self._run, daemon=True,
-                                          name=f"{self._name}-{len(self._threads)}")
+                thread = threading.Thread(
+                    target=self._run, daemon=True, name=f"{self._name}-{len(self._threads)}"
+                )
                 self._threads.append(thread)
                 thread.start()
             else:

@@ -46,7 +46,8 @@ from __future__ import annotations
 import os
 import sys
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -72,9 +73,17 @@ def _not_run_directly(*_: Any) -> None:  # pragma: no cover - launch runs Hierar
     raise RuntimeError("a hierarchical algorithm runs through Hierarchy.run")
 
 
-ALGORITHMS = {name: Algorithm(name, HIERARCHICAL, CODE, _not_run_directly,
-                              "inside each host over shared memory, between hosts over the network",
-                              HIERARCHICAL) for name in COLLECTIVES}
+ALGORITHMS = {
+    name: Algorithm(
+        name,
+        HIERARCHICAL,
+        CODE,
+        _not_run_directly,
+        "inside each host over shared memory, between hosts over the network",
+        HIERARCHICAL,
+    )
+    for name in COLLECTIVES
+}
 
 MakeGroup = Callable[[str, Sequence[int]], Any]
 
@@ -82,8 +91,14 @@ MakeGroup = Callable[[str, Sequence[int]], Any]
 class Hierarchy:
     """The layout of one group across hosts and its inner groups (made on first use)."""
 
-    def __init__(self, hosts: list[list[int]], rank: int, global_ranks: Sequence[int],
-                 make_group: MakeGroup, pipeline_bytes: int | None = 0) -> None:
+    def __init__(
+        self,
+        hosts: list[list[int]],
+        rank: int,
+        global_ranks: Sequence[int],
+        make_group: MakeGroup,
+        pipeline_bytes: int | None = 0,
+    ) -> None:
         self.hosts = hosts  # group ranks on each host, hosts in order of their first member
         self.host = next(h for h, members in enumerate(hosts) if rank in members)
         self.index = hosts[self.host].index(rank)
@@ -101,8 +116,14 @@ class Hierarchy:
         self._cross: Any = None
 
     @classmethod
-    def of(cls, host_ids: Sequence[str], global_ranks: Sequence[int], rank: int,
-           make_group: MakeGroup, pipeline_bytes: int | None = 0) -> Hierarchy | None:
+    def of(
+        cls,
+        host_ids: Sequence[str],
+        global_ranks: Sequence[int],
+        rank: int,
+        make_group: MakeGroup,
+        pipeline_bytes: int | None = 0,
+    ) -> Hierarchy | None:
         """The hierarchy of a group (its members' global ranks, this rank's group rank), or
         None when a flat algorithm is as good: one host, one member on some host, or hosts
         with different numbers of members."""
@@ -115,7 +136,9 @@ class Hierarchy:
         return cls(hosts, rank, global_ranks, make_group, pipeline_bytes)
 
     def __repr__(self) -> str:
-        return f"<Hierarchy {len(self.hosts)} hosts × {len(self.hosts[0])}, host {self.host} index {self.index}>"
+        return (
+            f"<Hierarchy {len(self.hosts)} hosts × {len(self.hosts[0])}, host {self.host} index {self.index}>"
+        )
 
     def choose(self, collective: str, nbytes: int, tunables: Any) -> Algorithm | None:
         """The hierarchical algorithm where it beats the flat one, else None. Measured on two
@@ -177,7 +200,7 @@ class Hierarchy:
             return
         crossing: tuple[Any, list[Any], Any] | None = None  # the piece on the network
         for start, end in pieces:
-            chunks = [data[start + a:start + b] for a, b in _bounds(end - start, width)]
+            chunks = [data[start + a : start + b] for a, b in _bounds(end - start, width)]
             mine = _empty_like(chunks[self.index])
             ops.reduce_scatter(local, mine, chunks, first, False)
             work = ops.all_reduce(cross, mine, rest, True)
@@ -196,8 +219,9 @@ class Hierarchy:
         agreed = self._vote(ops, vote)
         self._agreed = 0 if agreed == _NEVER else agreed
 
-    def _probe(self, ops: Any, chunks: list[Any], mine: Any, first: ReduceOp, rest: ReduceOp,
-               nbytes: int) -> None:
+    def _probe(
+        self, ops: Any, chunks: list[Any], mine: Any, first: ReduceOp, rest: ReduceOp, nbytes: int
+    ) -> None:
         """One all_reduce in one piece, each stage timed from a barrier of the ranks that
         run it (so that a late peer's wait counts as no stage's time); after PROBE_CALLS
         of them, decide. Every member is in this call (the same size): they decide alike."""

@@ -39,12 +39,10 @@ class _MeshPeers:
         return f"{self._what} on rank {self.rank}"
 
     def isend(self, peer: int, buf: np.ndarray, step: int) -> Any:
-        return self._channel.isend(peer, FrameKind.COLL, 1, step, 0, _FP,
-                                   memoryview(buf.view(np.uint8)), self)
+        return self._channel.isend(peer, FrameKind.COLL, 1, step, 0, _FP, buf.view(np.uint8).data, self)
 
     def irecv(self, peer: int, buf: np.ndarray, step: int) -> Any:
-        return self._channel.irecv(peer, FrameKind.COLL, 1, step, 0, _FP,
-                                   memoryview(buf.view(np.uint8)), self)
+        return self._channel.irecv(peer, FrameKind.COLL, 1, step, 0, _FP, buf.view(np.uint8).data, self)
 
     def wait(self, *handles: Any) -> None:
         self._channel.wait(handles, self._deadline, self)

@@ -40,8 +40,7 @@ def monitored_barrier(group: ProcessGroup, timeout: float | None, wait_all_ranks
         if peers.rank != 0:
             _arrive(peers, 2 * seconds)
             return
-        arrivals = {r: peers.irecv(r, np.empty(0, dtype=np.uint8), _ARRIVE)
-                    for r in range(1, peers.size)}
+        arrivals = {r: peers.irecv(r, np.empty(0, dtype=np.uint8), _ARRIVE) for r in range(1, peers.size)}
         absent, departed = _missing(peers, arrivals, wait_all_ranks)
         if absent or departed:
             raise _failure(group, peers, absent, departed, seconds, wait_all_ranks)
@@ -49,8 +48,9 @@ def monitored_barrier(group: ProcessGroup, timeout: float | None, wait_all_ranks
 
     # The others wait twice as long for the release, so that rank 0, which knows who is
     # missing, is the one that reports (a rank that timed out first would blame rank 0).
-    group.engine.run_collective("monitored_barrier", fp, body, [], [], False,
-                         seconds if group.rank() == 0 else 2 * seconds)
+    group.engine.run_collective(
+        "monitored_barrier", fp, body, [], [], False, seconds if group.rank() == 0 else 2 * seconds
+    )
 
 
 def _arrive(peers: Any, seconds: float) -> None:
@@ -62,9 +62,11 @@ def _arrive(peers: Any, seconds: float) -> None:
         if handle.error is not None:
             raise handle.error
     if not release.done:
-        raise DistTimeoutError(f"{peers}: nothing from rank 0 in {format_seconds(seconds)}: it did not "
-                               f"release this rank from monitored_barrier. Is rank 0 alive, and did "
-                               f"it call monitored_barrier too?")
+        raise DistTimeoutError(
+            f"{peers}: nothing from rank 0 in {format_seconds(seconds)}: it did not "
+            f"release this rank from monitored_barrier. Is rank 0 alive, and did "
+            f"it call monitored_barrier too?"
+        )
 
 
 def _missing(peers: Any, arrivals: dict[int, Any], wait_all_ranks: bool) -> tuple[list[int], list[int]]:
@@ -88,10 +90,12 @@ def _missing(peers: Any, arrivals: dict[int, Any], wait_all_ranks: bool) -> tupl
     return absent, departed
 
 
-def _failure(group: ProcessGroup, peers: Any, absent: list[int], departed: list[int], seconds: float,
-             every: bool) -> BaseException:
+def _failure(
+    group: ProcessGroup, peers: Any, absent: list[int], departed: list[int], seconds: float, every: bool
+) -> BaseException:
     """One error naming every missing rank: DistTimeoutError if any of them is merely absent,
     PeerError if all of them left."""
+
     def names(ranks: list[int]) -> str:
         word = "rank" if len(ranks) == 1 else "ranks"
         listed = ", ".join(str(group.global_rank_of(r)) for r in ranks)
@@ -103,14 +107,18 @@ def _failure(group: ProcessGroup, peers: Any, absent: list[int], departed: list[
     why = []
     if departed:
         verb = "has" if len(departed) == 1 else "have"
-        why.append(f"{names(departed)} {verb} left the group (exited or called destroy_process_group) "
-                   f"without calling it")
+        why.append(
+            f"{names(departed)} {verb} left the group (exited or called destroy_process_group) "
+            f"without calling it"
+        )
     if absent:
         why.append(f"{names(absent)} did not call it in time")
     first = "" if every else " (the first one missing; wait_all_ranks=True lists them all)"
-    message = (f"{peers}: {names(missing)} failed to pass monitored_barrier in "
-               f"{format_seconds(seconds)}{first}: {'; '.join(why)}. Did every rank call the same "
-               f"collectives in the same order? The other ranks of the group fail now too")
+    message = (
+        f"{peers}: {names(missing)} failed to pass monitored_barrier in "
+        f"{format_seconds(seconds)}{first}: {'; '.join(why)}. Did every rank call the same "
+        f"collectives in the same order? The other ranks of the group fail now too"
+    )
     if absent:
         return DistTimeoutError(message)
     return PeerError(message, peer=group.global_rank_of(departed[0]))

@@ -23,14 +23,16 @@ their one-slot case. Anything unusual — an async call still running, a broken 
 group, torch's profiler recording — makes the closure return False before the call starts,
 and the caller takes ``run_planned``. A slow wait (a peer not there at the first look), a
 fingerprint that disagrees and a failure go through the same ``ShmDomain.wait_slow``,
-``CallSlots`` errors and ``calls.fail`` (the group's ``CallSequencer``) as on the long path. Must not know about the
-API or torch, nor what a schedule writes in its round (its body, in ``collectives``, does).
+``CallSlots`` errors and ``calls.fail`` (the group's ``CallSequencer``) as on the long path.
+Must not know about the API or torch, nor what a schedule writes in its round (its body, in
+``collectives``, does).
 """
 
 from __future__ import annotations
 
 import sys
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -57,8 +59,13 @@ class Round:
     __slots__ = ("mine", "words", "wait", "bound", "_domain")
     READY, DONE, REDUCED, FP = READY, DONE, REDUCED, FP  # the words' indices (transport.shm)
 
-    def __init__(self, mine: Any, wait: Callable[[Sequence[int], int, int, int], None],
-                 bound: Callable[[int], CallSlots], domain: Any) -> None:
+    def __init__(
+        self,
+        mine: Any,
+        wait: Callable[[Sequence[int], int, int, int], None],
+        bound: Callable[[int], CallSlots],
+        domain: Any,
+    ) -> None:
         self.mine = mine  # this rank's words: mine[READY] = k, mine[DONE] = k
         self.words = domain.words  # every rank's words (a first look before ``wait``)
         #: wait(ranks, k, h, seq): until ``ranks`` are ready for round k, their fingerprints
@@ -78,8 +85,9 @@ class Round:
         return self._domain.views(0, nbytes, dtype), self._domain.views(1, nbytes, dtype)
 
 
-def compile_call(group: Any, op: str, fp: Fingerprint, nbytes: int,
-                 make_body: Callable[[Round], Body]) -> Callable[..., bool] | None:
+def compile_call(
+    group: Any, op: str, fp: Fingerprint, nbytes: int, make_body: Callable[[Round], Body]
+) -> Callable[..., bool] | None:
     """The compiled form of one planned call signature of ``group`` (None: not possible).
 
     ``nbytes``: the most the round puts in one rank's slot (it must fit);
@@ -119,8 +127,12 @@ def compile_call(group: Any, op: str, fp: Fingerprint, nbytes: int,
     body = make_body(Round(mine, wait, bound, domain))
 
     def run(*args: Any) -> bool:
-        if calls.finished != calls.last_seq or calls.broken is not None \
-                or channel.error is not None or slots.closed:
+        if (
+            calls.finished != calls.last_seq
+            or calls.broken is not None
+            or channel.error is not None
+            or slots.closed
+        ):
             return False  # run_planned waits for its turn, or explains what is wrong
         if (queue.runner or queued) and queue.pending():
             return False  # run_planned runs the queued async calls first

@@ -9,7 +9,7 @@ here are group ranks. Must not know about the default world or env variables.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, cast
 
 from .. import profiling
 from ..arrays import Buffer, as_buffer
@@ -17,9 +17,10 @@ from ..errors import ArgumentError, ArgumentTypeError, DistTimeoutError
 from ..timeouts import Deadline
 from ..transport.matching import RecvRequest, SendRequest
 from ..transport.wire import Fingerprint, FrameKind
-from .collective_ops import check_group_rank
 from .call import byte_view
+from .dispatch import check_group_rank
 from .process_group import ProcessGroup
+from .recorder import P2pRecord
 from .work import Future, Work
 
 
@@ -39,13 +40,16 @@ def _check_tag(tag: int) -> int:
 def _peer(group: ProcessGroup, rank: int, what: str) -> int:
     check_group_rank(group, rank, what)
     if rank == group.rank():
-        raise ArgumentError(f"{what}={rank} is this rank itself; a rank cannot send to or receive "
-                            f"from itself (copy the tensor instead)")
+        raise ArgumentError(
+            f"{what}={rank} is this rank itself; a rank cannot send to or receive "
+            f"from itself (copy the tensor instead)"
+        )
     return rank
 
 
-def _post_send(group: ProcessGroup, tensor: Any, dst: int, tag: int,
-               op: str) -> tuple[SendRequest, Deadline, str, list[Any]]:
+def _post_send(
+    group: ProcessGroup, tensor: Any, dst: int, tag: int, op: str
+) -> tuple[SendRequest, Deadline, str, P2pRecord]:
     """Post a send; also returns its flight-recorder entry (ended by the caller)."""
     _peer(group, dst, "dst")
     buf = as_buffer(tensor, writable=False)
@@ -56,15 +60,16 @@ def _post_send(group: ProcessGroup, tensor: Any, dst: int, tag: int,
     payload = byte_view(buf.flat)
     entry = group.recorder.p2p_start(op, peer, tag, payload.nbytes)
     try:
-        req = group.engine.channel.isend(peer, FrameKind.P2P, 0, 0, tag, fp, payload, context)
+        req = group.planner.channel.isend(peer, FrameKind.P2P, 0, 0, tag, fp, payload, context)
     except BaseException as exc:
         group.recorder.p2p_end(entry, exc)
         raise
     return req, deadline, context, entry
 
 
-def _post_recv(group: ProcessGroup, tensor: Any, src: int | None, tag: int,
-               op: str) -> tuple[RecvRequest, Deadline, str, Buffer, list[Any]]:
+def _post_recv(
+    group: ProcessGroup, tensor: Any, src: int | None, tag: int, op: str
+) -> tuple[RecvRequest, Deadline, str, Buffer, P2pRecord]:
     """Post a receive; also returns its flight-recorder entry (ended by the caller)."""
     buf = as_buffer(tensor, writable=True)
     source = None if src is None else group.global_rank_of(_peer(group, src, "src"))
@@ -74,8 +79,9 @@ def _post_recv(group: ProcessGroup, tensor: Any, src: int | None, tag: int,
     expect = Fingerprint(0, 0, buf.dtype_code, buf.count, -1)
     entry = group.recorder.p2p_start(op, source, tag, buf.nbytes)
     try:
-        req = group.engine.channel.irecv(source, FrameKind.P2P, 0, 0, tag, expect, byte_view(buf.flat),
-                                  context)
+        req = group.planner.channel.irecv(
+            source, FrameKind.P2P, 0, 0, tag, expect, byte_view(buf.flat), context
+        )
     except BaseException as exc:
         group.recorder.p2p_end(entry, exc)
         raise
@@ -109,7 +115,7 @@ def send(group: ProcessGroup, tensor: Any, dst: int, tag: int) -> None:
 def _send(group: ProcessGroup, tensor: Any, dst: int, tag: int) -> None:
     req, deadline, context, entry = _post_send(group, tensor, dst, tag, "send")
     try:
-        group.engine.channel.wait([req], deadline, context)
+        group.planner.channel.wait([req], deadline, context)
     except DistTimeoutError as exc:
         group.recorder.p2p_end(entry, exc)
         _timed_out(group, exc, req)
@@ -135,10 +141,10 @@ def recv(group: ProcessGroup, tensor: Any, src: int | None, tag: int) -> int:
 def _recv(group: ProcessGroup, tensor: Any, src: int | None, tag: int) -> int:
     req, deadline, context, buf, entry = _post_recv(group, tensor, src, tag, "recv")
     try:
-        group.engine.channel.wait([req], deadline, context)
+        group.planner.channel.wait([req], deadline, context)
     except DistTimeoutError as exc:
         group.recorder.p2p_end(entry, exc)
-        if not group.engine.channel.cancel(req) and req.claimed:
+        if not group.planner.channel.cancel(req) and req.claimed:
             group.calls.break_group(context, exc)
         else:
             _timed_out(group, exc, req)
@@ -156,8 +162,7 @@ def isend(group: ProcessGroup, tensor: Any, dst: int, tag: int) -> Work:
     if group.engine.p2p is not None:
         return group.engine.p2p.isend(tensor, dst, tag)
     req, deadline, context, entry = _post_send(group, tensor, dst, tag, "isend")
-    return _work(group, req, deadline, context, [tensor], buf=None, event=_event("send", tensor),
-                 entry=entry)
+    return _work(group, req, deadline, context, [tensor], buf=None, event=_event("send", tensor), entry=entry)
 
 
 def irecv(group: ProcessGroup, tensor: Any, src: int | None, tag: int) -> Work:
@@ -168,11 +173,19 @@ def irecv(group: ProcessGroup, tensor: Any, src: int | None, tag: int) -> Work:
     return _work(group, req, deadline, context, [tensor], buf=buf, event=event, entry=entry)
 
 
-def _work(group: ProcessGroup, req: SendRequest | RecvRequest, deadline: Deadline, context: str,
-          result: list[Any], buf: Any, event: Any, entry: list[Any]) -> Work:
+def _work(
+    group: ProcessGroup,
+    req: SendRequest | RecvRequest,
+    deadline: Deadline,
+    context: str,
+    result: list[Any],
+    buf: Any,
+    event: Any,
+    entry: P2pRecord,
+) -> Work:
     """The Work of a posted isend/irecv; its profiler ``event`` (if any) and its recorder
     ``entry`` end with it."""
-    channel = group.engine.channel
+    channel = group.planner.channel
     recorder = group.recorder
     events = [event] if event is not None else []
 
@@ -220,6 +233,7 @@ def _work(group: ProcessGroup, req: SendRequest | RecvRequest, deadline: Deadlin
         settle()
 
     future = Future(drive=drive, poll=settle)
-    group.engine.mesh.watch(req, on_done=settle)  # completes the future in the background too
-    source = (lambda: group.group_rank_of(req.source)) if isinstance(req, RecvRequest) else None
+    group.planner.mesh.watch(req, on_done=settle)  # completes the future in the background too
+    # (asked once the receive completed: its source is set then)
+    source = (lambda: group.group_rank_of(cast(int, req.source))) if isinstance(req, RecvRequest) else None
     return Work(context, result, future, source=source)

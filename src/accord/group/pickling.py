@@ -21,8 +21,9 @@ import io
 import pickle
 import struct
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from ..errors import ArgumentTypeError
 
@@ -30,15 +31,26 @@ _COUNT = struct.Struct("<Q")
 
 #: Globals every policy allows: they rebuild plain data and cannot run code of the sender's
 #: choosing. (Containers, numbers and strings need no global at all in protocol 5.)
-DATA_GLOBALS = frozenset({
-    "builtins.complex", "builtins.set", "builtins.frozenset", "builtins.bytearray",
-    "builtins.slice", "builtins.range", "collections.OrderedDict",
-    "numpy.ndarray", "numpy.dtype",
-    "numpy._core.numeric._frombuffer", "numpy._core.multiarray._reconstruct",
-    "numpy._core.multiarray.scalar", "numpy.core.numeric._frombuffer",
-    "numpy.core.multiarray._reconstruct", "numpy.core.multiarray.scalar",
-    "accord.group.pickling._rebuild_tensor",
-})
+DATA_GLOBALS = frozenset(
+    {
+        "builtins.complex",
+        "builtins.set",
+        "builtins.frozenset",
+        "builtins.bytearray",
+        "builtins.slice",
+        "builtins.range",
+        "collections.OrderedDict",
+        "numpy.ndarray",
+        "numpy.dtype",
+        "numpy._core.numeric._frombuffer",
+        "numpy._core.multiarray._reconstruct",
+        "numpy._core.multiarray.scalar",
+        "numpy.core.numeric._frombuffer",
+        "numpy.core.multiarray._reconstruct",
+        "numpy.core.multiarray.scalar",
+        "accord.group.pickling._rebuild_tensor",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -83,14 +95,16 @@ def dumps(obj: Any) -> list[memoryview]:
 def buffer_count(head: memoryview) -> int:
     """How many buffer frames follow frame 0."""
     if head.nbytes < _COUNT.size:
-        raise pickle.UnpicklingError(f"an object message of {head.nbytes} bytes is too short: "
-                                     f"the peer did not send an object (mismatched calls?)")
+        raise pickle.UnpicklingError(
+            f"an object message of {head.nbytes} bytes is too short: "
+            f"the peer did not send an object (mismatched calls?)"
+        )
     return int(_COUNT.unpack_from(head, 0)[0])
 
 
 def loads(frames: list[Any], policy: ObjectPolicy | None) -> Any:
     """Rebuild the object from its frames; with a policy, refuse globals it does not allow."""
-    data = memoryview(frames[0])[_COUNT.size:]
+    data = memoryview(frames[0])[_COUNT.size :]
     if policy is None:
         return pickle.loads(data, buffers=frames[1:])
     return _PolicyUnpickler(io.BytesIO(data), policy, frames[1:]).load()
@@ -116,10 +130,12 @@ class _PolicyUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError(
             f"refusing to unpickle {module}.{name}: the object policy of this group allows only "
             f"plain data and {list(self._policy.allowed) or 'nothing else'}. If the sender is "
-            f"trusted, allow it: accord.set_object_policy([..., {f'{module}.{name}'!r}])")
+            f"trusted, allow it: accord.set_object_policy([..., {f'{module}.{name}'!r}])"
+        )
 
 
 # -- torch tensors: their memory travels as an out-of-band buffer ------------------------------
+
 
 class _TensorPickler(pickle.Pickler):
     def reducer_override(self, obj: Any) -> Any:
@@ -133,8 +149,12 @@ class _TensorPickler(pickle.Pickler):
 
 
 def _plain_tensor(t: Any, torch: Any) -> bool:
-    return (t.device.type == "cpu" and t.layout == torch.strided and not t.is_quantized
-            and (t.is_leaf or not t.requires_grad))
+    return (
+        t.device.type == "cpu"
+        and t.layout == torch.strided
+        and not t.is_quantized
+        and (t.is_leaf or not t.requires_grad)
+    )
 
 
 def _rebuild_tensor(buffer: Any, dtype: str, shape: tuple[int, ...], requires_grad: bool) -> Any:

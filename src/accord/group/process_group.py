@@ -13,8 +13,9 @@ variables, rendezvous or the CLI.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Any, Callable, Sequence
+from typing import Any, cast
 
 from .. import config
 from ..arrays import Buffer
@@ -23,7 +24,7 @@ from ..errors import ArgumentError, ArgumentTypeError
 from ..timeouts import to_seconds
 from ..transport.wire import Fingerprint
 from .calls import CallSequencer
-from .engine import Engine
+from .engine import Engine, Planner
 from .pickling import ObjectPolicy
 from .recorder import FlightRecorder
 
@@ -40,9 +41,17 @@ class ProcessGroup:
     #: communicators at destroy rather than let MPI hand those messages to a new one).
     calls_raised = 0
 
-    def __init__(self, engine: Callable[[ProcessGroup], Engine], members: Sequence[int], rank: int,
-                 group_id: int, timeout: timedelta | float, backend: str, name: str,
-                 desc: str | None = None) -> None:
+    def __init__(
+        self,
+        engine: Callable[[ProcessGroup], Engine],
+        members: Sequence[int],
+        rank: int,
+        group_id: int,
+        timeout: timedelta | float,
+        backend: str,
+        name: str,
+        desc: str | None = None,
+    ) -> None:
         """``members``: the global ranks, in group-rank order; ``rank``: this rank's place
         among them; ``engine(group)`` makes the engine (the group's state is set by then)."""
         self._ranks = list(members)
@@ -59,16 +68,20 @@ class ProcessGroup:
         if group_id != 0:
             where += f" (group {name!r}, group rank {rank})"
         #: The group's call state: numbers, turns, broken state, timeout, recorder, scratch
-        self.calls = CallSequencer(to_seconds(timeout), where,
-                                   FlightRecorder(self.tunables.flight_recorder_size))
+        self.calls = CallSequencer(
+            to_seconds(timeout), where, FlightRecorder(self.tunables.flight_recorder_size)
+        )
         self.recorder = self.calls.recorder
-        self.plans: dict[Any, Any] = {}  # per call signature: what the short path needs
+        self.plans: dict[Any, tuple[Any, ...] | None] = {}  # per call signature: what the short path needs
         self._object_policy: ObjectPolicy | None = None
         self._monitor: Any = None
         #: Hidden groups of the same ranks (DETAIL's check) or some of them (the hierarchy's):
         #: shut down with this one.
         self.companions: list[ProcessGroup] = []
         self.engine: Engine = engine(self)
+        #: The same engine, typed as what the short paths and accord's p2p use of it: valid
+        #: only where ``engine.plannable`` (they run only there), unchecked at run time.
+        self.planner: Planner = cast(Planner, self.engine)
 
     @property
     def object_policy(self) -> ObjectPolicy | None:
@@ -84,8 +97,9 @@ class ProcessGroup:
     @object_policy.setter
     def object_policy(self, policy: ObjectPolicy | None) -> None:
         if policy is not None and not isinstance(policy, ObjectPolicy):
-            raise ArgumentTypeError(f"object_policy must be an accord.ObjectPolicy or None, got "
-                                    f"{type(policy).__name__}")
+            raise ArgumentTypeError(
+                f"object_policy must be an accord.ObjectPolicy or None, got {type(policy).__name__}"
+            )
         self._object_policy = policy
 
     # -- torch's accessors ---------------------------------------------------------------------
@@ -129,47 +143,63 @@ class ProcessGroup:
     @monitor.setter
     def monitor(self, monitor: Any) -> None:
         self._monitor = monitor
-        self.calls.explain = None if monitor is None else \
-            (lambda context, exc: monitor.group_failed(self, context, exc))
+        self.calls.explain = (
+            None if monitor is None else (lambda context, exc: monitor.group_failed(self, context, exc))
+        )
 
     def group_rank_of(self, global_rank: int) -> int:
         """The group rank of a global rank (ValueError if it is not a member)."""
         try:
             return self.group_ranks[global_rank]
         except KeyError:
-            raise ArgumentError(f"global rank {global_rank} is not a member of group "
-                                f"{self.group_name!r} (members: {self._ranks})") from None
+            raise ArgumentError(
+                f"global rank {global_rank} is not a member of group "
+                f"{self.group_name!r} (members: {self._ranks})"
+            ) from None
 
     def global_rank_of(self, group_rank: int) -> int:
         if not 0 <= group_rank < len(self._ranks):
-            raise ArgumentError(f"group rank {group_rank} is out of range for group "
-                                f"{self.group_name!r} of size {len(self._ranks)}")
+            raise ArgumentError(
+                f"group rank {group_rank} is out of range for group "
+                f"{self.group_name!r} of size {len(self._ranks)}"
+            )
         return self._ranks[group_rank]
 
     def __repr__(self) -> str:
-        return (f"<accord.ProcessGroup {self.group_name!r} rank {self._rank}/{len(self._ranks)} "
-                f"backend {self.backend}>")
+        return (
+            f"<accord.ProcessGroup {self.group_name!r} rank {self._rank}/{len(self._ranks)} "
+            f"backend {self.backend}>"
+        )
 
     # -- calls -------------------------------------------------------------------------------
     def context(self, op: str, seq: int | None = None) -> str:
         """'all_reduce #12 on rank 2', plus the group and group rank for subgroups."""
         return self.calls.context(op, seq)
 
-    def fingerprint(self, op: str, algorithm: Algorithm | None, buf: Buffer | None,
-                    root: int = -1) -> Fingerprint:
+    def fingerprint(
+        self, op: str, algorithm: Algorithm | None, buf: Buffer | None, root: int = -1
+    ) -> Fingerprint:
         """What every rank's call must agree on: the collective, algorithm, dtype, count, root."""
-        return Fingerprint(COLLECTIVES[op], algorithm.code if algorithm else 0,
-                           buf.dtype_code if buf else 0, buf.count if buf else 0, root)
+        return Fingerprint(
+            COLLECTIVES[op],
+            algorithm.code if algorithm else 0,
+            buf.dtype_code if buf else 0,
+            buf.count if buf else 0,
+            root,
+        )
 
     def twin(self, group_id: int, name: str) -> ProcessGroup:
         """A new group of the same ranks on the same engine (every member makes it, in the
         same order), for checks that must not disturb this group's calls (DETAIL's)."""
-        return self.engine.twin(group_id, name)
+        twin: ProcessGroup = self.engine.twin(group_id, name)  # (the Engine protocol says Any)
+        return twin
 
-    def subgroup(self, group_id: int, ranks: Sequence[int], timeout: float, backend: str, name: str,
-                 desc: str | None) -> ProcessGroup:
+    def subgroup(
+        self, group_id: int, ranks: Sequence[int], timeout: float, backend: str, name: str, desc: str | None
+    ) -> ProcessGroup:
         """A new group of ``ranks`` (global ranks, this one among them) on the same engine."""
-        return self.engine.subgroup(group_id, ranks, timeout, backend, name, desc)
+        group: ProcessGroup = self.engine.subgroup(group_id, ranks, timeout, backend, name, desc)
+        return group
 
     # -- lifetime ----------------------------------------------------------------------------
     def is_broken(self) -> bool:

@@ -33,8 +33,9 @@ DEFAULT_CAPACITY = 2000  # torch's flight recorder keeps 2000 entries by default
 
 _SPECIAL_SIZES = {"bfloat16": 2, "bytes": 1}  # not NumPy dtypes (or not with a fixed size)
 #: Bytes per element of each fingerprint dtype code (codes not here, e.g. 0: no data, count 0)
-ITEMSIZE: dict[int, int] = {code: _SPECIAL_SIZES.get(name) or np.dtype(name).itemsize
-                             for code, name in DTYPE_NAMES.items()}
+ITEMSIZE: dict[int, int] = {
+    code: _SPECIAL_SIZES.get(name) or np.dtype(name).itemsize for code, name in DTYPE_NAMES.items()
+}
 _clock = time.monotonic
 
 
@@ -79,8 +80,7 @@ class P2pRecord:
 
     __slots__ = ("n", "op", "peer", "tag", "nbytes", "started", "ended", "state", "error")
 
-    def __init__(self, n: int, op: str, peer: int | None, tag: int, nbytes: int,
-                 started: float) -> None:
+    def __init__(self, n: int, op: str, peer: int | None, tag: int, nbytes: int, started: float) -> None:
         self.n = n
         self.op = op
         self.peer = peer
@@ -98,9 +98,20 @@ class P2pRecord:
 class FlightRecorder:
     """The last ``capacity`` calls of one group and the totals per operation."""
 
-    __slots__ = ("capacity", "ring", "stats_by_op", "current", "last_done", "last_failed",
-                 "_wall_offset", "p2p_ring", "p2p_open", "_p2p_numbers", "p2p_ended",
-                 "p2p_failed")
+    __slots__ = (
+        "capacity",
+        "ring",
+        "stats_by_op",
+        "current",
+        "last_done",
+        "last_failed",
+        "_wall_offset",
+        "p2p_ring",
+        "p2p_open",
+        "_p2p_numbers",
+        "p2p_ended",
+        "p2p_failed",
+    )
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
         self.capacity = max(1, int(capacity))
@@ -125,8 +136,7 @@ class FlightRecorder:
         self.p2p_ring[n % self.capacity] = self.p2p_open[n] = record
         return record
 
-    def p2p_end(self, record: P2pRecord, error: BaseException | None = None,
-                peer: int | None = None) -> None:
+    def p2p_end(self, record: P2pRecord, error: BaseException | None = None, peer: int | None = None) -> None:
         """Record that the p2p operation of ``record`` ended (``peer``: the source a receive
         from any rank got); a failed one moved no bytes."""
         if self.p2p_open.pop(record.n, None) is None:
@@ -179,12 +189,21 @@ class FlightRecorder:
         if record is None:
             return None
         fp = record.fp
-        item: dict[str, Any] = {"seq": record.seq, "op": record.op, "state": record.state,
-                                **self._times(record.started, record.ended)}
+        item: dict[str, Any] = {
+            "seq": record.seq,
+            "op": record.op,
+            "state": record.state,
+            **self._times(record.started, record.ended),
+        }
         if fp is not None:
-            item.update(dtype=DTYPE_NAMES.get(fp.dtype, "") if fp.dtype else "", count=fp.count,
-                        root=fp.root, algo=fp.algo, op_code=fp.op,
-                        nbytes=fp.count * ITEMSIZE.get(fp.dtype, 0))
+            item.update(
+                dtype=DTYPE_NAMES.get(fp.dtype, "") if fp.dtype else "",
+                count=fp.count,
+                root=fp.root,
+                algo=fp.algo,
+                op_code=fp.op,
+                nbytes=fp.count * ITEMSIZE.get(fp.dtype, 0),
+            )
         if record.error:
             item["error"] = record.error
         return item
@@ -193,8 +212,11 @@ class FlightRecorder:
         """start, end and duration_s as Unix seconds (end 0.0: not ended, None)."""
         start = started + self._wall_offset
         end = ended + self._wall_offset if ended else None
-        return {"start": round(start, 6), "end": round(end, 6) if end else None,
-                "duration_s": round(end - start, 6) if end else None}
+        return {
+            "start": round(start, 6),
+            "end": round(end, 6) if end else None,
+            "duration_s": round(end - start, 6) if end else None,
+        }
 
     def entries(self) -> list[dict[str, Any]]:
         """The recorded calls, oldest first."""
@@ -204,9 +226,15 @@ class FlightRecorder:
 
     def describe_p2p(self, record: P2pRecord) -> dict[str, Any]:
         """One p2p record as plain data (JSON-ready), times as Unix seconds."""
-        item: dict[str, Any] = {"n": record.n, "op": record.op, "peer": record.peer,
-                                "tag": record.tag, "nbytes": record.nbytes, "state": record.state,
-                                **self._times(record.started, record.ended)}
+        item: dict[str, Any] = {
+            "n": record.n,
+            "op": record.op,
+            "peer": record.peer,
+            "tag": record.tag,
+            "nbytes": record.nbytes,
+            "state": record.state,
+            **self._times(record.started, record.ended),
+        }
         if record.error:
             item["error"] = record.error
         return item
@@ -225,8 +253,9 @@ class FlightRecorder:
         current, done, failed = self.current, self.last_done, self.last_failed
         if current is None and failed is not None and (done is None or failed.seq > done.seq):
             current = failed
-        post = {"current": self.describe(current), "last_done": self.describe(done)}
-        open_ops = sorted(list(self.p2p_open.values()), key=lambda r: r.n)
+        post: dict[str, Any] = {"current": self.describe(current), "last_done": self.describe(done)}
+        # (a list first: the progress thread may end an operation while this sorts)
+        open_ops = sorted(list(self.p2p_open.values()), key=lambda r: r.n)  # noqa: C414
         if open_ops:
             post["p2p_open"] = [self.describe_p2p(r) for r in open_ops[:_OPEN_POSTED]]
             post["p2p_open_count"] = len(open_ops)
@@ -237,14 +266,23 @@ class FlightRecorder:
     def stamp(self) -> tuple[int, int, int, int]:
         """A cheap token that changes whenever a call or a p2p operation starts or ends."""
         current, done = self.current, self.last_done
-        return (current.seq if current is not None else 0,
-                done.seq if done is not None else 0, len(self.p2p_open), self.p2p_ended)
+        return (
+            current.seq if current is not None else 0,
+            done.seq if done is not None else 0,
+            len(self.p2p_open),
+            self.p2p_ended,
+        )
 
     def stats(self) -> dict[str, dict[str, Any]]:
         """Per operation: calls, bytes, total_s, max_s, mean_s, failed."""
         out = {}
         for op, (calls, nbytes, total, longest, failed) in sorted(self.stats_by_op.items()):
-            out[op] = {"calls": int(calls), "bytes": int(nbytes), "total_s": total,
-                       "max_s": longest, "mean_s": total / calls if calls else 0.0,
-                       "failed": int(failed)}
+            out[op] = {
+                "calls": int(calls),
+                "bytes": int(nbytes),
+                "total_s": total,
+                "max_s": longest,
+                "mean_s": total / calls if calls else 0.0,
+                "failed": int(failed),
+            }
         return out

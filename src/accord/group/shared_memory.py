@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import logging
 import struct
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -19,8 +20,21 @@ from ..config import Tunables
 from ..errors import CollectiveMismatchError, DistError, PeerError, with_context
 from ..timeouts import Deadline
 from ..transport.mesh import Channel, Mesh
-from ..transport.shm import (DETAIL_OFFSET, DONE, FP, READY, REDUCED, SEQ, Segment, ShmDomain,
-                             cma_works, publish_self, segment_name, segment_size, shm_supported)
+from ..transport.shm import (
+    DETAIL_OFFSET,
+    DONE,
+    FP,
+    READY,
+    REDUCED,
+    SEQ,
+    Segment,
+    ShmDomain,
+    cma_works,
+    publish_self,
+    segment_name,
+    segment_size,
+    shm_supported,
+)
 from ..transport.wire import Fingerprint, FrameKind
 
 log = logging.getLogger("accord")
@@ -34,22 +48,30 @@ def eligible(mesh: Mesh, ranks: Sequence[int], tunables: Tunables) -> bool:
     return all(mesh.host_ids[r] == host for r in ranks)
 
 
-def _exchange(channel: Channel, ranks: Sequence[int], me: int, step: int, status: int,
-              deadline: Deadline, context: str) -> list[int]:
+def _exchange(
+    channel: Channel, ranks: Sequence[int], me: int, step: int, status: int, deadline: Deadline, context: str
+) -> list[int]:
     """Send ``status`` (one byte) to every member and collect theirs (over the channel)."""
     fp = Fingerprint(_SETUP_OP, 0, 0, 0, -1)
     outgoing = np.array([status], dtype=np.uint8)
     incoming = {r: np.zeros(1, dtype=np.uint8) for r in ranks if r != me}
-    reqs: list[Any] = [channel.irecv(r, FrameKind.COLL, 0, step, 0, fp, memoryview(buf), context)
-                       for r, buf in incoming.items()]
-    reqs += [channel.isend(r, FrameKind.COLL, 0, step, 0, fp, memoryview(outgoing), context)
-             for r in incoming]
+    reqs: list[Any] = [
+        channel.irecv(r, FrameKind.COLL, 0, step, 0, fp, buf.data, context) for r, buf in incoming.items()
+    ]
+    reqs += [channel.isend(r, FrameKind.COLL, 0, step, 0, fp, outgoing.data, context) for r in incoming]
     channel.wait(reqs, deadline, context)
     return [int(status if r == me else incoming[r][0]) for r in ranks]
 
 
-def setup(mesh: Mesh, channel: Channel, ranks: Sequence[int], group_id: int, tunables: Tunables,
-          deadline: Deadline, context: str) -> ShmDomain | None:
+def setup(
+    mesh: Mesh,
+    channel: Channel,
+    ranks: Sequence[int],
+    group_id: int,
+    tunables: Tunables,
+    deadline: Deadline,
+    context: str,
+) -> ShmDomain | None:
     """Map every member's segment, or return None (on every member) if any of them cannot.
 
     Single-copy reads (CMA) are enabled only if every member may read every other's memory.
@@ -60,31 +82,46 @@ def setup(mesh: Mesh, channel: Channel, ranks: Sequence[int], group_id: int, tun
     segments: list[Segment | None] = [None] * len(ranks)
     index = ranks.index(me)
     try:
-        segments[index] = Segment(names[index], size, create=True)
-        publish_self(segments[index])
+        segments[index] = segment = Segment(names[index], size, create=True)
+        publish_self(segment)
     except OSError as exc:
         log.warning("%s: no shared memory (%s); this group uses TCP", context, exc)
     mine = segments[index]
     try:
         if min(_exchange(channel, ranks, me, 0, int(mine is not None), deadline, context)) == 0:
-            return _give_up(segments)
+            _give_up(segments)
+            return None
         status = _attach(segments, names, index, size, tunables, context)
         status = min(_exchange(channel, ranks, me, 1, status, deadline, context))
         if status == 0:
-            return _give_up(segments)
+            _give_up(segments)
+            return None
     finally:
         if mine is not None:
             mine.unlink()  # everyone has mapped it (or given up): the name is no longer needed
-    domain = ShmDomain(index, [s for s in segments if s is not None], tunables.shm_slot_bytes,
-                       len(mesh.local_ranks()), _checker(mesh, channel), threaded=mesh.threaded,
-                       names=ranks, spread=tunables.spread)
+    domain = ShmDomain(
+        index,
+        [s for s in segments if s is not None],
+        tunables.shm_slot_bytes,
+        len(mesh.local_ranks()),
+        _checker(mesh, channel),
+        threaded=mesh.threaded,
+        names=ranks,
+        spread=tunables.spread,
+    )
     if status == 2:
         domain.enable_cma([mesh.pids[r] for r in ranks])
     return domain
 
 
-def _attach(segments: list[Segment | None], names: Sequence[str], index: int, size: int,
-            tunables: Tunables, context: str) -> int:
+def _attach(
+    segments: list[Segment | None],
+    names: Sequence[str],
+    index: int,
+    size: int,
+    tunables: Tunables,
+    context: str,
+) -> int:
     """Map the others' segments: 0 failed, 1 mapped, 2 mapped and their memory readable (CMA)."""
     try:
         for i, name in enumerate(names):
@@ -101,6 +138,7 @@ def _attach(segments: list[Segment | None], names: Sequence[str], index: int, si
 
 def _checker(mesh: Mesh, channel: Channel) -> Callable[[object, list[int]], None]:
     """What a slow wait calls now and then: raise if the group broke or a peer waited for left."""
+
     def check(what: object, lagging: list[int]) -> None:
         if mesh.closed or mesh.channel_closed(channel):
             raise PeerError(f"{what}: the process group was destroyed while this call waited")
@@ -137,13 +175,39 @@ class CallSlots:
     with the compiled calls of ``one_round``, which run the same rounds.
     """
 
-    __slots__ = ("rank", "size", "slot_bytes", "tunables", "domain", "_hash", "_seq", "_fp",
-                 "_tail", "_name", "others", "_describe", "_context", "_scratch", "_expires",
-                 "_budget", "_deadline", "_known", "_last_views", "posted_tails", "_last_known",
-                 "closed")
+    __slots__ = (
+        "rank",
+        "size",
+        "slot_bytes",
+        "tunables",
+        "domain",
+        "_hash",
+        "_seq",
+        "_fp",
+        "_tail",
+        "_name",
+        "others",
+        "_describe",
+        "_context",
+        "_scratch",
+        "_expires",
+        "_budget",
+        "_deadline",
+        "_known",
+        "_last_views",
+        "posted_tails",
+        "_last_known",
+        "closed",
+    )
 
-    def __init__(self, domain: ShmDomain, tunables: Tunables, describe: Callable[[Fingerprint, int], str],
-                 scratch: Callable[..., np.ndarray], context: Callable[[str, int], str]) -> None:
+    def __init__(
+        self,
+        domain: ShmDomain,
+        tunables: Tunables,
+        describe: Callable[[Fingerprint, int], str],
+        scratch: Callable[..., np.ndarray],
+        context: Callable[[str, int], str],
+    ) -> None:
         self.rank, self.size, self.slot_bytes = domain.rank, domain.size, domain.slot_bytes
         self.tunables, self.domain = tunables, domain
         self.others = [r for r in range(domain.size) if r != domain.rank]
@@ -208,7 +272,7 @@ class CallSlots:
         tail = self._tail
         if self.posted_tails[parity] is not tail:  # the detail words, only when they change
             base = DETAIL_OFFSET[parity]
-            domain.mine_bytes[base + 8:base + 64] = tail
+            domain.mine_bytes[base + 8 : base + 64] = tail
             self.posted_tails[parity] = tail
         mine[SEQ + parity] = self._seq
         mine[FP + parity] = self._hash  # READY's line: published with it by ready()
@@ -220,7 +284,7 @@ class CallSlots:
     def views(self, round_: int, nbytes: int, dtype: np.dtype) -> list[np.ndarray]:
         last = self._last_views
         if last[0] == nbytes and last[1] is dtype:  # the same shape as the last call: common
-            return last[2 + (round_ & 1)]
+            return last[2 + (round_ & 1)]  # type: ignore[no-any-return]  # (a tuple indexed by round parity)
         both = (self.domain.views(0, nbytes, dtype), self.domain.views(1, nbytes, dtype))
         self._last_views = (nbytes, dtype, *both)
         return both[round_ & 1]
@@ -268,8 +332,9 @@ class CallSlots:
     def expose_blocks(self, round_: int, blocks: Sequence[np.ndarray]) -> None:
         self.domain.expose_blocks(round_, blocks)
 
-    def fetch_block(self, rank: int, round_: int, index: int, dst: np.ndarray, offset: int = 0,
-                    whole: int | None = None) -> None:
+    def fetch_block(
+        self, rank: int, round_: int, index: int, dst: np.ndarray, offset: int = 0, whole: int | None = None
+    ) -> None:
         """Read ``rank``'s block ``index`` (or ``dst.nbytes`` of it from byte ``offset``, a
         block this rank expects to be ``whole`` bytes); a block of another size means the
         ranks disagree on the call: CollectiveMismatchError, never a short or long read."""
@@ -278,7 +343,8 @@ class CallSlots:
         if size != expected or offset + dst.nbytes > size:
             raise CollectiveMismatchError(
                 f"{self}: rank {self.domain.names[rank]} has {size} bytes for this rank, "
-                f"which expects {expected}. Do the sizes (split sizes) agree across ranks?")
+                f"which expects {expected}. Do the sizes (split sizes) agree across ranks?"
+            )
         try:
             self.domain.fetch_block(rank, round_, index, dst, offset)
         except PeerError as exc:
@@ -289,8 +355,11 @@ class CallSlots:
         its process is gone)."""
         name = self.domain.names[rank]
         if "ESRCH" in str(exc):
-            return PeerError(f"{self}: rank {name} is gone: its process no longer exists (it died "
-                             f"while this rank was reading its buffer)", peer=name)
+            return PeerError(
+                f"{self}: rank {name} is gone: its process no longer exists (it died "
+                f"while this rank was reading its buffer)",
+                peer=name,
+            )
         return PeerError(f"{self}: reading rank {name}'s buffer failed: {exc}", peer=name)
 
     def scratch(self, count: int, dtype: np.dtype, which: int = 0) -> np.ndarray:
@@ -301,5 +370,7 @@ class CallSlots:
         theirs = self._describe(Fingerprint(op, algo, dtype, count, root), seq)
         mine = self._describe(self._fp, self._seq)
         return CollectiveMismatchError(
-            f"{self}: rank {self.domain.names[rank]} called {theirs}, this rank called {mine}. Every rank must "
-            f"call the same collectives, in the same order, with matching dtypes, sizes and roots")
+            f"{self}: rank {self.domain.names[rank]} called {theirs}, this rank called {mine}. "
+            f"Every rank must call the same collectives, in the same order, with matching dtypes, "
+            f"sizes and roots"
+        )

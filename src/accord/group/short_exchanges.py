@@ -3,16 +3,17 @@ reduce_scatter and all_to_all, in their list and tensor forms.
 
 Owns: per form, the front check (plain arrays, or plain CPU torch tensors seen as arrays),
 the plan (the long path's argument checks, algorithm choice and fingerprint, made once per
-call signature through ``short_paths.cached_plan``) and, for an even call on one
-shared-memory slot, its compiled single round. The plumbing they share (the plan cache,
-``choose``, the list scan) is ``short_paths``'; as there, a call on backend mpi goes to the
+call signature through ``plans.cached_plan``) and, for an even call on one
+shared-memory slot, its compiled single round. The plumbing they share with ``short_paths``
+(the plan cache, ``choose``, the list scan) is ``plans``'; as there, a call on backend mpi goes to the
 group's ``direct`` path and anything not plannable returns False for the long path. Must not
 know about the default world or torch.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -22,13 +23,28 @@ from ..collectives.registry import Algorithm
 from ..reduce_ops import Kernel, as_reduce_op, make_kernel
 from ..transport.wire import Fingerprint
 from . import one_round
-from .arguments import (all_gather_buffers, all_gather_into_tensor_buffers, all_to_all_buffers,
-                        all_to_all_single_buffers, equal_chunks, reduce_scatter_buffers,
-                        reduce_scatter_tensor_buffers)
+from .arguments import (
+    all_gather_buffers,
+    all_gather_into_tensor_buffers,
+    all_to_all_buffers,
+    all_to_all_single_buffers,
+    equal_chunks,
+    reduce_scatter_buffers,
+    reduce_scatter_tensor_buffers,
+)
+from .plans import (
+    cached_plan,
+    choose,
+    finalizer,
+    flat_view,
+    list_views,
+    plain_array,
+    run_plan,
+    scan_list,
+    shared_plan,
+)
 from .process_group import ProcessGroup
 from .work import Work
-from .short_paths import (cached_plan, choose, finalizer, flat_view, list_views, plain_array, run_plan,
-                          scan_list, shared_plan)
 
 _NDARRAY = np.ndarray
 
@@ -51,16 +67,24 @@ def all_gather_into_tensor_async(group: ProcessGroup, output: Any, inp: Any) -> 
     now); None: take the long path. The queued call holds the caller's tensors."""
     views = plain_view(output), plain_view(inp)
     run = _gathering(group, *views)
-    return None if run is None else group.engine.defer("all_gather", _returning(run, [output], inp),
-                                                [output], (inp,))
+    return (
+        None
+        if run is None
+        else group.planner.defer("all_gather", _returning(run, [output], inp), [output], (inp,))
+    )
 
 
 def _gathering(group: ProcessGroup, output: Any, inp: Any) -> Callable[[], None] | None:
     """The short path of one all_gather_into_tensor, ready to run (None: not plannable)."""
     if not (group.engine.plannable and plain_array(output, True) and plain_array(inp, False)):
         return None
-    plan = cached_plan(group, ("all_gather_into_tensor", output.dtype, output.size, inp.dtype, inp.size),
-                       _plan_all_gather_into_tensor, output, inp)
+    plan = cached_plan(
+        group,
+        ("all_gather_into_tensor", output.dtype, output.size, inp.dtype, inp.size),
+        _plan_all_gather_into_tensor,
+        output,
+        inp,
+    )
     if plan is None:
         return None
     flat_in, flat_out = flat_view(inp), flat_view(output)
@@ -68,26 +92,34 @@ def _gathering(group: ProcessGroup, output: Any, inp: Any) -> Callable[[], None]
 
     def run() -> None:
         if compiled is None or not compiled(flat_in, flat_out):
-            group.engine.run_planned("all_gather", plan[0], plan[1],
-                              (flat_in, equal_chunks(flat_out, group.size())), (inp,))
+            group.planner.run_planned(
+                "all_gather", plan[0], plan[1], (flat_in, equal_chunks(flat_out, group.size())), (inp,)
+            )
 
     return run
 
 
-def _plan_all_gather_into_tensor(group: ProcessGroup, output: np.ndarray,
-                                 inp: np.ndarray) -> tuple[Any, ...] | None:
+def _plan_all_gather_into_tensor(
+    group: ProcessGroup, output: np.ndarray, inp: np.ndarray
+) -> tuple[Any, ...] | None:
     i, o = all_gather_into_tensor_buffers(group.size(), output, inp)
     algorithm, fp = choose(group, "all_gather", o.nbytes, i, count=o.count)
     return shared_plan(algorithm, fp, _compile_all_gather(group, algorithm, fp, i))
 
 
-def _compile_all_gather(group: ProcessGroup, algorithm: Algorithm, fp: Fingerprint,
-                        inp: Buffer) -> Callable[..., bool] | None:
+def _compile_all_gather(
+    group: ProcessGroup, algorithm: Algorithm, fp: Fingerprint, inp: Buffer
+) -> Callable[..., bool] | None:
     """Every rank gives ``inp.count`` elements (the plan's signature says so)."""
     if algorithm.run is not shm_exchange.all_gather:
         return None
-    return one_round.compile_call(group, "all_gather", fp, inp.nbytes, shm_exchange.all_gather_round(
-        group.rank(), group.size(), inp.count, inp.flat.dtype))
+    return one_round.compile_call(
+        group,
+        "all_gather",
+        fp,
+        inp.nbytes,
+        shm_exchange.all_gather_round(group.rank(), group.size(), inp.count, inp.flat.dtype),
+    )
 
 
 def all_gather(group: ProcessGroup, outputs: Any, inp: Any) -> bool:
@@ -105,8 +137,9 @@ def all_gather(group: ProcessGroup, outputs: Any, inp: Any) -> bool:
     return True
 
 
-def _plan_all_gather(group: ProcessGroup, outputs: list[np.ndarray],
-                     inp: np.ndarray) -> tuple[Any, ...] | None:
+def _plan_all_gather(
+    group: ProcessGroup, outputs: list[np.ndarray], inp: np.ndarray
+) -> tuple[Any, ...] | None:
     i, outs = all_gather_buffers(group.rank(), group.size(), outputs, inp)
     total = sum(o.count for o in outs)
     algorithm, fp = choose(group, "all_gather", total * i.itemsize, i, count=total)
@@ -131,16 +164,25 @@ def reduce_scatter_tensor_async(group: ProcessGroup, output: Any, inp: Any, op: 
     """``reduce_scatter_tensor(async_op=True)``, as ``all_gather_into_tensor_async``."""
     views = plain_view(output), plain_view(inp)
     run = _scattering(group, *views, op)
-    return None if run is None else group.engine.defer("reduce_scatter", _returning(run, [output], inp),
-                                                [output], (inp,))
+    return (
+        None
+        if run is None
+        else group.planner.defer("reduce_scatter", _returning(run, [output], inp), [output], (inp,))
+    )
 
 
 def _scattering(group: ProcessGroup, output: Any, inp: Any, op: Any) -> Callable[[], None] | None:
     """The short path of one reduce_scatter_tensor, ready to run (None: not plannable)."""
     if not (group.engine.plannable and plain_array(output, True) and plain_array(inp, False)):
         return None
-    plan = cached_plan(group, ("reduce_scatter_tensor", op, output.dtype, output.size, inp.dtype, inp.size),
-                       _plan_reduce_scatter_tensor, output, inp, op)
+    plan = cached_plan(
+        group,
+        ("reduce_scatter_tensor", op, output.dtype, output.size, inp.dtype, inp.size),
+        _plan_reduce_scatter_tensor,
+        output,
+        inp,
+        op,
+    )
     if plan is None:
         return None
     flat_out, flat_in = flat_view(output), flat_view(inp)
@@ -148,8 +190,13 @@ def _scattering(group: ProcessGroup, output: Any, inp: Any, op: Any) -> Callable
 
     def run() -> None:
         if compiled is None or not compiled(flat_out, flat_in):
-            group.engine.run_planned("reduce_scatter", plan[0], plan[1],
-                              (flat_out, equal_chunks(flat_in, group.size()), plan[2]), (inp,))
+            group.planner.run_planned(
+                "reduce_scatter",
+                plan[0],
+                plan[1],
+                (flat_out, equal_chunks(flat_in, group.size()), plan[2]),
+                (inp,),
+            )
 
     return run
 
@@ -157,6 +204,7 @@ def _scattering(group: ProcessGroup, output: Any, inp: Any, op: Any) -> Callable
 def _returning(run: Callable[[], None], result: list[Any], keep: Any) -> Callable[[], list[Any]]:
     """``run`` as a queued call: it returns ``result`` and holds ``keep`` (an input tensor
     whose view ``run`` reads: a view of a plain tensor does not keep it alive) until then."""
+
     def queued(_held: Any = keep) -> list[Any]:  # (the default holds ``keep``)
         run()
         return result
@@ -164,22 +212,31 @@ def _returning(run: Callable[[], None], result: list[Any], keep: Any) -> Callabl
     return queued
 
 
-def _plan_reduce_scatter_tensor(group: ProcessGroup, output: np.ndarray, inp: np.ndarray,
-                                op: Any) -> tuple[Any, ...] | None:
+def _plan_reduce_scatter_tensor(
+    group: ProcessGroup, output: np.ndarray, inp: np.ndarray, op: Any
+) -> tuple[Any, ...] | None:
     o, i = reduce_scatter_tensor_buffers(group.size(), output, inp)
     kernel = make_kernel(as_reduce_op(op), o.flat.dtype, o.dtype_name)
     algorithm, fp = choose(group, "reduce_scatter", i.nbytes, o, count=i.count)
     return shared_plan(algorithm, fp, kernel, _compile_reduce_scatter(group, algorithm, fp, o, kernel))
 
 
-def _compile_reduce_scatter(group: ProcessGroup, algorithm: Algorithm, fp: Fingerprint, out: Buffer,
-                            kernel: Kernel) -> Callable[..., bool] | None:
+def _compile_reduce_scatter(
+    group: ProcessGroup, algorithm: Algorithm, fp: Fingerprint, out: Buffer, kernel: Kernel
+) -> Callable[..., bool] | None:
     """Every rank's block for every rank is ``out.count`` elements (the plan's signature)."""
     if algorithm.run is not shm_exchange.reduce_scatter or kernel.ufunc is None or out.count == 0:
         return None
     n = group.size()
-    return one_round.compile_call(group, "reduce_scatter", fp, n * out.nbytes, shm_exchange.reduce_scatter_round(
-        group.rank(), n, out.count, out.flat.dtype, kernel.ufunc, finalizer(kernel)))
+    return one_round.compile_call(
+        group,
+        "reduce_scatter",
+        fp,
+        n * out.nbytes,
+        shm_exchange.reduce_scatter_round(
+            group.rank(), n, out.count, out.flat.dtype, kernel.ufunc, finalizer(kernel)
+        ),
+    )
 
 
 def reduce_scatter(group: ProcessGroup, output: Any, inputs: Any, op: Any) -> bool:
@@ -198,15 +255,17 @@ def reduce_scatter(group: ProcessGroup, output: Any, inputs: Any, op: Any) -> bo
     return True
 
 
-def _plan_reduce_scatter(group: ProcessGroup, output: np.ndarray, inputs: list[np.ndarray],
-                         op: Any) -> tuple[Any, ...] | None:
+def _plan_reduce_scatter(
+    group: ProcessGroup, output: np.ndarray, inputs: list[np.ndarray], op: Any
+) -> tuple[Any, ...] | None:
     o, ins = reduce_scatter_buffers(group.rank(), group.size(), output, inputs)
     total = sum(b.count for b in ins)
     kernel = make_kernel(as_reduce_op(op), o.flat.dtype, o.dtype_name)
     algorithm, fp = choose(group, "reduce_scatter", total * o.itemsize, o, count=total)
     even = all(b.count == o.count for b in ins)
-    return shared_plan(algorithm, fp, kernel,
-                        _compile_reduce_scatter(group, algorithm, fp, o, kernel) if even else None)
+    return shared_plan(
+        algorithm, fp, kernel, _compile_reduce_scatter(group, algorithm, fp, o, kernel) if even else None
+    )
 
 
 # -- all_to_all -------------------------------------------------------------------------------
@@ -218,7 +277,9 @@ def all_to_all(group: ProcessGroup, outputs: Any, inputs: Any) -> bool:
     scanned_out, scanned_in = scan_list(outputs, n, True), scan_list(inputs, n, False)
     if scanned_out is None or scanned_in is None:
         return False
-    plan = cached_plan(group, ("all_to_all", scanned_out[0], scanned_in[0]), _plan_all_to_all, outputs, inputs)
+    plan = cached_plan(
+        group, ("all_to_all", scanned_out[0], scanned_in[0]), _plan_all_to_all, outputs, inputs
+    )
     if plan is None:
         return False
     outs, ins = scanned_out[1], scanned_in[1]
@@ -226,57 +287,80 @@ def all_to_all(group: ProcessGroup, outputs: Any, inputs: Any) -> bool:
     return True
 
 
-def _plan_all_to_all(group: ProcessGroup, outputs: list[np.ndarray],
-                     inputs: list[np.ndarray]) -> tuple[Any, ...] | None:
+def _plan_all_to_all(
+    group: ProcessGroup, outputs: list[np.ndarray], inputs: list[np.ndarray]
+) -> tuple[Any, ...] | None:
     _, ins = all_to_all_buffers(group.rank(), group.size(), outputs, inputs)
     algorithm, fp = choose(group, "all_to_all", 0, ins[0], count=0)
     count = inputs[0].size
     even = all(o.size == count for o in outputs) and all(i.size == count for i in inputs)
-    return shared_plan(algorithm, fp,
-                        _compile_all_to_all(group, algorithm, fp, count, ins[0].flat.dtype) if even else None)
+    return shared_plan(
+        algorithm, fp, _compile_all_to_all(group, algorithm, fp, count, ins[0].flat.dtype) if even else None
+    )
 
 
-def _compile_all_to_all(group: ProcessGroup, algorithm: Algorithm, fp: Fingerprint, count: int,
-                        dtype: np.dtype) -> Callable[..., bool] | None:
+def _compile_all_to_all(
+    group: ProcessGroup, algorithm: Algorithm, fp: Fingerprint, count: int, dtype: np.dtype
+) -> Callable[..., bool] | None:
     """Every rank sends and receives ``count`` elements to and from every rank."""
     n = group.size()
-    if algorithm.run is not shm_exchange.all_to_all or group.engine.call_slots is None \
-            or not shm_exchange.all_to_all_fits(n, count, dtype.itemsize, group.engine.call_slots.slot_bytes):
+    if (
+        algorithm.run is not shm_exchange.all_to_all
+        or group.planner.call_slots is None
+        or not shm_exchange.all_to_all_fits(n, count, dtype.itemsize, group.planner.call_slots.slot_bytes)
+    ):
         return None
-    return one_round.compile_call(group, "all_to_all", fp, 8 * n + n * count * dtype.itemsize,
-                                  shm_exchange.all_to_all_round(group.rank(), n, count, dtype))
+    return one_round.compile_call(
+        group,
+        "all_to_all",
+        fp,
+        8 * n + n * count * dtype.itemsize,
+        shm_exchange.all_to_all_round(group.rank(), n, count, dtype),
+    )
 
 
-def all_to_all_single(group: ProcessGroup, output: Any, inp: Any, output_split_sizes: Any,
-                      input_split_sizes: Any) -> bool:
+def all_to_all_single(
+    group: ProcessGroup, output: Any, inp: Any, output_split_sizes: Any, input_split_sizes: Any
+) -> bool:
     """The even form only (no split sizes): piece j of dim 0 goes to rank j."""
     if type(output) is not _NDARRAY or type(inp) is not _NDARRAY:
         output, inp = plain_view(output), plain_view(inp)
     if group.engine.direct is not None:
         return group.engine.direct.all_to_all_single(  # type: ignore[no-any-return]
-            output, inp, output_split_sizes, input_split_sizes)
+            output, inp, output_split_sizes, input_split_sizes
+        )
     if output_split_sizes or input_split_sizes:
         return False
     if not (group.engine.plannable and plain_array(output, True) and plain_array(inp, False)):
         return False
-    plan = cached_plan(group, ("all_to_all_single", output.dtype, output.shape, inp.dtype, inp.shape),
-                       _plan_all_to_all_single, output, inp)
+    plan = cached_plan(
+        group,
+        ("all_to_all_single", output.dtype, output.shape, inp.dtype, inp.shape),
+        _plan_all_to_all_single,
+        output,
+        inp,
+    )
     if plan is None:
         return False
     flat_out, flat_in = flat_view(output), flat_view(inp)
     compiled = plan[-1]
     if compiled is None or not compiled(flat_out, flat_in):
         n = group.size()
-        group.engine.run_planned("all_to_all", plan[0], plan[1],
-                          (equal_chunks(flat_out, n), equal_chunks(flat_in, n)), (inp,))
+        group.planner.run_planned(
+            "all_to_all", plan[0], plan[1], (equal_chunks(flat_out, n), equal_chunks(flat_in, n)), (inp,)
+        )
     return True
 
 
-def _plan_all_to_all_single(group: ProcessGroup, output: np.ndarray,
-                            inp: np.ndarray) -> tuple[Any, ...] | None:
+def _plan_all_to_all_single(
+    group: ProcessGroup, output: np.ndarray, inp: np.ndarray
+) -> tuple[Any, ...] | None:
     o, i, _, _, _ = all_to_all_single_buffers(group.rank(), group.size(), output, inp, None, None)
     algorithm, fp = choose(group, "all_to_all", i.nbytes, i, count=i.count)
     n = group.size()
     even = o.count == i.count and i.count % n == 0
-    return shared_plan(algorithm, fp, _compile_all_to_all(group, algorithm, fp, i.count // n, i.flat.dtype)
-                        if even and n else None)
+    return shared_plan(
+        algorithm,
+        fp,
+        _compile_all_to_all(group, algorithm, fp, i.count // n, i.flat.dtype) if even and n else None,
+    )

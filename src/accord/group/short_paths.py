@@ -1,11 +1,11 @@
 """The short path of blocking collectives on plain NumPy arrays.
 
-Owns: the plan cache (``cached_plan``: per call signature, the fingerprint and algorithm,
-made once through the same checks and choices as the long path), ``choose`` (algorithm and
-fingerprint, shared with ``collective_ops.launch`` so a rank on either path agrees with a
-rank on the other), the helpers every short path uses (``plain_array``, ``scan_list``,
-``run_plan``…), and the short paths of all_reduce, broadcast, barrier, reduce, gather and
-scatter (all_gather, reduce_scatter and all_to_all are ``short_exchanges``'). A short
+Owns: the short paths of all_reduce, broadcast, barrier, reduce, gather and scatter, each a
+check that its arguments are plain, a cached plan and a run (all_gather, reduce_scatter and
+all_to_all are ``short_exchanges``'). What every short path is made of — the plan cache
+(``cached_plan``), ``choose`` (algorithm and fingerprint, shared with the long path), the
+argument scans and ``run_plan`` — is ``plans``' (split from here so that this module and
+``short_exchanges`` both build on it and each stays under 400 lines). A short
 path applies when every argument is a C-contiguous ``numpy.ndarray`` (outputs writeable) or a
 plain CPU torch tensor (seen as one: ``arrays.plain_view``),
 the call is blocking and the group runs on accord's own engine (shared memory or messages,
@@ -13,100 +13,37 @@ not backend mpi's); it returns False otherwise and the caller takes the long pat
 explains what is wrong with an argument. What a plan skips on later calls: Buffer objects,
 argument checks, the algorithm choice, the fingerprint; a shared-memory algorithm also
 skips the call's Peers and Work (``ProcessGroup.run_planned``). A hierarchical call is never
-planned: it runs as calls of the inner groups, each planned there. Must not know about the default world or torch.
+planned: it runs as calls of the inner groups, each planned there. Must not know about the
+default world or torch.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
-from ..arrays import Buffer, as_buffer, plain_view
+from ..arrays import as_buffer, plain_view
 from ..collectives import shm, shm_rooted
-from ..collectives.registry import Algorithm
-from ..reduce_ops import Kernel, as_reduce_op, make_kernel
-from ..transport.wire import Fingerprint
-from .arguments import root_list
+from ..reduce_ops import as_reduce_op, make_kernel
 from . import one_round
-from .hierarchy import HIERARCHICAL
+from .arguments import root_list
+from .plans import (
+    cached_plan,
+    choose,
+    finalizer,
+    flat_view,
+    list_views,
+    plain_array,
+    run_plan,
+    scan_list,
+    shared_plan,
+)
 from .process_group import ProcessGroup
 from .work import Work
 
 _NDARRAY = np.ndarray
-#: The most call signatures a group keeps plans of (a plan with its compiled form holds views
-#: of every rank's slots and a few closures: a few KiB).
-MAX_PLANS = 512
-
-
-def choose(group: ProcessGroup, collective: str, nbytes: int, fp_buf: Buffer | None, root: int = -1,
-           count: int | None = None) -> tuple[Algorithm, Fingerprint]:
-    """The algorithm for ``nbytes`` on this group, and the call's fingerprint."""
-    algorithm = group.engine.choose_algorithm(collective, nbytes)
-    fp = group.fingerprint(collective, algorithm, fp_buf, root)
-    if count is not None:
-        fp = fp._replace(count=count)
-    return algorithm, fp
-
-
-def cached_plan(group: ProcessGroup, key: tuple[Any, ...], make: Callable[..., tuple[Any, ...] | None],
-                *args: Any) -> tuple[Any, ...] | None:
-    """The cached plan of a call signature on a group (None: take the long path).
-
-    A plan is (fingerprint, algorithm, extra…), made once by ``make(group, *args)`` through the
-    same checks and choices as the long path (a check that fails raises its error here, as the
-    long path would, and nothing is cached).
-    """
-    try:
-        return group.plans[key]
-    except KeyError:
-        if len(group.plans) >= MAX_PLANS:  # a program of ever-new shapes: start again
-            group.plans.clear()
-        plan = group.plans[key] = make(group, *args)
-        return plan
-    except TypeError:  # an unhashable argument: the long path explains what is wrong with it
-        return None
-
-
-def shared_plan(algorithm: Algorithm, fp: Fingerprint, *extra: Any) -> tuple[Any, ...] | None:
-    return None if algorithm.kind == HIERARCHICAL else (fp, algorithm, *extra)
-
-
-def plain_array(array: Any, writes: bool) -> bool:
-    if type(array) is not _NDARRAY:
-        return False
-    flags = array.flags
-    return flags.c_contiguous and (flags.writeable or not writes)
-
-
-def scan_list(arrays: Any, size: int, writes: bool) -> tuple[tuple[Any, ...], list[np.ndarray]] | None:
-    """One pass over a list argument: None unless it is a list (or tuple) of ``size`` plain
-    arrays; else its signature (dtype, size of each) and the arrays as 1-D views."""
-    if (type(arrays) is not list and type(arrays) is not tuple) or len(arrays) != size:
-        return None
-    signature: list[Any] = []
-    flats = []
-    for array in arrays:
-        if type(array) is not _NDARRAY:
-            return None
-        flags = array.flags
-        if not flags.c_contiguous or (writes and not flags.writeable):
-            return None
-        signature += (array.dtype, array.size)
-        flats.append(array if array.ndim == 1 else array.reshape(-1))
-    return tuple(signature), flats
-
-
-def list_views(arrays: Any) -> Any:
-    """A list argument with plain torch tensors seen as NumPy arrays (``plain_view``), when
-    its first element is not already an array; else as it is (None included)."""
-    if (type(arrays) is list or type(arrays) is tuple) and arrays and type(arrays[0]) is not _NDARRAY:
-        return [plain_view(a) for a in arrays]
-    return arrays
-
-
-def flat_view(array: np.ndarray) -> np.ndarray:
-    return array if array.ndim == 1 else array.reshape(-1)
 
 
 # -- all_reduce, broadcast, barrier ------------------------------------------------------------
@@ -127,7 +64,7 @@ def all_reduce(group: ProcessGroup, tensor: Any, op: Any) -> bool:
                 flat = tensor if tensor.ndim == 1 else tensor.reshape(-1)
                 compiled = plan[3]
                 if compiled is None or not compiled(flat):
-                    group.engine.run_planned("all_reduce", plan[0], plan[1], (flat, plan[2]), (tensor,))
+                    group.planner.run_planned("all_reduce", plan[0], plan[1], (flat, plan[2]), (tensor,))
                 return True
     return False
 
@@ -149,10 +86,10 @@ def all_reduce_async(group: ProcessGroup, tensor: Any, op: Any, keep: Any = None
 
     def run() -> list[Any]:
         if compiled is None or not compiled(flat):
-            group.engine.run_planned("all_reduce", fp, algorithm, (flat, kernel), (array,))
+            group.planner.run_planned("all_reduce", fp, algorithm, (flat, kernel), (array,))
         return result
 
-    return group.engine.defer("all_reduce", run, result, result)
+    return group.planner.defer("all_reduce", run, result, result)
 
 
 def all_reduce_flat_async(group: ProcessGroup, flat: np.ndarray, op: Any, keep: Any) -> Work | None:
@@ -165,10 +102,10 @@ def all_reduce_flat_async(group: ProcessGroup, flat: np.ndarray, op: Any, keep: 
 
             def run() -> Any:
                 if compiled is None or not compiled(flat):
-                    group.engine.run_planned("all_reduce", fp, algorithm, (flat, kernel), (flat,))
+                    group.planner.run_planned("all_reduce", fp, algorithm, (flat, kernel), (flat,))
                 return keep
 
-            return group.engine.defer("all_reduce", run, keep, keep)
+            return group.planner.defer("all_reduce", run, keep, keep)
     return None
 
 
@@ -179,7 +116,7 @@ def all_reduce_flat(group: ProcessGroup, flat: np.ndarray, op: Any) -> bool:
         if plan is not None:
             compiled = plan[3]
             if compiled is None or not compiled(flat):
-                group.engine.run_planned("all_reduce", plan[0], plan[1], (flat, plan[2]), (flat,))
+                group.planner.run_planned("all_reduce", plan[0], plan[1], (flat, plan[2]), (flat,))
             return True
     return False
 
@@ -192,22 +129,14 @@ def _plan_all_reduce(group: ProcessGroup, tensor: np.ndarray, op: Any) -> tuple[
     bodies = {shm.one_shot: shm.one_shot_round, shm.reduce_broadcast: shm.reduce_broadcast_round}
     body = bodies.get(algorithm.run)
     if body is not None and kernel.ufunc is not None:
-        compiled = one_round.compile_call(group, "all_reduce", fp, buf.nbytes, body(
-            group.rank(), group.size(), buf.count, buf.flat.dtype, kernel.ufunc, finalizer(kernel)))
+        compiled = one_round.compile_call(
+            group,
+            "all_reduce",
+            fp,
+            buf.nbytes,
+            body(group.rank(), group.size(), buf.count, buf.flat.dtype, kernel.ufunc, finalizer(kernel)),
+        )
     return shared_plan(algorithm, fp, kernel, compiled)
-
-
-def finalizer(kernel: Kernel) -> Callable[[np.ndarray, int], None] | None:
-    return kernel.finalize if kernel.needs_finalize else None
-
-
-def run_plan(group: ProcessGroup, op: str, plan: tuple[Any, ...], args: tuple[Any, ...],
-         compiled_args: tuple[Any, ...], inputs: tuple[Any, ...]) -> None:
-    """Run a planned call: its compiled form if it has one and it can run now, else
-    run_planned with ``args`` (the schedule's)."""
-    compiled = plan[-1]
-    if compiled is None or not compiled(*compiled_args):
-        group.engine.run_planned(op, plan[0], plan[1], args, inputs)
 
 
 def broadcast(group: ProcessGroup, tensor: Any, src: int) -> bool:
@@ -241,7 +170,7 @@ def broadcast_async(group: ProcessGroup, tensor: Any, src: int, keep: Any = None
         run_plan(group, "broadcast", plan, (flat, src), (flat,), (array,))
         return result
 
-    return group.engine.defer("broadcast", run, result, result)
+    return group.planner.defer("broadcast", run, result, result)
 
 
 def broadcast_flat(group: ProcessGroup, flat: np.ndarray, src: int) -> bool:
@@ -259,8 +188,13 @@ def _plan_broadcast(group: ProcessGroup, tensor: np.ndarray, src: int) -> tuple[
     algorithm, fp = choose(group, "broadcast", buf.nbytes, buf, root=src)
     compiled = None
     if algorithm.run is shm.broadcast:
-        compiled = one_round.compile_call(group, "broadcast", fp, buf.nbytes, shm.broadcast_round(
-            group.rank(), group.size(), src, buf.count, buf.flat.dtype))
+        compiled = one_round.compile_call(
+            group,
+            "broadcast",
+            fp,
+            buf.nbytes,
+            shm.broadcast_round(group.rank(), group.size(), src, buf.count, buf.flat.dtype),
+        )
     return shared_plan(algorithm, fp, compiled)
 
 
@@ -280,8 +214,9 @@ def _plan_barrier(group: ProcessGroup) -> tuple[Any, ...] | None:
     algorithm, fp = choose(group, "barrier", 0, None)
     compiled = None
     if algorithm.run is shm.barrier:  # no data: the round's views are one byte
-        compiled = one_round.compile_call(group, "barrier", fp, 1,
-                                          shm.barrier_round(group.rank(), group.size()))
+        compiled = one_round.compile_call(
+            group, "barrier", fp, 1, shm.barrier_round(group.rank(), group.size())
+        )
     return shared_plan(algorithm, fp, compiled)
 
 
@@ -309,8 +244,15 @@ def _plan_reduce(group: ProcessGroup, tensor: np.ndarray, dst: int, op: Any) -> 
     algorithm, fp = choose(group, "reduce", buf.nbytes, buf, root=dst)
     compiled = None
     if algorithm.run is shm_rooted.reduce and kernel.ufunc is not None:
-        compiled = one_round.compile_call(group, "reduce", fp, buf.nbytes, shm_rooted.reduce_round(
-            group.rank(), group.size(), dst, buf.count, buf.flat.dtype, kernel.ufunc, finalizer(kernel)))
+        compiled = one_round.compile_call(
+            group,
+            "reduce",
+            fp,
+            buf.nbytes,
+            shm_rooted.reduce_round(
+                group.rank(), group.size(), dst, buf.count, buf.flat.dtype, kernel.ufunc, finalizer(kernel)
+            ),
+        )
     return shared_plan(algorithm, fp, kernel, compiled)
 
 
@@ -322,8 +264,15 @@ def scatter(group: ProcessGroup, tensor: Any, scatter_list: Any, src: Any) -> bo
     return _rooted(group, "scatter", tensor, scatter_list, src, True, _plan_scatter)
 
 
-def _rooted(group: ProcessGroup, op: str, tensor: Any, tensors: Any, root: Any, tensor_writes: bool,
-            make: Callable[..., tuple[Any, ...] | None]) -> bool:
+def _rooted(
+    group: ProcessGroup,
+    op: str,
+    tensor: Any,
+    tensors: Any,
+    root: Any,
+    tensor_writes: bool,
+    make: Callable[..., tuple[Any, ...] | None],
+) -> bool:
     """gather (``tensors`` written on the root) and scatter (``tensor`` written everywhere):
     on the root a plain list, elsewhere None or []."""
     if type(tensor) is not _NDARRAY:
@@ -350,12 +299,13 @@ def _rooted(group: ProcessGroup, op: str, tensor: Any, tensors: Any, root: Any, 
     compiled = plan[-1]
     if compiled is None or not compiled(flat, flats):
         inputs = (tensor,) if op == "gather" else (tensors,) if flats is not None else ()
-        group.engine.run_planned(op, plan[0], plan[1], (flat, flats, root), inputs)
+        group.planner.run_planned(op, plan[0], plan[1], (flat, flats, root), inputs)
     return True
 
 
-def _plan_gather(group: ProcessGroup, tensor: np.ndarray, gather_list: Any,
-                 dst: int) -> tuple[Any, ...] | None:
+def _plan_gather(
+    group: ProcessGroup, tensor: np.ndarray, gather_list: Any, dst: int
+) -> tuple[Any, ...] | None:
     if not 0 <= dst < group.size():
         return None
     inp = as_buffer(tensor, writable=False)
@@ -363,24 +313,35 @@ def _plan_gather(group: ProcessGroup, tensor: np.ndarray, gather_list: Any,
     algorithm, fp = choose(group, "gather", inp.nbytes, inp, root=dst)
     compiled = None
     if algorithm.run is shm_rooted.gather:
-        compiled = one_round.compile_call(group, "gather", fp, inp.nbytes, shm_rooted.gather_round(
-            group.rank(), group.size(), dst, inp.count, inp.flat.dtype))
+        compiled = one_round.compile_call(
+            group,
+            "gather",
+            fp,
+            inp.nbytes,
+            shm_rooted.gather_round(group.rank(), group.size(), dst, inp.count, inp.flat.dtype),
+        )
     return shared_plan(algorithm, fp, compiled)
 
 
-def _plan_scatter(group: ProcessGroup, tensor: np.ndarray, scatter_list: Any,
-                  src: int) -> tuple[Any, ...] | None:
+def _plan_scatter(
+    group: ProcessGroup, tensor: np.ndarray, scatter_list: Any, src: int
+) -> tuple[Any, ...] | None:
     if not 0 <= src < group.size():
         return None
     out = as_buffer(tensor, writable=True)
     root_list(group.rank(), group.size(), scatter_list, src, "scatter_list", "src", out, writable=False)
     algorithm, fp = choose(group, "scatter", out.nbytes, out, root=src)
     compiled = None
-    slots = group.engine.call_slots
+    slots = group.planner.call_slots
     if algorithm.run is shm_rooted.scatter and slots is not None:
         n, dtype = group.size(), out.flat.dtype
         region = shm_rooted.scatter_region(slots.slot_bytes, n, dtype.itemsize)
         if 0 < out.count <= region:
-            compiled = one_round.compile_call(group, "scatter", fp, n * region * dtype.itemsize,
-                                              shm_rooted.scatter_round(group.rank(), n, src, out.count, dtype, region))
+            compiled = one_round.compile_call(
+                group,
+                "scatter",
+                fp,
+                n * region * dtype.itemsize,
+                shm_rooted.scatter_round(group.rank(), n, src, out.count, dtype, region),
+            )
     return shared_plan(algorithm, fp, compiled)

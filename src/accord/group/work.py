@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import ArgumentError, DistTimeoutError
 from ..timeouts import format_seconds, to_seconds
@@ -29,7 +30,7 @@ class Future:
 
     __slots__ = ("settled", "_lock", "_event", "_value", "_error", "_callbacks", "_drive", "_poll")
 
-    def __init__(self, drive: Drive | None = None, poll: Callable[[], bool] | None = None) -> None:
+    def __init__(self, drive: Drive | None = None, poll: Callable[[], object] | None = None) -> None:
         self.settled = False
         self._lock = threading.Lock()
         self._event: threading.Event | None = None
@@ -37,7 +38,7 @@ class Future:
         self._error: BaseException | None = None
         self._callbacks: list[Callable[[Future], None]] | None = None
         self._drive = drive  # completes the future when called (p2p: drives the transport)
-        self._poll = poll    # completes the future if the operation is already done
+        self._poll = poll  # completes the future if the operation is already done
 
     def done(self) -> bool:
         if not self.settled and self._poll is not None:
@@ -125,6 +126,7 @@ class Future:
 
     def then(self, callback: Callable[[Future], Any]) -> Future:
         """A new Future completed with ``callback(self)``'s result (or its exception)."""
+
         def drive(timeout: float | None) -> None:
             try:
                 self.wait()  # completes self, which runs the callback below
@@ -146,7 +148,7 @@ class Future:
 def _run_callback(callback: Callable[[Future], Any], fut: Future) -> None:
     try:
         callback(fut)
-    except Exception:  # noqa: BLE001 — a callback's failure must not break the operation
+    except Exception:
         import logging
 
         logging.getLogger("accord").exception("a Future callback raised")
@@ -157,9 +159,14 @@ class Work:
 
     __slots__ = ("name", "_result", "_future", "_source", "_on_future")
 
-    def __init__(self, name: str, result: list[Any], future: Future | None = None,
-                 source: Callable[[], int] | None = None,
-                 on_future: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        result: list[Any],
+        future: Future | None = None,
+        source: Callable[[], int] | None = None,
+        on_future: Callable[[], None] | None = None,
+    ) -> None:
         self.name = name
         self._result = result
         self._future = future or Future()
@@ -184,8 +191,9 @@ class Work:
                 give_up = time.monotonic() + seconds
                 future.drive(seconds)  # may finish it here (p2p), or hurry a queued call
                 if not future.block(max(0.0, give_up - time.monotonic())):
-                    raise DistTimeoutError(f"{self.name}: Work.wait timed out after "
-                                           f"{format_seconds(seconds)}")
+                    raise DistTimeoutError(
+                        f"{self.name}: Work.wait timed out after {format_seconds(seconds)}"
+                    )
         future.wait()
         return True
 

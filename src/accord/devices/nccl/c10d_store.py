@@ -12,15 +12,16 @@ holds the overrides must outlive every torch object using it (the owner keeps a 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any, Sequence
+from typing import Any
 
 import torch.distributed as dist
 
 from ...store.base import Store
 
 
-class C10dStore(dist.Store):  # type: ignore[misc]
+class C10dStore(dist.Store):
     """torch's Store interface over an accord ``Store``."""
 
     def __init__(self, store: Store) -> None:

@@ -19,8 +19,9 @@ NCCL may return no Work for a blocking call, having done that itself).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any, Sequence
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -33,10 +34,16 @@ from ...store.base import Store
 from ...store.prefix_store import PrefixStore
 from .c10d_store import C10dStore
 
-_TORCH_OPS = {RedOpType.SUM: dist.ReduceOp.SUM, RedOpType.AVG: dist.ReduceOp.AVG,
-              RedOpType.PRODUCT: dist.ReduceOp.PRODUCT, RedOpType.MIN: dist.ReduceOp.MIN,
-              RedOpType.MAX: dist.ReduceOp.MAX, RedOpType.BAND: dist.ReduceOp.BAND,
-              RedOpType.BOR: dist.ReduceOp.BOR, RedOpType.BXOR: dist.ReduceOp.BXOR}
+_TORCH_OPS = {
+    RedOpType.SUM: dist.ReduceOp.SUM,
+    RedOpType.AVG: dist.ReduceOp.AVG,
+    RedOpType.PRODUCT: dist.ReduceOp.PRODUCT,
+    RedOpType.MIN: dist.ReduceOp.MIN,
+    RedOpType.MAX: dist.ReduceOp.MAX,
+    RedOpType.BAND: dist.ReduceOp.BAND,
+    RedOpType.BOR: dist.ReduceOp.BOR,
+    RedOpType.BXOR: dist.ReduceOp.BXOR,
+}
 
 
 def standin() -> str | None:
@@ -44,8 +51,9 @@ def standin() -> str | None:
     return config.nccl_standin()
 
 
-def create(kind: str, store: Store, prefix: str, rank: int, size: int, timeout: float,
-           device_id: Any = None) -> DeviceGroup:
+def create(
+    kind: str, store: Store, prefix: str, rank: int, size: int, timeout: float, device_id: Any = None
+) -> DeviceGroup:
     """The torch backend for ``kind`` ("cuda") tensors of one accord group: group rank
     ``rank`` of ``size``, meeting its peers under ``prefix`` of ``store``.
 
@@ -56,13 +64,14 @@ def create(kind: str, store: Store, prefix: str, rank: int, size: int, timeout: 
         raise ValueError(f"accord routes only CUDA tensors to NCCL; got device kind {kind!r}")
     bridge = C10dStore(PrefixStore(prefix, store))
     if standin() == "gloo":
-        backend = dist.ProcessGroupGloo(bridge, rank, size, timedelta(seconds=timeout))
-        return DeviceGroup(backend, bridge, "cpu", "gloo (standing in for nccl)")
+        gloo = dist.ProcessGroupGloo(bridge, rank, size, timedelta(seconds=timeout))
+        return DeviceGroup(gloo, bridge, "cpu", "gloo (standing in for nccl)")
     if not dist.is_nccl_available():
         raise ValueError(
             f"backend 'cuda:nccl' needs torch built with NCCL; this torch ({torch.__version__}) "
             f"has none (a CPU build). Install a CUDA build of torch, or use backend 'accord' "
-            f"with CPU tensors")
+            f"with CPU tensors"
+        )
     options = dist.ProcessGroupNCCL.Options()
     options._timeout = timedelta(seconds=timeout)
     backend = dist.ProcessGroupNCCL(bridge, rank, size, options)
@@ -153,32 +162,42 @@ class DeviceGroup:
     def reduce_scatter_tensor(self, output: Any, input: Any, op: Any, async_op: bool) -> Any:  # noqa: A002
         opts = _options(c10d.ReduceScatterOptions, async_op)
         opts.reduceOp = _torch_op(op, output)
-        return _finish(self.backend._reduce_scatter_base(_real(output), _real(input), opts),
-                       async_op)
+        return _finish(self.backend._reduce_scatter_base(_real(output), _real(input), opts), async_op)
 
     def all_to_all(self, output_list: Sequence[Any], input_list: Sequence[Any], async_op: bool) -> Any:
         opts = _options(c10d.AllToAllOptions, async_op)
-        return _finish(self.backend.alltoall([_real(t) for t in output_list],
-                                             [_real(t) for t in input_list], opts), async_op)
+        return _finish(
+            self.backend.alltoall([_real(t) for t in output_list], [_real(t) for t in input_list], opts),
+            async_op,
+        )
 
-    def all_to_all_single(self, output: Any, input: Any, output_split_sizes: Any,  # noqa: A002
-                          input_split_sizes: Any, async_op: bool) -> Any:
+    def all_to_all_single(
+        self,
+        output: Any,
+        input: Any,  # noqa: A002
+        output_split_sizes: Any,
+        input_split_sizes: Any,
+        async_op: bool,
+    ) -> Any:
         opts = _options(c10d.AllToAllOptions, async_op)
-        work = self.backend.alltoall_base(_real(output), _real(input), _splits(output_split_sizes),
-                                          _splits(input_split_sizes), opts)
+        work = self.backend.alltoall_base(
+            _real(output), _real(input), _splits(output_split_sizes), _splits(input_split_sizes), opts
+        )
         return _finish(work, async_op)
 
     def _rooted_list(self, tensors: Any, root: int, what: str, role: str) -> list[Any]:
         """The root's list (one tensor per rank), checked as torch checks it."""
-        tensors = list(tensors or [])
+        listed: list[Any] = list(tensors or [])
         if self.backend.rank() != root:
-            if tensors:
+            if listed:
                 raise ArgumentError(f"Argument ``{what}`` must NOT be specified on non-{role} ranks.")
-            return tensors
-        if len(tensors) != self.backend.size():
-            raise ArgumentError(f"Argument ``{what}`` on the {role} rank needs one tensor per rank "
-                                f"({self.backend.size()}), got {len(tensors)}")
-        return tensors
+            return listed
+        if len(listed) != self.backend.size():
+            raise ArgumentError(
+                f"Argument ``{what}`` on the {role} rank needs one tensor per rank "
+                f"({self.backend.size()}), got {len(listed)}"
+            )
+        return listed
 
     # -- point to point -----------------------------------------------------------------
 
@@ -203,8 +222,9 @@ class DeviceGroup:
         coalesce = bool(getattr(self.backend, "supports_coalescing", False))
         if coalesce:
             self.backend._start_coalescing()
-        works = [self.isend(t, peer, tag) if is_send else self.irecv(t, peer, tag)
-                 for is_send, t, peer, tag in ops]
+        works = [
+            self.isend(t, peer, tag) if is_send else self.irecv(t, peer, tag) for is_send, t, peer, tag in ops
+        ]
         if coalesce:
             return [self.backend._end_coalescing()]
         return works
@@ -235,10 +255,13 @@ def _torch_op(op: Any, tensor: Any) -> Any:
         return op
     reduce = as_reduce_op(op)
     if reduce.op == RedOpType.PREMUL_SUM:
+        assert reduce.factor is not None  # (as_reduce_op gives every PREMUL_SUM its factor)
         return dist._make_nccl_premul_sum(reduce.factor)
     if isinstance(tensor, torch.Tensor) and tensor.is_complex() and not supports_complex(reduce):
-        raise ArgumentError(f"ReduceOp.{reduce.op.name} is not defined for complex tensors; use "
-                            f"SUM, AVG or PREMUL_SUM (see supports_complex)")
+        raise ArgumentError(
+            f"ReduceOp.{reduce.op.name} is not defined for complex tensors; use "
+            f"SUM, AVG or PREMUL_SUM (see supports_complex)"
+        )
     return dist.ReduceOp(_TORCH_OPS[reduce.op])
 
 
@@ -253,7 +276,6 @@ def _splits(sizes: Any) -> list[int]:
     return [] if sizes is None else [int(s) for s in sizes]
 
 
-
 class _Closed:
     """What a closed DeviceGroup holds instead of its backend: any use says so."""
 
@@ -261,5 +283,6 @@ class _Closed:
         self._name = name
 
     def __getattr__(self, attribute: str) -> Any:
-        raise RuntimeError(f"this group's {self._name} backend was shut down "
-                           f"(destroy_process_group); make a new group")
+        raise RuntimeError(
+            f"this group's {self._name} backend was shut down (destroy_process_group); make a new group"
+        )

@@ -126,7 +126,7 @@ class Agreement:
     def table(self, dtype: np.dtype, count: int) -> np.ndarray:
         """Every rank's carried data as one (size, ``count``) array of ``dtype`` (a view)."""
         assert self.records is not None
-        return self.records.view(np.uint8)[:, 8:8 + dtype.itemsize * count].view(dtype)
+        return self.records.view(np.uint8)[:, 8 : 8 + dtype.itemsize * count].view(dtype)
 
     def views(self, dtype: np.dtype, count: int) -> tuple[np.ndarray, list[np.ndarray]]:
         """(this rank's carried data, every rank's carried data) as ``count`` items of
@@ -135,7 +135,7 @@ class Agreement:
         nbytes = dtype.itemsize * count
 
         def carried(words: np.ndarray) -> np.ndarray:
-            return words.view(np.uint8)[8:8 + nbytes].view(dtype)
+            return words.view(np.uint8)[8 : 8 + nbytes].view(dtype)
 
         return carried(self.record), [carried(self.records[r]) for r in range(self.size)]
 

@@ -15,7 +15,8 @@ kernel (``runtime.reduction``). Must not know about groups or the API.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -60,8 +61,9 @@ def all_reduce(call: MpiCall, flat: np.ndarray, kernel: Kernel) -> None:
         return
     datatype, op = runtime.reduction(flat, kernel)
     mpi = runtime.load()
-    call.complete([call.comm.Iallreduce(mpi.IN_PLACE, [flat, datatype], op)],
-                  _finalize(kernel, flat, call.size))
+    call.complete(
+        [call.comm.Iallreduce(mpi.IN_PLACE, [flat, datatype], op)], _finalize(kernel, flat, call.size)
+    )
 
 
 def broadcast(call: MpiCall, flat: np.ndarray, src: int) -> None:
@@ -145,10 +147,10 @@ def all_gather(call: MpiCall, inp: np.ndarray, outs: list[np.ndarray]) -> None:
     carried = _carried(call, "all_gather", inp.dtype)
     if carried is not None:  # every rank's block rides on the check
         mine, rows = carried
-        mine[:inp.size] = inp
+        mine[: inp.size] = inp
         call.agree()
         for out, row in zip(outs, rows):
-            out[...] = row[:out.size]
+            out[...] = row[: out.size]
         call.complete([])
         return
     if outs[0].nbytes < PLACED_BYTES and all(o.size == inp.size for o in outs):
@@ -195,8 +197,7 @@ def gather(call: MpiCall, inp: np.ndarray, outs: list[np.ndarray] | None, dst: i
     assert outs is not None
     target, spread = _receiver(call, outs, 0)
     inp = _safe_input(inp, target)
-    call.complete([call.comm.Igather(runtime.as_bytes(inp), runtime.as_bytes(target), dst)], spread,
-                  keep=inp)
+    call.complete([call.comm.Igather(runtime.as_bytes(inp), runtime.as_bytes(target), dst)], spread, keep=inp)
 
 
 def scatter(call: MpiCall, out: np.ndarray, ins: list[np.ndarray] | None, src: int) -> None:
@@ -206,7 +207,7 @@ def scatter(call: MpiCall, out: np.ndarray, ins: list[np.ndarray] | None, src: i
         if ins is not None:
             layouts.pieces(ins, mine)
         call.agree()
-        out[...] = rows[src][call.rank * out.size:(call.rank + 1) * out.size]
+        out[...] = rows[src][call.rank * out.size : (call.rank + 1) * out.size]
         call.complete([])
         return
     if out.nbytes >= PLACED_BYTES:  # Iscatterv: out of the root's arrays where they lie
@@ -223,8 +224,7 @@ def scatter(call: MpiCall, out: np.ndarray, ins: list[np.ndarray] | None, src: i
         return
     assert ins is not None
     source = _joined(call, ins, 0, avoid=out)
-    call.complete([call.comm.Iscatter(runtime.as_bytes(source), runtime.as_bytes(out), src)],
-                  keep=source)
+    call.complete([call.comm.Iscatter(runtime.as_bytes(source), runtime.as_bytes(out), src)], keep=source)
 
 
 def reduce_scatter(call: MpiCall, out: np.ndarray, ins: list[np.ndarray], kernel: Kernel) -> None:
@@ -234,8 +234,8 @@ def reduce_scatter(call: MpiCall, out: np.ndarray, ins: list[np.ndarray], kernel
         mine, rows = carried
         layouts.pieces(ins, mine)
         call.agree()
-        start = sum(a.size for a in ins[:call.rank])
-        agreement.fold(out, [row[start:start + out.size] for row in rows], kernel)
+        start = sum(a.size for a in ins[: call.rank])
+        agreement.fold(out, [row[start : start + out.size] for row in rows], kernel)
         call.complete([])
         return
     if sum(a.nbytes for a in ins) >= PLACED_BYTES * call.size:
@@ -259,7 +259,7 @@ def _exchanged(call: MpiCall, out: np.ndarray, ins: list[np.ndarray], kernel: Ke
     even where it is (measured: ``accord bench --backend mpi``)."""
     me, size, count = call.rank, call.size, out.size
     rows_joined = call.scratch(size * count, out.dtype, 1)
-    rows = [rows_joined[j * count:(j + 1) * count] for j in range(size)]
+    rows = [rows_joined[j * count : (j + 1) * count] for j in range(size)]
     source = layouts.sent(call, ins, 0)
     if layouts.disjoint(layouts.spans([out]), layouts.spans([source.arrays[me]])):
         rows[me] = source.arrays[me]
@@ -280,7 +280,7 @@ def all_to_all(call: MpiCall, outs: list[np.ndarray], ins: list[np.ndarray]) -> 
         call.agree()
         block = ins[0].size
         for out, row in zip(outs, rows):
-            out[...] = row[call.rank * block:(call.rank + 1) * block]
+            out[...] = row[call.rank * block : (call.rank + 1) * block]
         call.complete([])
         return
     if call.fp is not None and call.fp.count:  # the even all_to_all_single, as on its short path
@@ -299,10 +299,21 @@ def all_to_all(call: MpiCall, outs: list[np.ndarray], ins: list[np.ndarray]) -> 
     request = call.comm.Ialltoallv(source.message(skip=me), into.message(skip=me))
     call.complete([request], spread, keep=(source.base, into.base))
 
-_FUNCTIONS = {"all_reduce": all_reduce, "broadcast": broadcast, "reduce": reduce, "barrier": barrier,
-              "all_gather": all_gather, "gather": gather, "scatter": scatter,
-              "reduce_scatter": reduce_scatter, "all_to_all": all_to_all}
+
+_FUNCTIONS = {
+    "all_reduce": all_reduce,
+    "broadcast": broadcast,
+    "reduce": reduce,
+    "barrier": barrier,
+    "all_gather": all_gather,
+    "gather": gather,
+    "scatter": scatter,
+    "reduce_scatter": reduce_scatter,
+    "all_to_all": all_to_all,
+}
 
 #: One Algorithm per collective: what an MPI group's choose_algorithm returns.
-ALGORITHMS = {name: Algorithm(name, "mpi", MPI_ALGORITHM_CODE, run, "MPI's own collective")
-              for name, run in _FUNCTIONS.items()}
+ALGORITHMS = {
+    name: Algorithm(name, "mpi", MPI_ALGORITHM_CODE, run, "MPI's own collective")
+    for name, run in _FUNCTIONS.items()
+}

@@ -12,7 +12,8 @@ their buffers, never freed under MPI's feet. Must not know about the API.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -26,8 +27,9 @@ Finish = Callable[[], None]
 class MpiCall:
     """The Peers and the completion of one collective call on an MPI group."""
 
-    def __init__(self, engine: Any, op: str, seq: int, deadline: Deadline, deferred: bool,
-                 fp: Any = None) -> None:
+    def __init__(
+        self, engine: Any, op: str, seq: int, deadline: Deadline, deferred: bool, fp: Any = None
+    ) -> None:
         group = engine.group
         self.rank, self.size, self.tunables = group.rank(), group.size(), group.tunables
         self.comm, self.msg_comm = engine.comm, engine.msg_comm
@@ -108,9 +110,11 @@ class MpiCall:
     def wait(self, *handles: _Handle) -> None:
         if not runtime.wait_until(lambda: all(h.poll() for h in handles), self.deadline):
             self._cancel(handles)
-            raise DistTimeoutError(f"{self}: a message from a peer did not arrive in "
-                                   f"{self.deadline.budget:g} s. Are all ranks alive, and did every "
-                                   f"rank call the same collectives in the same order?")
+            raise DistTimeoutError(
+                f"{self}: a message from a peer did not arrive in "
+                f"{self.deadline.budget:g} s. Are all ranks alive, and did every "
+                f"rank call the same collectives in the same order?"
+            )
         for handle in handles:
             if handle.error is not None:
                 raise handle.error
@@ -124,8 +128,7 @@ class MpiCall:
         pending = [h for h in handles if not h.done]
         for handle in pending:
             handle.cancel()
-        self._engine.abandon([h.request for h in pending if h.request is not None],
-                            [h.keep for h in pending])
+        self._engine.abandon([h.request for h in pending if h.request is not None], [h.keep for h in pending])
 
     def scratch(self, count: int, dtype: np.dtype, which: int = 0) -> np.ndarray:
         """Scratch memory for this call: the group's reused buffers for a blocking call, a
@@ -168,8 +171,10 @@ class _Handle:
         self.done = True
         got = status.Get_count(mpi.BYTE)
         if self.expect >= 0 and got != self.expect:
-            self.error = CollectiveMismatchError(f"a peer sent {got} bytes where {self.expect} were "
-                                                 f"expected: the ranks called different collectives")
+            self.error = CollectiveMismatchError(
+                f"a peer sent {got} bytes where {self.expect} were "
+                f"expected: the ranks called different collectives"
+            )
         return True
 
     def cancel(self) -> None:

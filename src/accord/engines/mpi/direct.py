@@ -20,12 +20,12 @@ import numpy as np
 
 from ... import profiling
 from ...arrays import as_buffer
+from ...group.recorder import CallRecord
 from ...reduce_ops import as_reduce_op, make_kernel
 from ...timeouts import Deadline
 from ...transport.wire import Fingerprint
-from ...group.recorder import CallRecord
 from . import runtime
-from .agreement import fold, fingerprint_hash
+from .agreement import fingerprint_hash, fold
 from .algorithms import ALGORITHMS
 from .direct_others import OtherCalls
 
@@ -51,7 +51,6 @@ class DirectPath(OtherCalls):
         self._byte = runtime.load().BYTE
 
     def _usable(self) -> bool:
-        group = self._group
         if self._calls.broken is not None or self._engine.destroyed or self._engine.unstarted:
             return False  # (an async call not started yet: the long path starts after it)
         prof = _modules_get(profiling.TORCH_PROFILER)
@@ -62,9 +61,13 @@ class DirectPath(OtherCalls):
             return False
         flags = tensor.flags
         group = self._group
-        if not (flags.c_contiguous and flags.writeable) or self._calls.broken is not None \
-                or self._engine.unstarted or self._engine.destroyed \
-                or (_modules_get(_PROFILER) is not None and profiling.recording()):
+        if (
+            not (flags.c_contiguous and flags.writeable)
+            or self._calls.broken is not None
+            or self._engine.unstarted
+            or self._engine.destroyed
+            or (_modules_get(_PROFILER) is not None and profiling.recording())
+        ):
             return False
         key = (op, tensor.dtype, tensor.size)
         plan = self._plans.get(key)
@@ -127,10 +130,13 @@ class DirectPath(OtherCalls):
         if type(tensor) is not _NDARRAY:
             return False
         flags = tensor.flags
-        group = self._group
-        if not (flags.c_contiguous and (flags.writeable or self._rank == src)) \
-                or self._calls.broken is not None or self._engine.destroyed or self._engine.unstarted \
-                or (_modules_get(_PROFILER) is not None and profiling.recording()):
+        if (
+            not (flags.c_contiguous and (flags.writeable or self._rank == src))
+            or self._calls.broken is not None
+            or self._engine.destroyed
+            or self._engine.unstarted
+            or (_modules_get(_PROFILER) is not None and profiling.recording())
+        ):
             return False
         plan = self._plans.get(("broadcast", src, tensor.dtype, tensor.size))
         if plan is None:
@@ -177,8 +183,11 @@ class DirectPath(OtherCalls):
             mine, rows = carried
             carried = (mine, rows[src], self._agreement.persistent(), len(rows))
         plan = self._plans[("broadcast", src, tensor.dtype, tensor.size)] = (
-            fp, fingerprint_hash(fp), runtime.element_type(buf.flat.itemsize) if buf.flat.size else None,
-            carried)
+            fp,
+            fingerprint_hash(fp),
+            runtime.element_type(buf.flat.itemsize) if buf.flat.size else None,
+            carried,
+        )
         return plan
 
     def barrier(self) -> bool:
@@ -245,7 +254,6 @@ class DirectPath(OtherCalls):
         raise exc
 
     def _mismatch(self, entry: CallRecord, seq: int, fp: Fingerprint) -> None:
-        group = self._group
         try:
             self._engine.explain_mismatch(seq, fp, Deadline.after(self._calls.timeout))
         except BaseException as exc:

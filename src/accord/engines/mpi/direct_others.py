@@ -6,9 +6,10 @@ the long path would make (the same argument checks, so the same errors; the same
 fingerprint, so a rank here and a rank on the long path meet in the same check), and per
 call only the check, MPI's nonblocking collective on the user's arrays and a test loop
 (``DirectPath._run``) — or, for a small call, only the check, with the data in it
-(``agreement.record_bytes``: the same choice as the long path's). Arrays it cannot hand to MPI as they are — not C-contiguous NumPy
-arrays, an input that overlaps the output (MPI forbids it; the long path copies), a root's
-list that is not a list of plain arrays — return False: the long path takes them and
+(``agreement.record_bytes``: the same choice as the long path's). Arrays it cannot hand to
+MPI as they are — not C-contiguous NumPy arrays, an input that overlaps the output (MPI
+forbids it; the long path copies), a root's list that is not a list of plain arrays — return
+False: the long path takes them and
 explains what is wrong. A root's list of separate arrays goes through the group's reused
 scratch buffer for small blocks, and by MPI's v-forms straight into or out of the arrays for
 large ones; large blocks of all_gather_into_tensor go by Iallgatherv and of
@@ -18,15 +19,20 @@ meet these in one call (``algorithms.PLACED_BYTES``). Must not know about the AP
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from ...arrays import as_buffer
+from ...group.arguments import (
+    all_gather_into_tensor_buffers,
+    all_to_all_single_buffers,
+    reduce_scatter_tensor_buffers,
+    root_list,
+)
 from ...group.calls import CallSequencer
 from ...group.recorder import CallRecord
-from ...group.arguments import (all_gather_into_tensor_buffers, all_to_all_single_buffers,
-                                reduce_scatter_tensor_buffers, root_list)
 from ...reduce_ops import as_reduce_op, make_kernel
 from . import layouts, runtime
 from .agreement import fingerprint_hash, fold, record_bytes
@@ -60,8 +66,8 @@ def _root_list(arrays: Any, size: int, writes: bool) -> tuple[Any, ...] | None:
 
 class OtherCalls:
     """The short paths of reduce, gather, scatter and the tensor forms of all_gather,
-    reduce_scatter and all_to_all (a mixin of ``DirectPath``, which provides ``_group``, ``_engine``, the group's
-    ``_calls`` and ``_rank``, ``_plans``, ``_usable``, ``_begin`` and ``_run``)."""
+    reduce_scatter and all_to_all (a mixin of ``DirectPath``, which provides ``_group``,
+    ``_engine``, the group's ``_calls`` and ``_rank``, ``_plans``, ``_usable``, ``_begin`` and ``_run``)."""
 
     _group: Any
     _engine: Any
@@ -134,7 +140,9 @@ class OtherCalls:
             self._calls.end(entry)
             return True
         if root:
-            self._run("reduce", fp, h, self._engine.comm.Ireduce, (self._in_place, [flat, datatype], mpi_op, dst))
+            self._run(
+                "reduce", fp, h, self._engine.comm.Ireduce, (self._in_place, [flat, datatype], mpi_op, dst)
+            )
             if kernel.needs_finalize:
                 kernel.finalize(flat, group.size())
         else:
@@ -228,8 +236,16 @@ class OtherCalls:
             if found is None:
                 return False  # overlapping arrays: the long path copies them
             theirs = found.message()
-        self._run(op, fp, h, *((comm.Igatherv, (mine, theirs, root)) if op == "gather"
-                               else (comm.Iscatterv, (theirs, mine, root))))
+        self._run(
+            op,
+            fp,
+            h,
+            *(
+                (comm.Igatherv, (mine, theirs, root))
+                if op == "gather"
+                else (comm.Iscatterv, (theirs, mine, root))
+            ),
+        )
         return True
 
     def _plan_rooted(self, op: str, tensor: np.ndarray, tensors: Any, root: int) -> tuple[Any, ...]:
@@ -242,8 +258,10 @@ class OtherCalls:
         if carried is not None and op == "scatter":  # (each rank's block of the root's record)
             count, me = mine.count, self._rank
             ours, rows = carried
-            carried = ([ours[i * count:(i + 1) * count] for i in range(group.size())],
-                       rows[root][me * count:(me + 1) * count])
+            carried = (
+                [ours[i * count : (i + 1) * count] for i in range(group.size())],
+                rows[root][me * count : (me + 1) * count],
+            )
         return fp, h, runtime.element_type(mine.flat.itemsize), carried
 
     # -- the tensor forms -------------------------------------------------------------------
@@ -277,7 +295,7 @@ class OtherCalls:
         fp, h = self._fingerprint("all_gather", i, count=o.count)
         carried = self._carry("all_gather", fp, i.flat.dtype)
         if carried is not None:  # (this rank's block at the front of its record)
-            carried = (carried[0][:i.count], self._agreement.table(i.flat.dtype, i.count))
+            carried = (carried[0][: i.count], self._agreement.table(i.flat.dtype, i.count))
         size = self._group.size()
         spaced = layouts.blocks(size, i.nbytes) if i.nbytes >= PLACED_BYTES else None
         return fp, h, runtime.element_type(i.flat.itemsize), carried, spaced
@@ -310,12 +328,16 @@ class OtherCalls:
             byte = self._byte
             messages = ([flat.view(np.uint8), *spaced, byte], [joined.view(np.uint8), *spaced, byte])
             self._run("reduce_scatter", fp, h, self._engine.comm.Ialltoallv, messages)
-            rows = [(flat if j == me else joined)[j * count:(j + 1) * count]
-                    for j in range(group.size())]
+            rows = [(flat if j == me else joined)[j * count : (j + 1) * count] for j in range(group.size())]
             fold(output.reshape(-1), rows, kernel)
             return True
-        self._run("reduce_scatter", fp, h, self._engine.comm.Ireduce_scatter_block,
-                  ([inp, datatype], [output, datatype], mpi_op))
+        self._run(
+            "reduce_scatter",
+            fp,
+            h,
+            self._engine.comm.Ireduce_scatter_block,
+            ([inp, datatype], [output, datatype], mpi_op),
+        )
         if kernel.needs_finalize:
             kernel.finalize(output.reshape(-1), group.size())
         return True
@@ -327,7 +349,7 @@ class OtherCalls:
         carried: Any = self._carry("reduce_scatter", fp, o.flat.dtype)
         if carried is not None:  # (this rank's block of every rank's record)
             start = self._rank * o.count
-            blocks = [row[start:start + o.count] for row in carried[1]]
+            blocks = [row[start : start + o.count] for row in carried[1]]
             carried = (carried[0], blocks, self._pairwise(kernel, blocks))
         size, me = self._group.size(), self._rank
         spaced = None
@@ -335,7 +357,9 @@ class OtherCalls:
             spaced = layouts.blocks(size, o.nbytes, skip=me)
         return (fp, h, *runtime.reduction(o.flat, kernel), kernel, carried, spaced)
 
-    def all_to_all_single(self, output: Any, inp: Any, output_split_sizes: Any, input_split_sizes: Any) -> bool:
+    def all_to_all_single(
+        self, output: Any, inp: Any, output_split_sizes: Any, input_split_sizes: Any
+    ) -> bool:
         """The even form only (no split sizes): piece j of dim 0 goes to rank j."""
         if output_split_sizes or input_split_sizes:
             return False
@@ -369,5 +393,5 @@ class OtherCalls:
         if carried is not None:  # (this rank's block of every rank's record)
             block = i.count // size
             start = self._rank * block
-            carried = (carried[0], self._agreement.table(i.flat.dtype, i.count)[:, start:start + block])
+            carried = (carried[0], self._agreement.table(i.flat.dtype, i.count)[:, start : start + block])
         return fp, h, runtime.element_type(i.flat.itemsize), carried

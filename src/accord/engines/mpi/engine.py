@@ -6,8 +6,10 @@ and receives, ``msg_comm`` for accord's message-based calls), the check that eve
 called the same collective before MPI is asked to run it (``agreement``; each collective
 runs it in its MPI function, where small data rides on it; a
 mismatch is a CollectiveMismatchError naming each rank's call, on every rank, and the
-group stays usable), running a call now or as a Work on MPI's nonblocking requests, the
-flight recorder's entries, subgroups (``Create_group``) and shutting down. Everything above
+group stays usable), running a call now or as a Work on MPI's nonblocking requests (how an
+async call is started later, in order, and waited for is ``async_calls``': ``AsyncCalls``, a
+mixin of ``MpiEngine``, split from here so each module stays under 400 lines), the flight
+recorder's entries, subgroups (``Create_group``) and shutting down. Everything above
 ``run_collective`` — argument checks, buffers, fingerprints, object collectives — is
 accord's, shared with its own transport. Must not know about the API or env variables
 beyond ``config``.
@@ -16,28 +18,28 @@ beyond ``config``.
 from __future__ import annotations
 
 import threading
-import time
 from collections import deque
+from collections.abc import Callable, Sequence
 from datetime import timedelta
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
 from ... import config, profiling
 from ...arrays import Buffer
-from ...collectives.algorithm import Algorithm
+from ...collectives.algorithm import COLLECTIVE_NAMES, COLLECTIVES, Algorithm
 from ...errors import CollectiveMismatchError, DestroyedGroupError, DistTimeoutError, PeerError
-from ...collectives.algorithm import COLLECTIVE_NAMES, COLLECTIVES
 from ...group.call import OBJECT_CALLS, describe_call
 from ...group.process_group import ProcessGroup
 from ...group.recorder import CallRecord
-from ...group.work import Future, Work
+from ...group.work import Work
 from ...timeouts import Deadline
 from ...transport.wire import Fingerprint
 from . import runtime
-from .algorithms import ALGORITHMS, MPI_ALGORITHM_CODE
-from .call import MpiCall
 from .agreement import Agreement, fingerprint_hash
+from .algorithms import ALGORITHMS, MPI_ALGORITHM_CODE
+from .async_calls import AsyncCalls, Started
+from .call import MpiCall
 from .direct import DirectPath
 
 #: The object collectives are checked too: accord's messages on MPI carry no fingerprint, so a
@@ -57,14 +59,21 @@ def world_alive() -> bool:
     return _live_worlds > 0
 
 
-def mpi_group(comm: Any, ranks: Sequence[int], group_id: int, timeout: timedelta | float,
-              name: str, desc: str | None = None) -> ProcessGroup:
+def mpi_group(
+    comm: Any,
+    ranks: Sequence[int],
+    group_id: int,
+    timeout: timedelta | float,
+    name: str,
+    desc: str | None = None,
+) -> ProcessGroup:
     """A process group of ``ranks`` (global ranks) on MPI communicator ``comm`` (backend "mpi")."""
-    return ProcessGroup(lambda group: MpiEngine(group, comm), ranks, comm.Get_rank(), group_id,
-                        timeout, "mpi", name, desc)
+    return ProcessGroup(
+        lambda group: MpiEngine(group, comm), ranks, comm.Get_rank(), group_id, timeout, "mpi", name, desc
+    )
 
 
-class MpiEngine:
+class MpiEngine(AsyncCalls):
     """The engine of one group on an MPI communicator (see the module docstring)."""
 
     plannable = False  # its short paths are its own (``direct``)
@@ -74,13 +83,14 @@ class MpiEngine:
 
     def __init__(self, group: ProcessGroup, comm: Any) -> None:
         from .p2p import MpiP2P
+
         self.group = group
         self.calls = group.calls
         self.comm = comm
         self.msg_comm = comm.Dup()
         #: async calls whose MPI part has not started yet (their check waits for the other
         #: ranks): started in order by whoever needs them first (``_start_until``)
-        self.unstarted: deque[_Started] = deque()
+        self.unstarted: deque[Started] = deque()
         self._start_lock = threading.Lock()  # held while queued calls are started
         self._starter: threading.Thread | None = None
         self._starter_lock = threading.Lock()  # (the starter may be deciding to stop)
@@ -109,8 +119,9 @@ class MpiEngine:
         if self.unstarted:
             self._start_until(None, Deadline.after(self.calls.timeout), self.context(op))
 
-    def subgroup(self, group_id: int, ranks: Sequence[int], timeout: float, backend: str, name: str,
-                 desc: str | None) -> ProcessGroup:
+    def subgroup(
+        self, group_id: int, ranks: Sequence[int], timeout: float, backend: str, name: str, desc: str | None
+    ) -> ProcessGroup:
         """A group of ``ranks`` (global ranks, this one among them), made by the members
         only (MPI_Comm_create_group), as new_group's every member calls it in the same order."""
         mpi = runtime.load()
@@ -123,15 +134,25 @@ class MpiEngine:
             members.Free()
             world.Free()
         if comm == mpi.COMM_NULL:
-            raise PeerError(f"new_group on rank {self.group.global_rank}: MPI made no communicator for "
-                            f"ranks {list(ranks)}")
+            raise PeerError(
+                f"new_group on rank {self.group.global_rank}: MPI made no communicator for "
+                f"ranks {list(ranks)}"
+            )
         return mpi_group(comm, ranks, group_id, timeout, name, desc)
 
     # -- running a collective ----------------------------------------------------------------
-    def run_collective(self, op: str, fp: Fingerprint, body: Callable[[Any], None],
-                       outputs: Sequence[Buffer], result: list[Any], async_op: bool,
-                       timeout: float | None = None, shared: bool = False,
-                       inputs: Sequence[Any] = ()) -> Work | None:
+    def run_collective(
+        self,
+        op: str,
+        fp: Fingerprint,
+        body: Callable[[Any], None],
+        outputs: Sequence[Buffer],
+        result: list[Any],
+        async_op: bool,
+        timeout: float | None = None,
+        shared: bool = False,
+        inputs: Sequence[Any] = (),
+    ) -> Work | None:
         """Call #seq: check that every rank called the same, start MPI's part (``body``
         gets an MpiCall), then wait for it now or return the Work that waits for it."""
         calls = self.calls
@@ -171,87 +192,15 @@ class MpiEngine:
         # it started first (its Work's wait, the group's next call) or on the group's starter
         # thread, never in the caller, so that the caller may go on to calls the other ranks
         # need first (a send they receive before they reach this call). Calls start in order.
-        started = _Started(start)
+        started = Started(start)
         with self._starter_lock:  # (the starter may be deciding to stop: see _start_late)
             self.unstarted.append(started)
             if self._starter is None:
-                self._starter = threading.Thread(target=self._start_late, daemon=True,
-                                                 name=f"accord-mpi-{self.group.group_name}-start")
+                self._starter = threading.Thread(
+                    target=self._start_late, daemon=True, name=f"accord-mpi-{self.group.group_name}-start"
+                )
                 self._starter.start()
         return self._work(call, started, entry, context, outputs, result, event)
-
-    def _start_until(self, target: _Started | None, deadline: Deadline, context: str) -> None:
-        """Start the queued async calls in order, up to ``target`` (all: None), here or by
-        whoever is starting them now: every rank starts its MPI calls in its calls' order."""
-        if not self._start_lock.acquire(timeout=max(deadline.remaining(), 0.001)):
-            raise DistTimeoutError(f"{context}: the async calls before it on this group did not "
-                                   f"start in time (their ranks did not all reach them)")
-        try:
-            queued = self.unstarted
-            while queued and (target is None or not target.done):
-                started = queued[0]
-                try:
-                    started.start()
-                except BaseException as exc:  # noqa: BLE001 — handed to its Work
-                    started.error = exc
-                started.done = True
-                queued.popleft()
-        finally:
-            self._start_lock.release()
-
-    def _start_late(self) -> None:
-        """The group's starter: an async call nobody waited for starts ``_START_AFTER``
-        seconds after it was made (its ranks may need this one's part before they wait)."""
-        idle_since = time.monotonic()
-        while not self.destroyed:
-            time.sleep(_START_AFTER)
-            try:
-                queued = self.unstarted
-                if queued and time.monotonic() - queued[0].made >= _START_AFTER:
-                    self._start_until(queued[-1], Deadline.after(self.calls.timeout), "an async call")
-            except (DistTimeoutError, IndexError):
-                pass  # (a caller is starting them; or the queue emptied meanwhile)
-            if self.unstarted:
-                idle_since = time.monotonic()
-            elif time.monotonic() - idle_since > _STARTER_IDLE:
-                with self._starter_lock:  # no async call for a while: stop (the next one starts one)
-                    if not self.unstarted:
-                        self._starter = None
-                        return
-
-    def _work(self, call: MpiCall, started: _Started, entry: CallRecord, context: str,
-              outputs: Sequence[Buffer], result: list[Any], event: Any) -> Work:
-        settled = threading.Lock()
-
-        def settle(wait: bool) -> None:
-            with settled:
-                if future.settled:
-                    return
-                if not started.done:
-                    if not wait:
-                        return  # its check is still waiting for the other ranks
-                    try:
-                        self._start_until(started, call.deadline, context)
-                    except BaseException as exc:  # noqa: BLE001 — handed to the Work
-                        future.set_exception(exc)
-                        return
-                if started.error is not None:  # start() recorded the failure
-                    future.set_exception(started.error)
-                    return
-                try:
-                    if wait:
-                        call.wait_all()
-                    elif not call.test():
-                        return
-                except BaseException as exc:  # noqa: BLE001 — handed to the Work
-                    self._fail(entry, context, exc, event)
-                    future.set_exception(exc)
-                    return
-                self._succeed(entry, outputs, event)
-                future.set_result(result)
-
-        future = Future(drive=lambda _timeout: settle(True), poll=lambda: settle(False))
-        return Work(context, result, future)
 
     def _succeed(self, entry: CallRecord, outputs: Sequence[Buffer], event: Any) -> None:
         self.calls.end(entry)
@@ -263,8 +212,9 @@ class MpiEngine:
     def _fail(self, entry: CallRecord, context: str, exc: BaseException, event: Any) -> None:
         if event is not None:
             profiling.end(event)
-        self.calls.fail(entry, exc,
-                        breaks=not isinstance(exc, (CollectiveMismatchError, ValueError, TypeError)))
+        self.calls.fail(
+            entry, exc, breaks=not isinstance(exc, (CollectiveMismatchError, ValueError, TypeError))
+        )
 
     def _agree(self, call: MpiCall, fp: Fingerprint, seq: int) -> None:
         """Every rank called the same collective (``agreement``'s one MPI call, carrying what
@@ -275,8 +225,11 @@ class MpiEngine:
         request = agreement.start(h)
         if not runtime.wait_until(request.Test, call.deadline):
             self.abandon([request], agreement)
-            raise runtime.timed_out(str(call), call.deadline, "the ranks' arrival at this call "
-                                    "(accord's check before MPI's collective)")
+            raise runtime.timed_out(
+                str(call),
+                call.deadline,
+                "the ranks' arrival at this call (accord's check before MPI's collective)",
+            )
         if not agreement.agreed(h):
             self.explain_mismatch(seq, fp, call.deadline)
 
@@ -290,12 +243,15 @@ class MpiEngine:
         if not runtime.wait_until(request.Test, deadline):
             self.abandon([request], everyone)
             raise runtime.timed_out(context, deadline, "the exchange of the ranks' calls")
-        calls = "; ".join(f"rank {group.global_rank_of(r)}: "
-                          f"{describe_call(Fingerprint(*map(int, everyone[r])), seq)}"
-                          for r in range(group.size()))
-        raise CollectiveMismatchError(f"{context}: the ranks did not call the same collective ({calls}). "
-                                      f"Nothing was sent; every rank must call the same collectives "
-                                      f"in the same order")
+        calls = "; ".join(
+            f"rank {group.global_rank_of(r)}: {describe_call(Fingerprint(*map(int, everyone[r])), seq)}"
+            for r in range(group.size())
+        )
+        raise CollectiveMismatchError(
+            f"{context}: the ranks did not call the same collective ({calls}). "
+            f"Nothing was sent; every rank must call the same collectives "
+            f"in the same order"
+        )
 
     def abandon(self, requests: Sequence[Any], keep: Any) -> None:
         """Requests a failed call leaves pending, and the buffers they use: kept alive."""
@@ -305,11 +261,14 @@ class MpiEngine:
     def _destroyed(self, op: str) -> DestroyedGroupError:
         return DestroyedGroupError(
             f"{self.context(op, self.calls.last_seq)}: this process group was destroyed on this rank "
-            f"(destroy_process_group); create a new one with new_group")
+            f"(destroy_process_group); create a new one with new_group"
+        )
 
     def _raise_broken(self, context: str) -> None:
-        raise PeerError(f"{context}: this group cannot be used since {self.calls.broken}. "
-                        f"Destroy it (destroy_process_group) and create a new one")
+        raise PeerError(
+            f"{context}: this group cannot be used since {self.calls.broken}. "
+            f"Destroy it (destroy_process_group) and create a new one"
+        )
 
     def is_broken(self) -> bool:
         return self.calls.broken is not None
@@ -325,8 +284,9 @@ class MpiEngine:
             return
         if self.unstarted:  # queued async calls start (or fail) first
             try:
-                self._start_until(None, Deadline.after(min(self.calls.timeout, 5.0)),
-                                  self.context("shutdown"))
+                self._start_until(
+                    None, Deadline.after(min(self.calls.timeout, 5.0)), self.context("shutdown")
+                )
             except DistTimeoutError:
                 pass
         self.destroyed = True
@@ -349,22 +309,3 @@ class MpiEngine:
                 comm.Free()
             except Exception:  # noqa: BLE001 — MPI already finalized (interpreter exit)
                 pass
-
-
-#: Seconds after which the group's starter starts an async call nobody has waited for.
-_START_AFTER = 0.02
-#: Seconds without async calls after which the group's starter thread ends.
-_STARTER_IDLE = 1.0
-
-
-class _Started:
-    """An async call waiting to start its MPI part (``start``), and whether it did (``done``,
-    and how it failed: ``error``)."""
-
-    __slots__ = ("start", "made", "done", "error")
-
-    def __init__(self, start: Callable[[], None]) -> None:
-        self.start = start
-        self.made = time.monotonic()
-        self.done = False
-        self.error: BaseException | None = None

@@ -17,7 +17,8 @@ the fingerprint fixes, whatever the arrays' addresses; only the message differs.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -32,7 +33,7 @@ def pieces(arrays: Sequence[np.ndarray], into: np.ndarray) -> None:
     """``arrays`` end to end into the front of ``into``."""
     offset = 0
     for array in arrays:
-        into[offset:offset + array.size] = array
+        into[offset : offset + array.size] = array
         offset += array.size
 
 
@@ -40,7 +41,7 @@ def spread(joined: np.ndarray, arrays: Sequence[np.ndarray]) -> None:
     """The front of ``joined`` back into ``arrays``, end to end (``pieces`` undone)."""
     offset = 0
     for array in arrays:
-        array[...] = joined[offset:offset + array.size]
+        array[...] = joined[offset : offset + array.size]
         offset += array.size
 
 
@@ -48,7 +49,7 @@ def chunks(joined: np.ndarray, arrays: Sequence[np.ndarray]) -> list[np.ndarray]
     """Views of ``joined`` shaped as ``arrays`` end to end (where each one's copy lies)."""
     views, offset = [], 0
     for array in arrays:
-        views.append(joined[offset:offset + array.size])
+        views.append(joined[offset : offset + array.size])
         offset += array.size
     return views
 
@@ -61,13 +62,21 @@ def run_of(arrays: Sequence[np.ndarray]) -> np.ndarray | None:
     if len(arrays) == 1:
         return first if first.flags.writeable else None
     base = first.base  # the chunks of one array (the _into_tensor / _single forms)
-    if (type(base) is np.ndarray and base.ndim == 1 and base.flags.c_contiguous
-            and base.flags.writeable and base.dtype == first.dtype
-            and base.size == sum(a.size for a in arrays)
-            and base.__array_interface__["data"][0] == first.__array_interface__["data"][0]
-            and all(a.base is base for a in arrays)
-            and all(a.__array_interface__["data"][0] - first.__array_interface__["data"][0]
-                    == sum(b.nbytes for b in arrays[:i]) for i, a in enumerate(arrays))):
+    if (
+        type(base) is np.ndarray
+        and base.ndim == 1
+        and base.flags.c_contiguous
+        and base.flags.writeable
+        and base.dtype == first.dtype
+        and base.size == sum(a.size for a in arrays)
+        and base.__array_interface__["data"][0] == first.__array_interface__["data"][0]
+        and all(a.base is base for a in arrays)
+        and all(
+            a.__array_interface__["data"][0] - first.__array_interface__["data"][0]
+            == sum(b.nbytes for b in arrays[:i])
+            for i, a in enumerate(arrays)
+        )
+    ):
         return base
     dtype = first.dtype
     start = expected = None
@@ -110,8 +119,7 @@ def spans(arrays: Sequence[np.ndarray]) -> list[Span]:
 def disjoint(writes: Sequence[Span], reads: Sequence[Span] = ()) -> bool:
     """Whether no byte is in two of ``writes``, nor in one of ``writes`` and one of ``reads``
     (``reads`` may share bytes with each other): MPI's rule for one call's buffers."""
-    marked = sorted([(s, e, True) for s, e in writes if e > s]
-                    + [(s, e, False) for s, e in reads if e > s])
+    marked = sorted([(s, e, True) for s, e in writes if e > s] + [(s, e, False) for s, e in reads if e > s])
     written = read = 0  # the furthest end of the writes, and of the reads, that start before
     for start, end, write in marked:
         if written > start or (write and read > start):
@@ -163,8 +171,9 @@ def placed(arrays: Sequence[np.ndarray], where: Sequence[Span] | None = None) ->
     if max(e for _, e in where) - low > _INT_MAX and not large_counts():
         return None
     lowest = arrays[[s for s, _ in where].index(low)]
-    return Placed(lowest.view(np.uint8), [e - s for s, e in where],
-                  [s - low if e > s else 0 for s, e in where], arrays)
+    return Placed(
+        lowest.view(np.uint8), [e - s for s, e in where], [s - low if e > s else 0 for s, e in where], arrays
+    )
 
 
 def blocks(size: int, nbytes: int, skip: int = -1) -> tuple[list[int], list[int]]:
@@ -182,12 +191,15 @@ def joined(arrays: Sequence[np.ndarray], scratch: np.ndarray) -> Placed:
     displs = [0] * len(counts)
     for i in range(1, len(counts)):
         displs[i] = displs[i - 1] + counts[i - 1]
-    return Placed(scratch.view(np.uint8) if scratch.size else _EMPTY, counts, displs,
-                  chunks(scratch, arrays))
+    return Placed(scratch.view(np.uint8) if scratch.size else _EMPTY, counts, displs, chunks(scratch, arrays))
 
 
-def reach(arrays: Sequence[np.ndarray], writes: bool, other: Sequence[Span] = (),
-          where: Sequence[Span] | None = None) -> Placed | None:
+def reach(
+    arrays: Sequence[np.ndarray],
+    writes: bool,
+    other: Sequence[Span] = (),
+    where: Sequence[Span] | None = None,
+) -> Placed | None:
     """``arrays`` where they lie (``where``: their ``spans``, if known), for a call that
     writes into them (``writes``) or reads them, and reads or writes ``other``: None where
     MPI may not (a byte written twice, or read where it is written) or cannot (offsets too
@@ -208,8 +220,13 @@ def sent(call: Any, arrays: Sequence[np.ndarray], which: int, written: Sequence[
     return joined(arrays, scratch)
 
 
-def received(call: Any, arrays: Sequence[np.ndarray], which: int, read: Sequence[Span] = (),
-             where: Sequence[Span] | None = None) -> tuple[Placed, Any]:
+def received(
+    call: Any,
+    arrays: Sequence[np.ndarray],
+    which: int,
+    read: Sequence[Span] = (),
+    where: Sequence[Span] | None = None,
+) -> tuple[Placed, Any]:
     """(the message that receives into ``arrays``, what copies it into them afterwards or
     None): where they lie (``reach``, the call reading ``read``), else scratch ``which``,
     spread afterwards."""

@@ -44,8 +44,10 @@ class MpiP2P:
         if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < group.size():
             raise ArgumentError(f"{what}={rank} is out of range for a group of size {group.size()}")
         if rank == group.rank():
-            raise ArgumentError(f"{what} is this rank itself (group rank {rank}); a rank cannot send "
-                                f"to or receive from itself")
+            raise ArgumentError(
+                f"{what} is this rank itself (group rank {rank}); a rank cannot send "
+                f"to or receive from itself"
+            )
         return rank
 
     def _post_send(self, tensor: Any, dst: int, tag: int, op: str) -> _Posted:
@@ -65,10 +67,15 @@ class MpiP2P:
         tag = self._tag(tag)
         source = runtime.load().ANY_SOURCE if src is None else self._peer(src, "src")
         peer = None if src is None else group.global_rank_of(src)
-        context = f"{op} from {'any rank' if peer is None else f'rank {peer}'} (tag {tag}) on rank {group.global_rank}"
+        context = (
+            f"{op} from {'any rank' if peer is None else f'rank {peer}'} (tag {tag}) "
+            f"on rank {group.global_rank}"
+        )
         entry = group.recorder.p2p_start(op, peer, tag, buf.nbytes)
         request = self._engine.comm.Irecv(runtime.as_bytes(buf.flat), source, tag)
-        return _Posted(request, buf.flat, entry, context, buf, peer, Deadline.after(group.calls.timeout), True)
+        return _Posted(
+            request, buf.flat, entry, context, buf, peer, Deadline.after(group.calls.timeout), True
+        )
 
     def _finish(self, posted: _Posted) -> int | None:
         """Wait for a posted send or receive; the sender's group rank of a receive."""
@@ -77,7 +84,8 @@ class MpiP2P:
             exc = DistTimeoutError(
                 f"{posted.context}: did not complete in {format_seconds(posted.deadline.budget)}. "
                 f"Is the peer alive, and did it call the matching "
-                f"{'send' if posted.receive else 'recv'} with the same tag?")
+                f"{'send' if posted.receive else 'recv'} with the same tag?"
+            )
             if posted.receive:
                 posted.request.Cancel()
             self._engine.abandon([posted.request], posted.data)
@@ -92,9 +100,11 @@ class MpiP2P:
         source = posted.status.Get_source()
         got = posted.status.Get_count(mpi.BYTE)
         if got != posted.data.nbytes:
-            exc2 = ArgumentError(f"{posted.context}: rank {group.global_rank_of(source)} sent {got} "
-                                 f"bytes, but the receive buffer has {posted.data.nbytes}; sizes "
-                                 f"must match")
+            exc2 = ArgumentError(
+                f"{posted.context}: rank {group.global_rank_of(source)} sent {got} "
+                f"bytes, but the receive buffer has {posted.data.nbytes}; sizes "
+                f"must match"
+            )
             group.recorder.p2p_end(posted.entry, exc2)
             raise exc2
         group.recorder.p2p_end(posted.entry, peer=group.global_rank_of(source))
@@ -129,8 +139,7 @@ class MpiP2P:
             future.set_result(result)
 
         future = Future(drive=lambda _timeout: settle(True), poll=lambda: settle(False))
-        return Work(posted.context, result, future,
-                    source=(lambda: source[0]) if posted.receive else None)  # type: ignore[arg-type,return-value]
+        return Work(posted.context, result, future, source=(lambda: source[0]) if posted.receive else None)  # type: ignore[arg-type,return-value]
 
     # -- object frames --------------------------------------------------------------------------
     def send_frames(self, frames: list[Any], dst: int, op: str) -> None:
@@ -142,17 +151,22 @@ class MpiP2P:
         deadline = Deadline.after(group.calls.timeout)
         if not runtime.wait_until(lambda: runtime.load().Request.Testall(requests), deadline):
             self._engine.abandon(requests, arrays)
-            raise DistTimeoutError(f"{context}: not received in {format_seconds(deadline.budget)}. "
-                                   f"Did the peer call recv_object_list?")
+            raise DistTimeoutError(
+                f"{context}: not received in {format_seconds(deadline.budget)}. "
+                f"Did the peer call recv_object_list?"
+            )
 
     def recv_frames(self, src: int | None, op: str) -> tuple[list[Any], int]:
         """The frames of one object message (from ``src``, or any rank) and its sender."""
         from ...group import pickling
+
         group = self._group
         mpi = runtime.load()
         source = mpi.ANY_SOURCE if src is None else self._peer(src, "src")
-        context = (f"{op} from {'any rank' if src is None else f'rank {group.global_rank_of(src)}'} "
-                   f"on rank {group.global_rank}")
+        context = (
+            f"{op} from {'any rank' if src is None else f'rank {group.global_rank_of(src)}'} "
+            f"on rank {group.global_rank}"
+        )
         deadline = Deadline.after(group.calls.timeout)
         head, sender = self._probe_receive(source, deadline, context)
         frames = [head]
@@ -173,8 +187,10 @@ class MpiP2P:
             return bool(found)
 
         if not runtime.wait_until(probe, deadline):
-            raise DistTimeoutError(f"{context}: nothing arrived in {format_seconds(deadline.budget)}. "
-                                   f"Did the peer call send_object_list?")
+            raise DistTimeoutError(
+                f"{context}: nothing arrived in {format_seconds(deadline.budget)}. "
+                f"Did the peer call send_object_list?"
+            )
         data = bytearray(status.Get_count(mpi.BYTE))
         found[0].Recv([data, mpi.BYTE])
         return memoryview(data), int(status.Get_source())
@@ -183,11 +199,30 @@ class MpiP2P:
 class _Posted:
     """One posted send or receive: its request, buffers, recorder entry, status."""
 
-    __slots__ = ("request", "data", "entry", "context", "buf", "peer", "deadline", "receive",
-                 "status", "done")
+    __slots__ = (
+        "request",
+        "data",
+        "entry",
+        "context",
+        "buf",
+        "peer",
+        "deadline",
+        "receive",
+        "status",
+        "done",
+    )
 
-    def __init__(self, request: Any, data: np.ndarray, entry: list[Any], context: str, buf: Any,
-                 peer: int | None, deadline: Deadline, receive: bool) -> None:
+    def __init__(
+        self,
+        request: Any,
+        data: np.ndarray,
+        entry: list[Any],
+        context: str,
+        buf: Any,
+        peer: int | None,
+        deadline: Deadline,
+        receive: bool,
+    ) -> None:
         self.request, self.data, self.entry, self.context = request, data, entry, context
         self.buf, self.peer, self.deadline, self.receive = buf, peer, deadline, receive
         self.status = runtime.load().Status()

@@ -15,7 +15,8 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -26,8 +27,10 @@ from ...timeouts import Deadline, format_seconds
 _mpi: Any = None
 _lock = threading.Lock()
 
-INSTALL_HINT = ('pip install "accord[mpi]" (mpi4py and MPICH from PyPI), or pip install mpi4py '
-                'built against your cluster\'s MPI')
+INSTALL_HINT = (
+    'pip install "accord[mpi]" (mpi4py and MPICH from PyPI), or pip install mpi4py '
+    "built against your cluster's MPI"
+)
 
 
 def load() -> Any:
@@ -39,15 +42,23 @@ def load() -> Any:
                 try:
                     from mpi4py import MPI
                 except ImportError as exc:
-                    raise ValueError(f"backend 'mpi' needs mpi4py, which cannot be imported "
-                                     f"({exc}): {INSTALL_HINT}") from exc
+                    raise ValueError(
+                        f"backend 'mpi' needs mpi4py, which cannot be imported ({exc}): {INSTALL_HINT}"
+                    ) from exc
                 _mpi = MPI
     return _mpi
 
 
 #: Environment variables an MPI launcher (mpiexec of MPICH or Open MPI, srun) sets.
-LAUNCHER_VARIABLES = ("PMI_RANK", "PMI_SIZE", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE",
-                      "MPI_LOCALNRANKS", "HYDI_CONTROL_FD", "PMI_FD")
+LAUNCHER_VARIABLES = (
+    "PMI_RANK",
+    "PMI_SIZE",
+    "PMIX_RANK",
+    "OMPI_COMM_WORLD_SIZE",
+    "MPI_LOCALNRANKS",
+    "HYDI_CONTROL_FD",
+    "PMI_FD",
+)
 
 
 def launched_by_mpi() -> bool:
@@ -55,17 +66,36 @@ def launched_by_mpi() -> bool:
 
 
 # -- datatypes and ops ------------------------------------------------------------------------
-_MPI_OP_NAMES = {RedOpType.SUM: "SUM", RedOpType.AVG: "SUM", RedOpType.PREMUL_SUM: "SUM",
-                 RedOpType.PRODUCT: "PROD", RedOpType.MIN: "MIN", RedOpType.MAX: "MAX",
-                 RedOpType.BAND: "BAND", RedOpType.BOR: "BOR", RedOpType.BXOR: "BXOR"}
+_MPI_OP_NAMES = {
+    RedOpType.SUM: "SUM",
+    RedOpType.AVG: "SUM",
+    RedOpType.PREMUL_SUM: "SUM",
+    RedOpType.PRODUCT: "PROD",
+    RedOpType.MIN: "MIN",
+    RedOpType.MAX: "MAX",
+    RedOpType.BAND: "BAND",
+    RedOpType.BOR: "BOR",
+    RedOpType.BXOR: "BXOR",
+}
 _COMPLEX_OPS = {RedOpType.SUM, RedOpType.AVG, RedOpType.PREMUL_SUM, RedOpType.PRODUCT}
 _user_ops: dict[tuple[Any, ...], Any] = {}
 _typed: dict[int, Any] = {}
 
 
-_TYPE_NAMES = {"i1": "INT8_T", "i2": "INT16_T", "i4": "INT32_T", "i8": "INT64_T", "u1": "UINT8_T",
-               "u2": "UINT16_T", "u4": "UINT32_T", "u8": "UINT64_T", "f4": "FLOAT", "f8": "DOUBLE",
-               "c8": "C_FLOAT_COMPLEX", "c16": "C_DOUBLE_COMPLEX"}
+_TYPE_NAMES = {
+    "i1": "INT8_T",
+    "i2": "INT16_T",
+    "i4": "INT32_T",
+    "i8": "INT64_T",
+    "u1": "UINT8_T",
+    "u2": "UINT16_T",
+    "u4": "UINT32_T",
+    "u8": "UINT64_T",
+    "f4": "FLOAT",
+    "f8": "DOUBLE",
+    "c8": "C_FLOAT_COMPLEX",
+    "c16": "C_DOUBLE_COMPLEX",
+}
 
 
 def _type_of(dtype: np.dtype) -> Any:
@@ -142,8 +172,8 @@ def as_bytes(array: np.ndarray) -> list[Any]:
 
 
 # -- waiting ------------------------------------------------------------------------------------
-_SPINS = 64          # tests before the first yield
-_SLEEP_AFTER = 1.0   # seconds of waiting before short sleeps (a slow or stuck peer)
+_SPINS = 64  # tests before the first yield
+_SLEEP_AFTER = 1.0  # seconds of waiting before short sleeps (a slow or stuck peer)
 _SLEEP = 0.0005
 
 
@@ -169,6 +199,8 @@ def wait_until(done: Callable[[], bool], deadline: Deadline) -> bool:
 
 
 def timed_out(context: str, deadline: Deadline, what: str) -> DistTimeoutError:
-    return DistTimeoutError(f"{context}: {what} did not complete in {format_seconds(deadline.budget)}. "
-                            f"Are all ranks alive, and did every rank call the same collectives "
-                            f"in the same order?")
+    return DistTimeoutError(
+        f"{context}: {what} did not complete in {format_seconds(deadline.budget)}. "
+        f"Are all ranks alive, and did every rank call the same collectives "
+        f"in the same order?"
+    )

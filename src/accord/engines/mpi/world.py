@@ -36,14 +36,17 @@ _hook_installed = False
 _FORWARD_S = 0.5
 
 
-def init_world(*, init_method: str | None, timeout: float, world_size: int, rank: int,
-               store: Store | None) -> WorldParts:
+def init_world(
+    *, init_method: str | None, timeout: float, world_size: int, rank: int, store: Store | None
+) -> WorldParts:
     """The parts of this MPI rank's world (``init_method`` is not needed: MPI knows the ranks)."""
     mpi = runtime.load()
     size, me = mpi.COMM_WORLD.Get_size(), mpi.COMM_WORLD.Get_rank()
     _check_launch(size, me, world_size, rank)
     default = mpi_group(mpi.COMM_WORLD.Dup(), range(size), 0, timeout, "default_pg")
-    diagnostics, owns_store = (store, False) if store is not None else (_diagnostics_store(size, me, timeout), True)
+    diagnostics, owns_store = (
+        (store, False) if store is not None else (_diagnostics_store(size, me, timeout), True)
+    )
     _install_abort_hook()
     return WorldParts(me, size, default, diagnostics, owns_store, "accord/mpi", _job_label(mpi))
 
@@ -57,13 +60,17 @@ def _check_launch(size: int, me: int, world_size: int, rank: int) -> None:
                 f"backend 'mpi' was asked for a world of {wanted} ranks, but this process was not "
                 f"started by an MPI launcher, so MPI sees one rank. Start the program with "
                 f"mpiexec -n {wanted} python {program} (or your scheduler's srun), not with "
-                f"accordrun/torchrun; MPI gives every rank its number")
-        raise ValueError(f"backend 'mpi': world_size={wanted} (or WORLD_SIZE) but MPI started "
-                         f"{size} ranks; pass no world_size (MPI's is used) or start "
-                         f"mpiexec -n {wanted}")
+                f"accordrun/torchrun; MPI gives every rank its number"
+            )
+        raise ValueError(
+            f"backend 'mpi': world_size={wanted} (or WORLD_SIZE) but MPI started "
+            f"{size} ranks; pass no world_size (MPI's is used) or start "
+            f"mpiexec -n {wanted}"
+        )
     if rank >= 0 and rank != me:
-        raise ValueError(f"backend 'mpi': rank={rank} but MPI gave this process rank {me}; pass no "
-                         f"rank (MPI's is used)")
+        raise ValueError(
+            f"backend 'mpi': rank={rank} but MPI gave this process rank {me}; pass no rank (MPI's is used)"
+        )
 
 
 def _diagnostics_store(size: int, me: int, timeout: float) -> Store | None:
@@ -86,16 +93,24 @@ def _diagnostics_store(size: int, me: int, timeout: float) -> Store | None:
                 store = TCPStore(host, 0, size, True, timedelta(seconds=timeout), wait_for_workers=False)
             address = (host, store.port)
         except Exception as exc:  # noqa: BLE001 — diagnostics must not stop the job
-            log.warning("accord (backend mpi): no diagnostics store (%s): a timeout will not say "
-                        "where the other ranks are", exc)
+            log.warning(
+                "accord (backend mpi): no diagnostics store (%s): a timeout will not say "
+                "where the other ranks are",
+                exc,
+            )
     address = comm.bcast(address, root=0)
     if address is not None and me != 0:
         try:
-            store = TCPStore(address[0], address[1], size, False, timedelta(seconds=timeout),
-                             wait_for_workers=False)
+            store = TCPStore(
+                address[0], address[1], size, False, timedelta(seconds=timeout), wait_for_workers=False
+            )
         except Exception as exc:  # noqa: BLE001
-            log.warning("accord (backend mpi): cannot reach rank 0's diagnostics store at %s:%d (%s)",
-                        address[0], address[1], exc)
+            log.warning(
+                "accord (backend mpi): cannot reach rank 0's diagnostics store at %s:%d (%s)",
+                address[0],
+                address[1],
+                exc,
+            )
     comm.Barrier()  # every rank is connected before rank 0 may leave (and close the store)
     return store
 
@@ -131,9 +146,11 @@ def _install_abort_hook() -> None:
             comm = runtime.load().COMM_WORLD
             if not engine.world_alive() or comm.Get_size() < 2:
                 return  # (the MPI world was destroyed, or is one rank)
-            sys.stderr.write(f"accord: rank {comm.Get_rank()} of the MPI job raised {exc_type.__name__} "
-                             f"(above); ending the job (MPI_Abort) so that the other "
-                             f"{comm.Get_size() - 1} ranks do not wait for it\n")
+            sys.stderr.write(
+                f"accord: rank {comm.Get_rank()} of the MPI job raised {exc_type.__name__} "
+                f"(above); ending the job (MPI_Abort) so that the other "
+                f"{comm.Get_size() - 1} ranks do not wait for it\n"
+            )
             sys.stderr.flush()
             time.sleep(_FORWARD_S)  # the launcher forwards our output before it kills everyone
             runtime.load().COMM_WORLD.Abort(1)
