@@ -65,7 +65,8 @@ class Agreement:
         self.gathers = size <= GATHER_MAX_WORLD
         self.record = np.zeros(WORDS, dtype=np.int64)
         self.records = np.zeros((size, WORDS), dtype=np.int64) if self.gathers else None
-        self._hashes = self.records[:, 0] if self.records is not None else None
+        #: every rank's hash, once gathered (empty where the check is an all_reduce)
+        self._hashes: np.ndarray = self.records[:, 0] if self.records is not None else np.zeros(0, np.int64)
         self._pair = np.zeros(2, dtype=np.int64)
         mpi = runtime.load()
         self._in_place, self._max = mpi.IN_PLACE, mpi.MAX
@@ -113,7 +114,7 @@ class Agreement:
     def agreed(self, h: int) -> bool:
         """Once the request completed: whether every rank sent ``h``."""
         if self.gathers:
-            return self._hashes.tolist().count(h) == self.size
+            return bool(self._hashes.tolist().count(h) == self.size)
         return bool(self._pair[0] == -self._pair[1] == h)
 
     def persistent(self) -> tuple[np.ndarray, np.ndarray, Any] | None:

@@ -15,7 +15,7 @@ kernel (``runtime.reduction``). Must not know about groups or the API.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -35,27 +35,33 @@ def _finalize(kernel: Kernel, out: np.ndarray, size: int) -> Any:
     return lambda: kernel.finalize(out, size)
 
 
-def _carried(call: MpiCall, op: str, dtype: np.dtype) -> tuple[np.ndarray, list[np.ndarray]] | None:
+#: (this rank's record's data, every rank's, the check that exchanges them)
+Carried = tuple[np.ndarray, list[np.ndarray], Callable[[], None]]
+
+
+def _carried(call: MpiCall, op: str, dtype: np.dtype) -> Carried | None:
     """Whether this call's data rides on the check (every rank decides alike, from the
-    fingerprint): (this rank's record's data, every rank's) as elements of ``dtype``, for
-    the caller to fill, ``call.agree()`` and read. Else None, once the check (if any) ran:
-    the caller goes on with MPI's collective. Every function here starts with it or runs
-    ``call.agree`` itself."""
-    if call.agree is None:
+    fingerprint): (this rank's record's data, every rank's) as elements of ``dtype``, and
+    the check, for the caller to fill, call and read. Else None, once the check (if any)
+    ran: the caller goes on with MPI's collective. Every function here starts with it or
+    runs ``call.agree`` itself."""
+    agree = call.agree
+    if agree is None:
         return None
     nbytes = agreement.record_bytes(op, call.fp.count, dtype.itemsize, call.size)
     if nbytes is None or not call.agreement.carries(nbytes):
-        call.agree()
+        agree()
         return None
-    return call.agreement.views(dtype, nbytes // dtype.itemsize)
+    mine, rows = call.agreement.views(dtype, nbytes // dtype.itemsize)
+    return mine, rows, agree
 
 
 def all_reduce(call: MpiCall, flat: np.ndarray, kernel: Kernel) -> None:
     carried = _carried(call, "all_reduce", flat.dtype)
     if carried is not None:  # the data rides on the check: folded here
-        mine, rows = carried
+        mine, rows, agree = carried
         mine[...] = flat
-        call.agree()
+        agree()
         agreement.fold(flat, rows, kernel)
         call.complete([])
         return
@@ -69,10 +75,10 @@ def all_reduce(call: MpiCall, flat: np.ndarray, kernel: Kernel) -> None:
 def broadcast(call: MpiCall, flat: np.ndarray, src: int) -> None:
     carried = _carried(call, "broadcast", flat.dtype)
     if carried is not None:  # the root's data rides on the check
-        mine, rows = carried
+        mine, rows, agree = carried
         if call.rank == src:
             mine[...] = flat
-        call.agree()
+        agree()
         if call.rank != src:
             flat[...] = rows[src]
         call.complete([])
@@ -84,9 +90,9 @@ def reduce(call: MpiCall, flat: np.ndarray, kernel: Kernel, dst: int) -> None:
     """Into ``flat`` on ``dst``; the other ranks' arrays are left as they were."""
     carried = _carried(call, "reduce", flat.dtype)
     if carried is not None:  # every rank's data rides on the check: the root folds it
-        mine, rows = carried
+        mine, rows, agree = carried
         mine[...] = flat
-        call.agree()
+        agree()
         if call.rank == dst:
             agreement.fold(flat, rows, kernel)
         call.complete([])
@@ -123,7 +129,7 @@ def _joined(call: MpiCall, arrays: Sequence[np.ndarray], which: int, avoid: Any 
     run = layouts.run_of(arrays)
     if run is not None and (avoid is None or not np.may_share_memory(run, avoid)):
         return run
-    dtype = arrays[0].dtype if arrays else np.uint8
+    dtype = arrays[0].dtype if arrays else np.dtype(np.uint8)
     joined = call.scratch(sum(a.size for a in arrays), dtype, which)
     layouts.pieces(arrays, joined)
     return joined
@@ -146,9 +152,9 @@ def all_gather(call: MpiCall, inp: np.ndarray, outs: list[np.ndarray]) -> None:
     """``outs[i]`` gets rank i's ``inp`` (sizes may differ from rank to rank)."""
     carried = _carried(call, "all_gather", inp.dtype)
     if carried is not None:  # every rank's block rides on the check
-        mine, rows = carried
+        mine, rows, agree = carried
         mine[: inp.size] = inp
-        call.agree()
+        agree()
         for out, row in zip(outs, rows):
             out[...] = row[: out.size]
         call.complete([])
@@ -161,11 +167,11 @@ def all_gather(call: MpiCall, inp: np.ndarray, outs: list[np.ndarray]) -> None:
         return
     where = layouts.spans(outs)  # Iallgatherv: into the outputs where they lie
     into, spread = layouts.received(call, outs, 0, where=where)
-    mine = layouts.spans([inp])
-    if spread is None and inp.size and mine[0] == where[call.rank]:
+    own = layouts.spans([inp])
+    if spread is None and inp.size and own[0] == where[call.rank]:
         message: Any = runtime.load().IN_PLACE  # (the input is this rank's output: torch allows it)
     else:
-        if spread is None and not layouts.disjoint(where, mine):
+        if spread is None and not layouts.disjoint(where, own):
             inp = inp.copy()
         message = runtime.as_bytes(inp)
     call.complete([call.comm.Iallgatherv(message, into.message())], spread, keep=(inp, into.base))
@@ -174,9 +180,9 @@ def all_gather(call: MpiCall, inp: np.ndarray, outs: list[np.ndarray]) -> None:
 def gather(call: MpiCall, inp: np.ndarray, outs: list[np.ndarray] | None, dst: int) -> None:
     carried = _carried(call, "gather", inp.dtype)
     if carried is not None:  # every rank's block rides on the check: the root copies them
-        mine, rows = carried
+        mine, rows, agree = carried
         mine[...] = inp
-        call.agree()
+        agree()
         if outs is not None:
             for out, row in zip(outs, rows):
                 out[...] = row
@@ -203,10 +209,10 @@ def gather(call: MpiCall, inp: np.ndarray, outs: list[np.ndarray] | None, dst: i
 def scatter(call: MpiCall, out: np.ndarray, ins: list[np.ndarray] | None, src: int) -> None:
     carried = _carried(call, "scatter", out.dtype)
     if carried is not None:  # the root's blocks for every rank ride on the check
-        mine, rows = carried
+        mine, rows, agree = carried
         if ins is not None:
             layouts.pieces(ins, mine)
-        call.agree()
+        agree()
         out[...] = rows[src][call.rank * out.size : (call.rank + 1) * out.size]
         call.complete([])
         return
@@ -223,17 +229,17 @@ def scatter(call: MpiCall, out: np.ndarray, ins: list[np.ndarray] | None, src: i
         call.complete([call.comm.Iscatter(None, runtime.as_bytes(out), src)])
         return
     assert ins is not None
-    source = _joined(call, ins, 0, avoid=out)
-    call.complete([call.comm.Iscatter(runtime.as_bytes(source), runtime.as_bytes(out), src)], keep=source)
+    joined = _joined(call, ins, 0, avoid=out)
+    call.complete([call.comm.Iscatter(runtime.as_bytes(joined), runtime.as_bytes(out), src)], keep=joined)
 
 
 def reduce_scatter(call: MpiCall, out: np.ndarray, ins: list[np.ndarray], kernel: Kernel) -> None:
     """``out`` on rank j gets the reduction of every rank's ``ins[j]``."""
     carried = _carried(call, "reduce_scatter", out.dtype)
     if carried is not None:  # every rank's whole input rides on the check: block j folded here
-        mine, rows = carried
+        mine, rows, agree = carried
         layouts.pieces(ins, mine)
-        call.agree()
+        agree()
         start = sum(a.size for a in ins[: call.rank])
         agreement.fold(out, [row[start : start + out.size] for row in rows], kernel)
         call.complete([])
@@ -275,9 +281,9 @@ def all_to_all(call: MpiCall, outs: list[np.ndarray], ins: list[np.ndarray]) -> 
     """``outs[j]`` gets rank j's ``ins[me]``; sizes may differ for every pair."""
     carried = _carried(call, "all_to_all", ins[0].dtype if ins else np.dtype(np.uint8))
     if carried is not None:  # (even blocks) every rank's whole input rides on the check
-        mine, rows = carried
+        mine, rows, agree = carried
         layouts.pieces(ins, mine)
-        call.agree()
+        agree()
         block = ins[0].size
         for out, row in zip(outs, rows):
             out[...] = row[call.rank * block : (call.rank + 1) * block]
@@ -294,13 +300,13 @@ def all_to_all(call: MpiCall, outs: list[np.ndarray], ins: list[np.ndarray]) -> 
     # through its own messages, twice as slowly, measured)
     me, where = call.rank, layouts.spans(outs)
     into, spread = layouts.received(call, outs, 1, where=where)
-    source = layouts.sent(call, ins, 0, written=where if spread is None else ())
-    into.arrays[me][...] = source.arrays[me]
-    request = call.comm.Ialltoallv(source.message(skip=me), into.message(skip=me))
-    call.complete([request], spread, keep=(source.base, into.base))
+    placed = layouts.sent(call, ins, 0, written=where if spread is None else ())
+    into.arrays[me][...] = placed.arrays[me]
+    request = call.comm.Ialltoallv(placed.message(skip=me), into.message(skip=me))
+    call.complete([request], spread, keep=(placed.base, into.base))
 
 
-_FUNCTIONS = {
+_FUNCTIONS: dict[str, Callable[..., None]] = {
     "all_reduce": all_reduce,
     "broadcast": broadcast,
     "reduce": reduce,

@@ -50,7 +50,8 @@ class MpiCall:
         self.fp = fp
 
     def __str__(self) -> str:
-        return self._group.context(self._op, self._seq)
+        context: str = self._group.context(self._op, self._seq)
+        return context
 
     # -- MPI collectives ------------------------------------------------------------------------
     def complete(self, requests: Sequence[Any], finish: Finish | None = None, keep: Any = None) -> None:
@@ -135,7 +136,8 @@ class MpiCall:
         buffer of its own for an async one (it outlives the next call)."""
         if self._deferred:
             return np.empty(count, dtype)
-        return self._group.calls.scratch.array(count, dtype, which)
+        array: np.ndarray = self._group.calls.scratch.array(count, dtype, which)
+        return array
 
 
 class _Handle:

@@ -232,7 +232,9 @@ class DirectPath(OtherCalls):
         if not request.Test():
             self._wait(entry, request, _ARRIVAL)
         if not agreement.agreed(h):
-            self._mismatch(entry, entry.seq, entry.fp)
+            fp = entry.fp
+            assert fp is not None  # (every checked call has its fingerprint)
+            self._mismatch(entry, entry.seq, fp)
 
     def _finish(self, entry: CallRecord, request: Any) -> None:
         if not request.Test():

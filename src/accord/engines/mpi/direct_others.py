@@ -35,7 +35,7 @@ from ...group.calls import CallSequencer
 from ...group.recorder import CallRecord
 from ...reduce_ops import as_reduce_op, make_kernel
 from . import layouts, runtime
-from .agreement import fingerprint_hash, fold, record_bytes
+from .agreement import Agreement, fingerprint_hash, fold, record_bytes
 from .algorithms import ALGORITHMS, PLACED_BYTES
 
 _NDARRAY = np.ndarray
@@ -78,7 +78,8 @@ class OtherCalls:
     _run: Callable[..., None]
     _begin: Callable[..., CallRecord]
     _byte: Any
-    _agreement: Any
+    _in_place: Any
+    _agreement: Agreement
 
     def _cached(self, key: tuple[Any, ...], make: Callable[..., Any], *args: Any) -> Any:
         """The plan of a call signature, made once by ``make(*args)`` (which raises the long
@@ -153,9 +154,8 @@ class OtherCalls:
         buf = as_buffer(tensor, writable=dst == self._rank)
         kernel = make_kernel(as_reduce_op(op), buf.flat.dtype, buf.dtype_name)
         fp, h = self._fingerprint("reduce", buf, dst)
-        carried = self._carry("reduce", fp, buf.flat.dtype)
-        if carried is not None:
-            carried = (*carried, self._pairwise(kernel, carried[1]))
+        views = self._carry("reduce", fp, buf.flat.dtype)
+        carried = None if views is None else (*views, self._pairwise(kernel, views[1]))
         return (fp, h, *runtime.reduction(buf.flat, kernel), kernel, carried)
 
     # -- gather, scatter --------------------------------------------------------------------
@@ -293,9 +293,10 @@ class OtherCalls:
     def _plan_all_gather(self, output: np.ndarray, inp: np.ndarray) -> tuple[Any, ...]:
         i, o = all_gather_into_tensor_buffers(self._group.size(), output, inp)
         fp, h = self._fingerprint("all_gather", i, count=o.count)
-        carried = self._carry("all_gather", fp, i.flat.dtype)
-        if carried is not None:  # (this rank's block at the front of its record)
-            carried = (carried[0][: i.count], self._agreement.table(i.flat.dtype, i.count))
+        views = self._carry("all_gather", fp, i.flat.dtype)
+        carried = (  # (this rank's block at the front of its record)
+            None if views is None else (views[0][: i.count], self._agreement.table(i.flat.dtype, i.count))
+        )
         size = self._group.size()
         spaced = layouts.blocks(size, i.nbytes) if i.nbytes >= PLACED_BYTES else None
         return fp, h, runtime.element_type(i.flat.itemsize), carried, spaced
