@@ -425,7 +425,7 @@ def stuck(rank: int, n: int) -> Any:
         return {"skipped": True}
     started = time.monotonic()
     try:
-        if os.environ.get("ACCORD_TEST_STUCK_OP") == "gather":  # direct_others' short path
+        if os.environ.get("ACCORD_TEST_STUCK_OP") == "gather":  # direct_rooted_exchanges' short path
             dist.gather(np.ones(2), [np.zeros(2) for _ in range(n)] if rank == 0 else None, dst=0)
         else:
             dist.all_reduce(np.ones(2), async_op=False)

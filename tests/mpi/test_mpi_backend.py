@@ -185,7 +185,7 @@ def test_small_calls_carried_by_the_check_on_every_path(n: int, env: dict[str, s
                          ids=["2", "3", "before-mpi4", "pair-check", "unchecked"])
 def test_the_other_collectives_agree_on_every_path(n: int, env: dict[str, str]) -> None:
     """reduce, gather, scatter, all_gather_into_tensor, reduce_scatter_tensor and
-    all_to_all_single have a short path on MPI groups (direct_others.py): ranks on it and
+    all_to_all_single have a short path on MPI groups (direct_rooted_exchanges.py): ranks on it and
     ranks on the long path or async meet in one call and get MPI's results, whether the
     data rides on the check (1 and 3 elements, mostly) or not (20 000), and with the check
     as an all_reduce (larger groups), before MPI 4, or off."""

@@ -1,5 +1,5 @@
 """The short path of blocking collectives on an MPI group: all_reduce, broadcast and
-barrier here, the others in ``direct_others``.
+barrier here, the rooted calls and the exchanges in ``direct_rooted_exchanges``.
 
 Owns: per call signature (op, dtype, count, root), the plan the long path would make once —
 fingerprint, MPI datatype and op, kernel, whether the call's data rides on the check — and
@@ -27,7 +27,7 @@ from ...transport.wire import Fingerprint
 from . import runtime
 from .agreement import fingerprint_hash, fold
 from .algorithms import ALGORITHMS
-from .direct_others import OtherCalls
+from .direct_rooted_exchanges import RootedAndExchanges
 
 _NDARRAY = np.ndarray
 _modules_get = sys.modules.get
@@ -37,8 +37,9 @@ _IN_PLACE = runtime.load().IN_PLACE
 _ARRIVAL = "the ranks' arrival at this call (accord's check before MPI's collective)"
 
 
-class DirectPath(OtherCalls):
-    """The short paths of one group on MPI (``MpiEngine``) (the other collectives': ``OtherCalls``)."""
+class DirectPath(RootedAndExchanges):
+    """The short paths of one group on MPI (``MpiEngine``); the rooted calls' and the
+    exchanges' are ``RootedAndExchanges``'."""
 
     def __init__(self, engine: Any) -> None:
         self._engine = engine

@@ -1,7 +1,8 @@
-"""The short path of the other blocking collectives on an MPI group: reduce, gather,
-scatter, all_gather_into_tensor, reduce_scatter_tensor and the even all_to_all_single.
+"""The short path of the rooted blocking collectives (reduce, gather, scatter) and the
+exchanges (all_gather_into_tensor, reduce_scatter_tensor, the even all_to_all_single) on an
+MPI group.
 
-Owns: ``OtherCalls``, the half of ``DirectPath`` for these: per call signature, the plan
+Owns: ``RootedAndExchanges``, the half of ``DirectPath`` for these: per call signature, the plan
 the long path would make (the same argument checks, so the same errors; the same
 fingerprint, so a rank here and a rank on the long path meet in the same check), and per
 call only the check, MPI's nonblocking collective on the user's arrays and a test loop
@@ -64,7 +65,7 @@ def _root_list(arrays: Any, size: int, writes: bool) -> tuple[Any, ...] | None:
     return tuple(signature)
 
 
-class OtherCalls:
+class RootedAndExchanges:
     """The short paths of reduce, gather, scatter and the tensor forms of all_gather,
     reduce_scatter and all_to_all (a mixin of ``DirectPath``, which provides ``_group``,
     ``_engine``, the group's ``_calls`` and ``_rank``, ``_plans``, ``_usable``, ``_begin`` and ``_run``)."""
