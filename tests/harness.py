@@ -13,7 +13,7 @@ import time
 from typing import Any, Callable, TypeVar
 
 import accord
-from accord.api.lifecycle import build_world
+from accord.api.worlds import build_world
 from accord.store import HashStore
 from accord.transport.loopback import LoopbackFabric
 from accord.world import world_scope
