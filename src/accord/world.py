@@ -123,12 +123,15 @@ def _close_devices(group: Any) -> None:
         device_group.close()
 
 
-_process_world: World | None = None
-_scoped_world: contextvars.ContextVar[World | None] = contextvars.ContextVar("accord_world", default=None)
+#: The process's world (``set_process_world``), and a thread's own (``world_scope``, which
+#: tests use to run ranks as threads) ahead of it: read them through ``current_world``, or
+#: as ``scoped_world.get() or process_world`` where a call's few µs count (the API).
+process_world: World | None = None
+scoped_world: contextvars.ContextVar[World | None] = contextvars.ContextVar("accord_world", default=None)
 
 
 def current_world(required: bool = True) -> World | None:
-    world = _scoped_world.get() or _process_world
+    world = scoped_world.get() or process_world
     if world is None and required:
         raise NotInitializedError(
             "Default process group has not been initialized, please make sure to call init_process_group."
@@ -137,24 +140,24 @@ def current_world(required: bool = True) -> World | None:
 
 
 def set_process_world(world: World | None) -> None:
-    global _process_world
-    _process_world = world
+    global process_world
+    process_world = world
 
 
 @contextlib.contextmanager
 def world_scope(world: World) -> Iterator[World]:
     """Make ``world`` current for this thread only (tests run ranks as threads)."""
-    token = _scoped_world.set(world)
+    token = scoped_world.set(world)
     try:
         yield world
     finally:
-        _scoped_world.reset(token)
+        scoped_world.reset(token)
 
 
 def clear_scoped_world() -> bool:
     """Forget this thread's scoped world (after destroy_process_group in a scope)."""
-    if _scoped_world.get() is not None:
-        _scoped_world.set(None)
+    if scoped_world.get() is not None:
+        scoped_world.set(None)
         return True
     return False
 

@@ -19,10 +19,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .. import world as _worlds
 from ..diagnostics import debug, detail
 from ..group.process_group import ProcessGroup
 from ..world import current_world
 from .common import check_not_self, device_group, group_rank, resolve_group
+
+_scoped_get = _worlds.scoped_world.get
 
 #: In a row's ``detail`` names: the argument that is the call's root (compared as the root).
 ROOT = detail.ROOT
@@ -139,8 +142,10 @@ def run(call: Call, group: Any, async_op: bool, *args: Any) -> Any:
     itself); anything else is ``resolve_group``'s (NON_GROUP_MEMBER: ``non_member``).
     """
     if group is None:  # (resolve_group's commonest case, written out: every call)
-        world = current_world()
-        assert world is not None
+        world = _scoped_get() or _worlds.process_world  # (current_world, written out)
+        if world is None:
+            world = current_world()  # (raises: not initialized)
+            assert world is not None
         pg = world.default_group
     elif isinstance(group, ProcessGroup):
         pg = group

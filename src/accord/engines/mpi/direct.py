@@ -14,6 +14,7 @@ not know about the API.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -45,6 +46,8 @@ class DirectPath(RootedAndExchanges):
         self._engine = engine
         self._group = group = engine.group
         self._calls = group.calls
+        self._begin_call: Callable[[str, Fingerprint | None], CallRecord] = group.calls.begin  # (bound once)
+        self._end_call: Callable[[CallRecord], None] = group.calls.end
         self._rank = group.rank()
         self._plans: dict[Any, Any] = {}
         self._agreement = engine.agreement
@@ -76,8 +79,7 @@ class DirectPath(RootedAndExchanges):
             plan = self._plans[key] = self._plan_all_reduce(tensor, op)
         fp, h, datatype, mpi_op, kernel, carried = plan
         flat = tensor if tensor.ndim == 1 else tensor.reshape(-1)
-        calls = self._calls
-        entry = calls.begin("all_reduce", fp)  # (_begin less the check: it may ride on the data)
+        entry = self._begin_call("all_reduce", fp)  # (_begin less the check: it may ride on the data)
         if carried is not None:  # the data rides on the check: one MPI call, folded here
             mine, rows, pairwise, persistent = carried
             mine[...] = flat
@@ -96,14 +98,14 @@ class DirectPath(RootedAndExchanges):
                 pairwise(rows[0], rows[1], out=flat)  # fold's commonest case, written out
             else:
                 fold(flat, rows, kernel)
-            calls.end(entry)
+            self._end_call(entry)
             return True
         if self._engine.checks:
             self._check(entry, h)
         request = self._engine.comm.Iallreduce(_IN_PLACE, [flat, datatype], mpi_op)
         if not request.Test():
             self._wait(entry, request, "the MPI collective")
-        calls.end(entry)
+        self._end_call(entry)
         if kernel.needs_finalize:
             kernel.finalize(flat, group.size())
         return True
@@ -144,8 +146,7 @@ class DirectPath(RootedAndExchanges):
             plan = self._plan_broadcast(tensor, src)
         fp, h, datatype, carried = plan
         flat = tensor if tensor.ndim == 1 else tensor.reshape(-1)
-        calls = self._calls
-        entry = calls.begin("broadcast", fp)  # (_begin less the check: it may ride on the data)
+        entry = self._begin_call("broadcast", fp)  # (_begin less the check: it may ride on the data)
         if carried is not None:  # the root's data rides on the check
             mine, root_row, persistent, size = carried
             if self._rank == src:
@@ -163,7 +164,7 @@ class DirectPath(RootedAndExchanges):
                 self._check(entry, h)
             if self._rank != src:
                 flat[...] = root_row
-            calls.end(entry)
+            self._end_call(entry)
             return True
         message = [flat, datatype] if datatype is not None else runtime.as_bytes(flat)
         if self._engine.checks:
@@ -171,7 +172,7 @@ class DirectPath(RootedAndExchanges):
         request = self._engine.comm.Ibcast(message, src)
         if not request.Test():
             self._wait(entry, request, "the MPI collective")
-        calls.end(entry)
+        self._end_call(entry)
         return True
 
     def _plan_broadcast(self, tensor: np.ndarray, src: int) -> tuple[Any, ...]:
@@ -200,7 +201,7 @@ class DirectPath(RootedAndExchanges):
             plan = self._plans["barrier"] = (fp, fingerprint_hash(fp))
         entry = self._begin("barrier", plan[0], plan[1])
         if self._engine.checks:  # no rank leaves the check before every rank entered it
-            self._calls.end(entry)
+            self._end_call(entry)
         else:
             self._finish(entry, self._engine.comm.Ibarrier())
         return True
@@ -208,7 +209,7 @@ class DirectPath(RootedAndExchanges):
     # -- one call ---------------------------------------------------------------------------
     def _begin(self, op: str, fp: Fingerprint, h: int) -> CallRecord:
         """Number the call, record it, and check that every rank called the same."""
-        entry = self._calls.begin(op, fp)
+        entry = self._begin_call(op, fp)
         if self._engine.checks:
             self._check(entry, h)
         return entry
@@ -224,7 +225,7 @@ class DirectPath(RootedAndExchanges):
             raise
         if not request.Test():
             self._wait(entry, request, "the MPI collective")
-        self._calls.end(entry)
+        self._end_call(entry)
 
     def _check(self, entry: CallRecord, h: int) -> None:
         """Every rank called the same (sent the same hash), else the mismatch error."""
@@ -240,7 +241,7 @@ class DirectPath(RootedAndExchanges):
     def _finish(self, entry: CallRecord, request: Any) -> None:
         if not request.Test():
             self._wait(entry, request, "the MPI collective")
-        self._calls.end(entry)
+        self._end_call(entry)
 
     def _wait(self, entry: CallRecord, request: Any, what: str) -> None:
         test = request.Test

@@ -73,6 +73,7 @@ class RootedAndExchanges:
     _group: Any
     _engine: Any
     _calls: CallSequencer
+    _end_call: Callable[[CallRecord], None]
     _rank: int
     _plans: dict[Any, Any]
     _usable: Callable[[], bool]
@@ -139,7 +140,7 @@ class RootedAndExchanges:
                     pairwise(rows[0], rows[1], out=flat)
                 else:
                     fold(flat, rows, kernel)
-            self._calls.end(entry)
+            self._end_call(entry)
             return True
         if root:
             self._run(
@@ -203,7 +204,7 @@ class RootedAndExchanges:
                         piece[...] = array.reshape(-1)
                 entry = self._begin(op, fp, h)
                 flat[...] = theirs
-            self._calls.end(entry)
+            self._end_call(entry)
             return True
         comm = self._engine.comm
         if flat.nbytes >= PLACED_BYTES:  # MPI's v-form, straight into or out of the root's arrays
@@ -279,7 +280,7 @@ class RootedAndExchanges:
             mine[...] = inp if inp.ndim == 1 else inp.reshape(-1)
             entry = self._begin("all_gather", fp, h)
             output.reshape(table.shape)[...] = table
-            self._calls.end(entry)
+            self._end_call(entry)
             return True
         if _shares(inp, output):
             return False  # MPI forbids it: the long path copies the input first (or goes in place)
@@ -319,7 +320,7 @@ class RootedAndExchanges:
                 pairwise(blocks[0], blocks[1], out=flat)
             else:
                 fold(flat, blocks, kernel)
-            self._calls.end(entry)
+            self._end_call(entry)
             return True
         if _shares(inp, output):
             return False
@@ -377,7 +378,7 @@ class RootedAndExchanges:
             mine[...] = inp if inp.ndim == 1 else inp.reshape(-1)
             entry = self._begin("all_to_all", fp, h)
             output.reshape(column.shape)[...] = column
-            self._calls.end(entry)
+            self._end_call(entry)
             return True
         if _shares(inp, output):
             return False
