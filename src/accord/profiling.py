@@ -45,7 +45,7 @@ def recording() -> bool:
 
 def begin_if_recording(op: str, inputs: Iterable[Any] = ()) -> Any:
     """``begin(op, inputs)`` while torch's profiler records, else None. The check costs a
-    dict lookup without torch; the hottest path (ProcessGroup.run_planned) writes it out."""
+    dict lookup without torch; the hottest path (MeshEngine.run_planned) writes it out."""
     if _modules_get(TORCH_PROFILER) is not None and recording():
         return begin(op, inputs)
     return None

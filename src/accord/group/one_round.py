@@ -2,7 +2,7 @@
 
 Owns: ``compile_call`` — for a planned blocking call whose data fits one slot round on a
 shared-memory group, a closure that runs the whole call: the bookkeeping of
-``ProcessGroup.run_planned`` (call number, turn, broken group, flight recorder, failure: the
+``MeshEngine.run_planned`` (call number, turn, broken group, flight recorder, failure: the
 group's ``CallSequencer``, bound once) and
 the round protocol of ``CallSlots`` (begin, fingerprint words, ready, wait, done), with every
 object it touches looked up once, when the plan is made, instead of on every call; and

@@ -12,7 +12,7 @@ the call is blocking and the group runs on accord's own engine (shared memory or
 not backend mpi's); it returns False otherwise and the caller takes the long path, which
 explains what is wrong with an argument. What a plan skips on later calls: Buffer objects,
 argument checks, the algorithm choice, the fingerprint; a shared-memory algorithm also
-skips the call's Peers and Work (``ProcessGroup.run_planned``). A hierarchical call is never
+skips the call's Peers and Work (``MeshEngine.run_planned``). A hierarchical call is never
 planned: it runs as calls of the inner groups, each planned there. Must not know about the
 default world or torch.
 """
