@@ -65,4 +65,4 @@ def test_ddp_gradient_all_reduce_overlaps_backward() -> None:
     Future: the first bucket is reduced before backward hands over the last one."""
     for got in harness.run("ddp_overlap", "accord", 2):
         assert got["buckets"] > 2 and got["grads"]
-        assert any(got["overlapped"]), got  # (any of 3 steps: a descheduled rank may delay one)
+        assert any(got["overlapped"]), got  # (any of 8 steps: a descheduled rank may delay one)
