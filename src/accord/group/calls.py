@@ -192,12 +192,6 @@ class CallSequencer:
             finally:
                 self._turn_waiters -= 1
 
-    def pass_turn(self, seq: int) -> None:
-        """Call #seq ended without a record (``start`` was never reached): the next may run."""
-        self.finished = seq
-        if self._turn_waiters:
-            self._wake()
-
     def _wake(self) -> None:
         with self._turn:
             self._turn.notify_all()

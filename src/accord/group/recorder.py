@@ -39,11 +39,6 @@ ITEMSIZE: dict[int, int] = {
 _clock = time.monotonic
 
 
-def itemsize(dtype_code: int) -> int:
-    """Bytes per element of a fingerprint's dtype code (0 for no data)."""
-    return ITEMSIZE.get(dtype_code, 0)
-
-
 #: How many open p2p operations a progress post lists (the oldest first)
 _OPEN_POSTED = 4
 
