@@ -26,8 +26,8 @@ def _barrier(pg: ProcessGroup, timeout: timedelta | float | None, async_op: bool
     return collective_ops.barrier(pg, async_op, None if timeout is None else to_seconds(timeout))
 
 
-def _short_barrier(pg: ProcessGroup, timeout: timedelta | float | None) -> bool:
-    return timeout is None and short_paths.barrier(pg)  # (a timeout of its own: the general path)
+def _short_barrier(pg: ProcessGroup, args: tuple[timedelta | float | None]) -> bool:
+    return args[0] is None and short_paths.barrier(pg, ())  # (a timeout of its own: the general path)
 
 
 def _monitored_barrier(pg: ProcessGroup, timeout: timedelta | float | None, wait_all_ranks: bool) -> None:

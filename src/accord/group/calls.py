@@ -13,7 +13,8 @@ Every module that runs a call — the general path (``ProcessGroup``), the compi
 shared-memory rounds (``one_round``), backend mpi's short paths — goes through this
 interface; none touches a group's private attributes. It is as cheap as what it replaced:
 the short paths read the public fields (``finished``, ``last_seq``, ``broken``) and make
-two calls per call (``begin``, ``end``).
+two calls per call (``begin``, ``end``; or a plan's ``ticket``, the same made for one
+operation and fingerprint).
 
 What breaking means for an engine (telling the peers, breaking inner groups) is its own:
 it gives ``on_break``; the world's monitor, which explains a failure before anything is
@@ -42,6 +43,9 @@ _clock = time.monotonic
 Explain = Callable[[str, BaseException], None]
 #: on_break(context, exc): what breaking means to the engine (tell peers, break inner groups)
 OnBreak = Callable[[str, BaseException], None]
+#: A ticket's two halves (``CallSequencer.ticket``): open a call's record, close it
+Begin = Callable[[], CallRecord]
+End = Callable[[CallRecord], None]
 
 
 class CallSequencer:
@@ -142,6 +146,37 @@ class CallSequencer:
         self.finished = record.seq
         if self._turn_waiters:
             self._wake()
+
+    def ticket(self, op: str, fp: Fingerprint | None) -> tuple[Begin, End]:
+        """``begin`` and ``end`` made for calls that are all ``op`` with ``fp`` (a short
+        path's plan keeps them): they do what ``begin(op, fp)`` and ``end(record)`` do, with
+        the operation's totals and the bytes a call moves looked up once, here, and no method
+        call (two frames and a dict lookup less per call: about 90 ns)."""
+        seqs, ring, capacity, recorder = self._seqs, self._ring, self._capacity, self.recorder
+        stats = recorder.totals(op)  # (the recorder never replaces an operation's totals)
+        nbytes = 0 if fp is None else fp[3] * ITEMSIZE.get(fp[2], 0)
+
+        def begin() -> CallRecord:
+            seq = self.last_seq = next(seqs)
+            record = CallRecord(seq, op, fp, _clock())
+            ring[seq % capacity] = recorder.current = record
+            return record
+
+        def end(record: CallRecord) -> None:
+            now = record.ended = _clock()
+            took = now - record.started
+            stats[0] += 1
+            stats[1] += nbytes
+            stats[2] += took
+            if took > stats[3]:
+                stats[3] = took
+            recorder.current = None
+            recorder.last_done = record
+            self.finished = record.seq
+            if self._turn_waiters:
+                self._wake()
+
+        return begin, end
 
     def fail(self, record: CallRecord, exc: BaseException, breaks: bool = True) -> None:
         """The call of ``record`` raised ``exc``: record it, break the group (unless not

@@ -35,7 +35,7 @@ from .work import Work
 
 def all_reduce(group: ProcessGroup, tensor: Any, op: Any, async_op: bool) -> Work | None:
     if not async_op:
-        if short_paths.all_reduce(group, tensor, op):
+        if short_paths.all_reduce(group, (tensor, op)):
             return None
     else:
         work = short_paths.all_reduce_async(group, tensor, op)
@@ -93,7 +93,7 @@ def broadcast_queued(group: ProcessGroup, flat: np.ndarray, src: Any, keep: Any)
 def broadcast(group: ProcessGroup, tensor: Any, src: int, async_op: bool) -> Work | None:
     check_group_rank(group, src, "src")
     if not async_op:
-        if short_paths.broadcast(group, tensor, src):
+        if short_paths.broadcast(group, (tensor, src)):
             return None
     else:
         work = short_paths.broadcast_async(group, tensor, src)
@@ -117,7 +117,7 @@ def broadcast(group: ProcessGroup, tensor: Any, src: int, async_op: bool) -> Wor
 
 
 def barrier(group: ProcessGroup, async_op: bool, timeout: float | None = None) -> Work | None:
-    if not async_op and timeout is None and short_paths.barrier(group):
+    if not async_op and timeout is None and short_paths.barrier(group, ()):
         return None
     return launch(
         group,
@@ -139,7 +139,7 @@ def _kernel(op: Any, buf: Buffer) -> Kernel:
 
 def reduce(group: ProcessGroup, tensor: Any, dst: int, op: Any, async_op: bool) -> Work | None:
     """Reduce into ``tensor`` on ``dst``; the other ranks' tensors are left unchanged."""
-    if not async_op and short_paths.reduce(group, tensor, dst, op):
+    if not async_op and short_paths.reduce(group, (tensor, dst, op)):
         return None
     check_group_rank(group, dst, "dst")
     is_root = group.rank() == dst
@@ -162,7 +162,7 @@ def reduce(group: ProcessGroup, tensor: Any, dst: int, op: Any, async_op: bool) 
 
 def all_gather(group: ProcessGroup, tensor_list: Any, tensor: Any, async_op: bool) -> Work | None:
     """tensor_list[i] gets rank i's ``tensor``; sizes may differ from rank to rank."""
-    if not async_op and short_exchanges.all_gather(group, tensor_list, tensor):
+    if not async_op and short_exchanges.all_gather(group, (tensor_list, tensor)):
         return None
     inp, outs = all_gather_buffers(group.rank(), group.size(), tensor_list, tensor)
     total = sum(o.count for o in outs)
@@ -187,7 +187,7 @@ def all_gather_into_tensor(
     """``output_tensor`` (size × input elements, flat or stacked) gets every rank's input in
     rank order."""
     if not async_op:
-        if short_exchanges.all_gather_into_tensor(group, output_tensor, input_tensor):
+        if short_exchanges.all_gather_into_tensor(group, (output_tensor, input_tensor)):
             return None
     else:
         work = short_exchanges.all_gather_into_tensor_async(group, output_tensor, input_tensor)
@@ -212,7 +212,7 @@ def all_gather_into_tensor(
 
 def gather(group: ProcessGroup, tensor: Any, gather_list: Any, dst: int, async_op: bool) -> Work | None:
     """``gather_list`` on ``dst`` gets every rank's ``tensor`` (all of the same size)."""
-    if not async_op and short_paths.gather(group, tensor, gather_list, dst):
+    if not async_op and short_paths.gather(group, (tensor, gather_list, dst)):
         return None
     check_group_rank(group, dst, "dst")
     inp = as_buffer(tensor, writable=False)
@@ -235,7 +235,7 @@ def gather(group: ProcessGroup, tensor: Any, gather_list: Any, dst: int, async_o
 
 def scatter(group: ProcessGroup, tensor: Any, scatter_list: Any, src: int, async_op: bool) -> Work | None:
     """``tensor`` on rank i gets ``scatter_list[i]`` of ``src`` (all of the same size)."""
-    if not async_op and short_paths.scatter(group, tensor, scatter_list, src):
+    if not async_op and short_paths.scatter(group, (tensor, scatter_list, src)):
         return None
     check_group_rank(group, src, "src")
     out = as_buffer(tensor, writable=True)
@@ -258,7 +258,7 @@ def scatter(group: ProcessGroup, tensor: Any, scatter_list: Any, src: int, async
 
 def reduce_scatter(group: ProcessGroup, output: Any, input_list: Any, op: Any, async_op: bool) -> Work | None:
     """``output`` on rank j gets the reduction over ranks of their ``input_list[j]``."""
-    if not async_op and short_exchanges.reduce_scatter(group, output, input_list, op):
+    if not async_op and short_exchanges.reduce_scatter(group, (output, input_list, op)):
         return None
     out, ins = reduce_scatter_buffers(group.rank(), group.size(), output, input_list)
     total = sum(b.count for b in ins)
@@ -286,7 +286,7 @@ def reduce_scatter_tensor(
 ) -> Work | None:
     """``input`` (size × output elements, flat or stacked) is reduced; rank j gets chunk j."""
     if not async_op:
-        if short_exchanges.reduce_scatter_tensor(group, output, input, op):
+        if short_exchanges.reduce_scatter_tensor(group, (output, input, op)):
             return None
     else:
         work = short_exchanges.reduce_scatter_tensor_async(group, output, input, op)
@@ -313,7 +313,7 @@ def all_to_all(
     group: ProcessGroup, output_tensor_list: Any, input_tensor_list: Any, async_op: bool
 ) -> Work | None:
     """``output_tensor_list[j]`` gets rank j's ``input_tensor_list[me]``; sizes may differ."""
-    if not async_op and short_exchanges.all_to_all(group, output_tensor_list, input_tensor_list):
+    if not async_op and short_exchanges.all_to_all(group, (output_tensor_list, input_tensor_list)):
         return None
     outs, ins = all_to_all_buffers(group.rank(), group.size(), output_tensor_list, input_tensor_list)
     return launch(
@@ -342,7 +342,7 @@ def all_to_all_single(
     """``input`` cut along dim 0 (evenly, or by ``input_split_sizes``) goes piece j to rank j;
     ``output`` is filled the same way from every rank."""
     if not async_op and short_exchanges.all_to_all_single(
-        group, output, input, output_split_sizes, input_split_sizes
+        group, (output, input, output_split_sizes, input_split_sizes)
     ):
         return None
     out, inp, outs, ins, even = all_to_all_single_buffers(

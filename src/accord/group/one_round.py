@@ -102,7 +102,8 @@ def compile_call(
     posted = slots.posted_tails
     detail = [slice(at + 8, at + 64) for at in DETAIL_OFFSET]
     calls, channel = group.calls, group.engine.channel
-    begin, end, fail = calls.begin, calls.end, calls.fail
+    begin, end = calls.ticket(op, fp)  # (this call's own: totals and bytes looked up once)
+    fail = calls.fail
     queue = calls.queue
     queued = queue.items
 
@@ -139,7 +140,7 @@ def compile_call(
         prof = _modules_get(_TORCH_PROFILER)
         if prof is not None and getattr(prof, "_is_profiler_enabled", False):
             return False  # run_planned puts the call in the profiler's event
-        record = begin(op, fp)
+        record = begin()
         seq = record.seq
         h = base ^ (seq * SEQ_MIX & HASH_MASK)
         try:

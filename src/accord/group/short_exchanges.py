@@ -50,7 +50,8 @@ _NDARRAY = np.ndarray
 
 
 # -- all_gather ---------------------------------------------------------------------------------
-def all_gather_into_tensor(group: ProcessGroup, output: Any, inp: Any) -> bool:
+def all_gather_into_tensor(group: ProcessGroup, args: tuple[Any, ...]) -> bool:
+    output, inp = args
     if type(output) is not _NDARRAY or type(inp) is not _NDARRAY:
         output, inp = plain_view(output), plain_view(inp)
     if group.engine.direct is not None:
@@ -122,8 +123,8 @@ def _compile_all_gather(
     )
 
 
-def all_gather(group: ProcessGroup, outputs: Any, inp: Any) -> bool:
-    outputs, inp = list_views(outputs), plain_view(inp)
+def all_gather(group: ProcessGroup, args: tuple[Any, ...]) -> bool:
+    outputs, inp = list_views(args[0]), plain_view(args[1])
     if not (group.engine.plannable and plain_array(inp, False)):
         return False
     scanned = scan_list(outputs, group.size(), True)
@@ -148,7 +149,8 @@ def _plan_all_gather(
 
 
 # -- reduce_scatter ---------------------------------------------------------------------------
-def reduce_scatter_tensor(group: ProcessGroup, output: Any, inp: Any, op: Any) -> bool:
+def reduce_scatter_tensor(group: ProcessGroup, args: tuple[Any, ...]) -> bool:
+    output, inp, op = args
     if type(output) is not _NDARRAY or type(inp) is not _NDARRAY:
         output, inp = plain_view(output), plain_view(inp)
     if group.engine.direct is not None:
@@ -239,8 +241,8 @@ def _compile_reduce_scatter(
     )
 
 
-def reduce_scatter(group: ProcessGroup, output: Any, inputs: Any, op: Any) -> bool:
-    output, inputs = plain_view(output), list_views(inputs)
+def reduce_scatter(group: ProcessGroup, args: tuple[Any, ...]) -> bool:
+    output, inputs, op = plain_view(args[0]), list_views(args[1]), args[2]
     if not (group.engine.plannable and plain_array(output, True)):
         return False
     scanned = scan_list(inputs, group.size(), False)
@@ -269,8 +271,8 @@ def _plan_reduce_scatter(
 
 
 # -- all_to_all -------------------------------------------------------------------------------
-def all_to_all(group: ProcessGroup, outputs: Any, inputs: Any) -> bool:
-    outputs, inputs = list_views(outputs), list_views(inputs)
+def all_to_all(group: ProcessGroup, args: tuple[Any, ...]) -> bool:
+    outputs, inputs = list_views(args[0]), list_views(args[1])
     n = group.size()
     if not group.engine.plannable:
         return False
@@ -319,10 +321,9 @@ def _compile_all_to_all(
     )
 
 
-def all_to_all_single(
-    group: ProcessGroup, output: Any, inp: Any, output_split_sizes: Any, input_split_sizes: Any
-) -> bool:
+def all_to_all_single(group: ProcessGroup, args: tuple[Any, ...]) -> bool:
     """The even form only (no split sizes): piece j of dim 0 goes to rank j."""
+    output, inp, output_split_sizes, input_split_sizes = args
     if type(output) is not _NDARRAY or type(inp) is not _NDARRAY:
         output, inp = plain_view(output), plain_view(inp)
     if group.engine.direct is not None:

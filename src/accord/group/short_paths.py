@@ -47,7 +47,8 @@ _NDARRAY = np.ndarray
 
 
 # -- all_reduce, broadcast, barrier ------------------------------------------------------------
-def all_reduce(group: ProcessGroup, tensor: Any, op: Any) -> bool:
+def all_reduce(group: ProcessGroup, args: tuple[Any, ...]) -> bool:
+    tensor, op = args
     if type(tensor) is not _NDARRAY:
         tensor = plain_view(tensor)  # a plain CPU torch tensor: its memory as an array
     if group.engine.direct is not None:  # another engine's own short path (engines.mpi)
@@ -139,8 +140,9 @@ def _plan_all_reduce(group: ProcessGroup, tensor: np.ndarray, op: Any) -> tuple[
     return shared_plan(algorithm, fp, kernel, compiled)
 
 
-def broadcast(group: ProcessGroup, tensor: Any, src: int) -> bool:
+def broadcast(group: ProcessGroup, args: tuple[Any, ...]) -> bool:
     """(``src`` checked by the caller.)"""
+    tensor, src = args
     if type(tensor) is not _NDARRAY:
         tensor = plain_view(tensor)
     if group.engine.direct is not None:
@@ -198,7 +200,7 @@ def _plan_broadcast(group: ProcessGroup, tensor: np.ndarray, src: int) -> tuple[
     return shared_plan(algorithm, fp, compiled)
 
 
-def barrier(group: ProcessGroup) -> bool:
+def barrier(group: ProcessGroup, args: tuple[Any, ...]) -> bool:
     if group.engine.direct is not None:
         return group.engine.direct.barrier()  # type: ignore[no-any-return]
     if not group.engine.plannable:
@@ -221,7 +223,8 @@ def _plan_barrier(group: ProcessGroup) -> tuple[Any, ...] | None:
 
 
 # -- rooted: reduce, gather, scatter ------------------------------------------------------------
-def reduce(group: ProcessGroup, tensor: Any, dst: Any, op: Any) -> bool:
+def reduce(group: ProcessGroup, args: tuple[Any, ...]) -> bool:
+    tensor, dst, op = args
     if type(tensor) is not _NDARRAY:
         tensor = plain_view(tensor)
     if group.engine.direct is not None:
@@ -256,11 +259,13 @@ def _plan_reduce(group: ProcessGroup, tensor: np.ndarray, dst: int, op: Any) -> 
     return shared_plan(algorithm, fp, kernel, compiled)
 
 
-def gather(group: ProcessGroup, tensor: Any, gather_list: Any, dst: Any) -> bool:
+def gather(group: ProcessGroup, args: tuple[Any, ...]) -> bool:
+    tensor, gather_list, dst = args
     return _rooted(group, "gather", tensor, gather_list, dst, False, _plan_gather)
 
 
-def scatter(group: ProcessGroup, tensor: Any, scatter_list: Any, src: Any) -> bool:
+def scatter(group: ProcessGroup, args: tuple[Any, ...]) -> bool:
+    tensor, scatter_list, src = args
     return _rooted(group, "scatter", tensor, scatter_list, src, True, _plan_scatter)
 
 

@@ -77,9 +77,9 @@ class DirectPath(RootedAndExchanges):
         plan = self._plans.get(key)
         if plan is None:
             plan = self._plans[key] = self._plan_all_reduce(tensor, op)
-        fp, h, datatype, mpi_op, kernel, carried = plan
+        fp, h, datatype, mpi_op, kernel, carried, begin, end = plan
         flat = tensor if tensor.ndim == 1 else tensor.reshape(-1)
-        entry = self._begin_call("all_reduce", fp)  # (_begin less the check: it may ride on the data)
+        entry = begin()  # (_begin less the check: it may ride on the data)
         if carried is not None:  # the data rides on the check: one MPI call, folded here
             mine, rows, pairwise, persistent = carried
             mine[...] = flat
@@ -98,14 +98,14 @@ class DirectPath(RootedAndExchanges):
                 pairwise(rows[0], rows[1], out=flat)  # fold's commonest case, written out
             else:
                 fold(flat, rows, kernel)
-            self._end_call(entry)
+            end(entry)
             return True
         if self._engine.checks:
             self._check(entry, h)
         request = self._engine.comm.Iallreduce(_IN_PLACE, [flat, datatype], mpi_op)
         if not request.Test():
             self._wait(entry, request, "the MPI collective")
-        self._end_call(entry)
+        end(entry)
         if kernel.needs_finalize:
             kernel.finalize(flat, group.size())
         return True
@@ -119,7 +119,8 @@ class DirectPath(RootedAndExchanges):
             mine, rows = carried
             pairwise = kernel.ufunc if len(rows) == 2 and not kernel.needs_finalize else None
             carried = (mine, rows, pairwise, self._agreement.persistent())
-        return (fp, fingerprint_hash(fp), *runtime.reduction(buf.flat, kernel), kernel, carried)
+        ticket = self._calls.ticket("all_reduce", fp)
+        return (fp, fingerprint_hash(fp), *runtime.reduction(buf.flat, kernel), kernel, carried, *ticket)
 
     def _carried(self, flat: np.ndarray) -> Any:
         """(this rank's record's data, every rank's) when a call like ``flat`` rides on the
@@ -144,9 +145,9 @@ class DirectPath(RootedAndExchanges):
         plan = self._plans.get(("broadcast", src, tensor.dtype, tensor.size))
         if plan is None:
             plan = self._plan_broadcast(tensor, src)
-        fp, h, datatype, carried = plan
+        fp, h, datatype, carried, begin, end = plan
         flat = tensor if tensor.ndim == 1 else tensor.reshape(-1)
-        entry = self._begin_call("broadcast", fp)  # (_begin less the check: it may ride on the data)
+        entry = begin()  # (_begin less the check: it may ride on the data)
         if carried is not None:  # the root's data rides on the check
             mine, root_row, persistent, size = carried
             if self._rank == src:
@@ -164,7 +165,7 @@ class DirectPath(RootedAndExchanges):
                 self._check(entry, h)
             if self._rank != src:
                 flat[...] = root_row
-            self._end_call(entry)
+            end(entry)
             return True
         message = [flat, datatype] if datatype is not None else runtime.as_bytes(flat)
         if self._engine.checks:
@@ -172,7 +173,7 @@ class DirectPath(RootedAndExchanges):
         request = self._engine.comm.Ibcast(message, src)
         if not request.Test():
             self._wait(entry, request, "the MPI collective")
-        self._end_call(entry)
+        end(entry)
         return True
 
     def _plan_broadcast(self, tensor: np.ndarray, src: int) -> tuple[Any, ...]:
@@ -189,6 +190,7 @@ class DirectPath(RootedAndExchanges):
             fingerprint_hash(fp),
             runtime.element_type(buf.flat.itemsize) if buf.flat.size else None,
             carried,
+            *self._calls.ticket("broadcast", fp),
         )
         return plan
 
@@ -198,10 +200,12 @@ class DirectPath(RootedAndExchanges):
         plan = self._plans.get("barrier")
         if plan is None:
             fp = self._group.fingerprint("barrier", ALGORITHMS["barrier"], None)
-            plan = self._plans["barrier"] = (fp, fingerprint_hash(fp))
-        entry = self._begin("barrier", plan[0], plan[1])
+            plan = self._plans["barrier"] = (fp, fingerprint_hash(fp), *self._calls.ticket("barrier", fp))
+        fp, h, begin, end = plan
+        entry = begin()
         if self._engine.checks:  # no rank leaves the check before every rank entered it
-            self._end_call(entry)
+            self._check(entry, h)
+            end(entry)
         else:
             self._finish(entry, self._engine.comm.Ibarrier())
         return True
