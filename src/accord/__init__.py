@@ -9,6 +9,8 @@ import sys as _sys
 
 from . import backend_names as _backend_names
 from .api import (
+    SHRINK_ABORT,
+    SHRINK_DEFAULT,
     P2POp,
     all_gather,
     all_gather_into_tensor,
@@ -55,6 +57,7 @@ from .api import (
     send,
     send_object_list,
     set_object_policy,
+    shrink_group,
     split_group,
 )
 from .auth import InsecureListenWarning
@@ -226,6 +229,9 @@ __all__ = [
     "send_object_list",
     "set_object_policy",
     "split_group",
+    "shrink_group",
+    "SHRINK_DEFAULT",
+    "SHRINK_ABORT",
     "ProcessException",
     "ProcessExitedException",
     "ProcessRaisedException",

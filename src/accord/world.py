@@ -49,6 +49,7 @@ class World:
         self.store_prefix = "accord"
         self.groups: list[ProcessGroup] = []
         self.groups_created = 0  # every new_group() call on this rank, member or not (torch's count)
+        self.shrinks = 0  # the default group's shrink_group calls that made this world (api.membership)
         self._owns_store = owns_store
         self._group_counts: dict[tuple[int, ...], int] = {}
         self._lock = threading.Lock()
@@ -96,6 +97,12 @@ class World:
         group.shutdown()
         _close_devices(group)
 
+    def hand_over_store(self) -> bool:
+        """Keep the store open when this world is destroyed (the world that follows it, after
+        a membership change, takes it over); whether this world owned it."""
+        owned, self._owns_store = self._owns_store, False
+        return owned
+
     def destroy(self) -> None:
         """Stop every group, say GOODBYE to every peer, release the store if we made it."""
         if self.mesh is not None:
@@ -142,6 +149,15 @@ def current_world(required: bool = True) -> World | None:
 def set_process_world(world: World | None) -> None:
     global process_world
     process_world = world
+
+
+def replace_world(old: World | None, new: World | None) -> None:
+    """Put ``new`` where ``old`` is current: this thread's scoped world if ``old`` is it
+    (tests run ranks as threads), else the process's world."""
+    if scoped_world.get() is old:
+        scoped_world.set(new)
+    else:
+        set_process_world(new)
 
 
 @contextlib.contextmanager

@@ -36,6 +36,7 @@ from .lifecycle import (
     is_torchelastic_launched,
     new_group,
 )
+from .membership import SHRINK_ABORT, SHRINK_DEFAULT, shrink_group
 from .objects import (
     all_gather_object,
     broadcast_object_list,
@@ -47,6 +48,8 @@ from .p2p import P2POp, batch_isend_irecv, irecv, isend, recv, recv_object_list,
 from .subgroups import new_subgroups, new_subgroups_by_enumeration, split_group
 
 __all__ = [
+    "SHRINK_ABORT",
+    "SHRINK_DEFAULT",
     "P2POp",
     "all_gather",
     "all_gather_into_tensor",
@@ -94,5 +97,6 @@ __all__ = [
     "send",
     "send_object_list",
     "set_object_policy",
+    "shrink_group",
     "split_group",
 ]

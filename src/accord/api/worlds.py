@@ -40,14 +40,17 @@ def build_world(
     timeout: float,
     owns_store: bool,
     mesh_factory: MeshFactory = connect_mesh,
+    prefix: str | None = None,
 ) -> World:
     """Make the mesh and the default group for one rank (init_process_group's core; tests
-    call it with a loopback mesh factory)."""
+    call it with a loopback mesh factory). ``prefix``: the store keys this world meets under
+    (None: the next init's, counted on the store; a membership change names its own)."""
     if store is None:
         raise ValueError("a store is required")
     config.prefer_huge_pages()  # for the large torch tensors the program is about to make
-    generation = (store.add("accord/init_count", 1) - 1) // world_size
-    prefix = f"accord/{generation}"
+    if prefix is None:
+        generation = (store.add("accord/init_count", 1) - 1) // world_size
+        prefix = f"accord/{generation}"
     deadline = Deadline.after(timeout)
     mesh = mesh_factory(store, prefix, rank, world_size, deadline)
     if backend in Backend._plugins:

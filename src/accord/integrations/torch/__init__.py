@@ -12,6 +12,7 @@ this package imports torch. Must not know about the launcher.
 from __future__ import annotations
 
 from .backend import BACKEND_NAME, AccordProcessGroup
+from .membership import shrink_group
 
 
 def register() -> bool:
@@ -29,4 +30,4 @@ def register() -> bool:
     return True
 
 
-__all__ = ["AccordProcessGroup", "BACKEND_NAME", "register"]
+__all__ = ["AccordProcessGroup", "BACKEND_NAME", "register", "shrink_group"]

@@ -80,14 +80,24 @@ class TorchWork(dist.Work):
     # -- the torch Future -------------------------------------------------------------------
     def get_future(self) -> torch.futures.Future:
         """A torch Future whose value is the list of output tensors (made on first call);
-        it completes on the thread that finishes the last operation."""
+        it completes on the thread that finishes the last operation.
+
+        A failed operation's Future is failed in C++, not only in Python: a Python Future's
+        ``set_exception`` completes it *successfully* with the exception object as its
+        value, which C++ readers take for the result (DDP's reducer read it as the reduced
+        gradients, found no tensor in it and crashed the process). So the Future returned is
+        the ``then`` of the one we complete: a callback that raises fails it properly, and
+        ``wait()`` raises (a RuntimeError naming accord's error, as torch's backends raise)."""
         with _MAKING_FUTURES:
             if self._future is not None:
                 return self._future
-            future = self._future = torch.futures.Future()
-        if not self._works:
-            future.set_result(self._outputs)
-            return future
+            if not self._works:
+                done = self._future = torch.futures.Future()
+                done.set_result(self._outputs)
+                return done
+            future: torch.futures.Future[list[Any]] = torch.futures.Future()
+            self._future = future.then(_value_or_raise)
+        result = self._future
         pending = [len(self._works)]
         first_error: list[BaseException] = []
         lock = threading.Lock()
@@ -100,13 +110,17 @@ class TorchWork(dist.Work):
                 last = pending[0] == 0
             if last:
                 if first_error:
-                    future.set_exception(first_error[0])
+                    future.set_exception(first_error[0])  # type: ignore[arg-type]  # (torch types it as T)
                 else:
                     future.set_result(self._outputs)
 
         for work in self._works:
             work.get_future().add_done_callback(one_done)
-        return future
+        return result
+
+
+def _value_or_raise(future: torch.futures.Future) -> Any:
+    return future.value()  # (raises the operation's error: the Future ``then`` made fails)
 
 
 def completed(name: str, outputs: list[Any], source: int | None = None) -> TorchWork:
