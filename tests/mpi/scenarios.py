@@ -385,6 +385,11 @@ def groups(rank: int, n: int) -> Any:
         z = np.array([1], np.int64)
         dist.all_reduce(z, group=split)
         out["split"] = [int(z[0]), dist.get_process_group_ranks(split)]
+    try:  # MPI cannot leave a rank out (no ULFM): a clear error, on every rank, nothing sent
+        dist.shrink_group([n - 1])
+        out["shrink"] = "shrunk"
+    except Exception as exc:  # noqa: BLE001 — described for the test
+        out["shrink"] = failure(exc)
     return out
 
 

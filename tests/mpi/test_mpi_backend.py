@@ -267,6 +267,7 @@ def test_subgroups(n: int) -> None:
             assert got["pairs"] == (rank // 2) * 4 + 1
         members = low if rank in low else [r for r in range(n) if r not in low]
         assert got["split"] == [len(members), members]
+        assert got["shrink"]["type"] == "TypeError" and "ULFM" in got["shrink"]["message"], got
 
 
 @needs_mpi

@@ -470,8 +470,16 @@ def fault(ctx: Ctx, name: str, **params: Any) -> None:
     FAULT_SCENARIOS[name](ctx, **params)
 
 
+def membership(ctx: Ctx, name: str, **params: Any) -> None:
+    """A membership-change scenario (see membership_scenarios)."""
+    from .membership_scenarios import MEMBERSHIP_SCENARIOS
+
+    MEMBERSHIP_SCENARIOS[name](ctx, **params)
+
+
 SCENARIOS: dict[str, Callable[..., None]] = {
     "fault": fault,
+    "membership": membership,
     "shared_memory": shared_memory,
     "colocated": colocated,
     "collectives": collectives,

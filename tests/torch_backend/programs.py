@@ -542,3 +542,48 @@ def coalesced_forms(rank: int, world_size: int) -> dict[str, Any]:
             "all_reduce_coalesced": [t.tolist() for t in reduced],
             "managed_all_reduce": [t.tolist() for t in managed],
             "managed_all_gather": [t.tolist() for t in gathered]}
+
+
+def ddp_shrink(rank: int, world_size: int, victim: int, steps: int = 3) -> dict[str, Any]:
+    """DDP trains; ``victim`` dies between two steps (no word to anyone); the survivors'
+    next backward raises (a RuntimeError naming the lost rank, not a crash: DDP's reducer
+    reads the failed bucket's Future in C++), they shrink the default group with
+    accord.integrations.torch.shrink_group (torch's own cannot reach a Python backend: it
+    says so), rebuild DDP on the new group and train on: the parameters stay equal."""
+    import os
+    import time
+
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    import accord.integrations.torch as accord_torch
+
+    torch.manual_seed(0)
+    model = _mlp()
+    ddp = DDP(model, broadcast_buffers=False)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    x = torch.randn(4, 8) + rank
+    for _ in range(steps):
+        opt.zero_grad()
+        ddp(x).sum().backward()
+        opt.step()
+    if rank == victim:
+        os._exit(3)
+    time.sleep(0.3)  # (the victim is gone: its socket closed)
+    opt.zero_grad()
+    caught = _caught(lambda: ddp(x).sum().backward())
+    caught_at = time.monotonic()
+    torchs_own = _caught(lambda: dist.shrink_group([victim]))
+    group = accord_torch.shrink_group([victim])
+    shrunk_s = time.monotonic() - caught_at
+    ddp = DDP(model, broadcast_buffers=False)  # on the new default group
+    for _ in range(steps):
+        opt.zero_grad()
+        ddp(x).sum().backward()
+        opt.step()
+    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    everyone = [torch.zeros_like(flat) for _ in range(dist.get_world_size())]
+    dist.all_gather(everyone, flat)
+    return {"caught": caught, "torchs_own": torchs_own, "shrunk_s": shrunk_s,
+            "rank": dist.get_rank(), "size": dist.get_world_size(),
+            "is_world": group == dist.group.WORLD,
+            "equal": all(torch.equal(everyone[0], each) for each in everyone)}

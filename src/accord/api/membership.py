@@ -88,14 +88,13 @@ def survivors_of(pg: ProcessGroup, ranks_to_exclude: list[int], shrink_flags: in
     excluded = _check_excluded(ranks_to_exclude, pg)
     # a broken group's calls can only fail (they do when it is destroyed), and a call it
     # refused took a number it never ends: only a working group can have calls in flight
-    in_flight = 0 if pg.is_broken() else pg.calls.last_seq - pg.calls.finished
-    if in_flight and shrink_flags != SHRINK_ABORT:
-        raise RuntimeError(
-            f"{pg.calls.context('shrink_group')}: {in_flight} call(s) of group {pg.group_name!r} "
-            f"are still in flight (the last started is #{pg.calls.last_seq}); wait for them, or "
-            f"pass shrink_flags=SHRINK_ABORT to fail them first"
-        )
-    if in_flight:
+    if not pg.is_broken() and pg.calls.in_flight():
+        if shrink_flags != SHRINK_ABORT:
+            raise RuntimeError(
+                f"{pg.calls.context('shrink_group')}: group {pg.group_name!r} has calls in flight "
+                f"(queued or running; the last started is #{pg.calls.last_seq}): wait for them, "
+                f"or pass shrink_flags=SHRINK_ABORT to fail them first"
+            )
         pg.abort(f"shrink_group(SHRINK_ABORT) on {pg.calls.where}")
     return [r for i, r in enumerate(pg.ranks) if i not in excluded]
 

@@ -204,6 +204,12 @@ class CallSequencer:
             if self._turn_waiters:
                 self._wake()
 
+    def in_flight(self) -> bool:
+        """Whether a call of this group was made and has not ended: one running or waiting
+        for its turn (numbered), or an async one still in the queue (numbered when it runs)."""
+        queue = self.queue
+        return self.last_seq != self.finished or (queue is not None and bool(queue.items or queue.runner))
+
     def deadline(self, record: CallRecord) -> Deadline:
         """The deadline of the call of ``record``, counted from its start."""
         return Deadline(record.started + self.timeout, self.timeout)

@@ -203,7 +203,8 @@ class MeshEngine(MeshCalls):
             calls.broken = str(self.channel.error)
         error = PeerError(
             f"{context}: this group cannot be used since {calls.broken}. "
-            f"Destroy it (destroy_process_group) and create a new one"
+            f"Destroy it (destroy_process_group) and create a new one",
+            peer=getattr(self.channel.error, "peer", None),  # (the lost rank, when one was)
         )
         self._break_inner(context, error)  # members may already wait in them for this call
         raise error

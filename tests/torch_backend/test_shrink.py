@@ -1,0 +1,25 @@
+"""A DDP job on backend accord survives a lost rank in place: the survivors' backward raises
+(it crashed the process before: DDP's reducer read a failed Future as its gradients), they
+shrink the default group (``accord.integrations.torch.shrink_group``: torch's own
+``shrink_group`` cannot reach a Python backend), rebuild DDP and train on with equal
+parameters. gloo cannot shrink at all."""
+
+from __future__ import annotations
+
+import pytest
+
+from . import harness
+
+pytestmark = [pytest.mark.multiprocess, pytest.mark.torch, pytest.mark.timeout(120)]
+
+
+def test_ddp_survivors_shrink_and_train_on() -> None:
+    got = harness.run("ddp_shrink", "accord", 3, dies=(1,), victim=1)
+    assert got[1] is None
+    for old_rank, report in ((0, got[0]), (2, got[2])):
+        assert report["caught"]["type"] == "RuntimeError", report
+        assert "PeerError" in report["caught"]["message"] and "rank 1" in report["caught"]["message"], report
+        assert report["torchs_own"]["type"] == "RuntimeError", report  # torch: no device backend
+        assert (report["rank"], report["size"]) == ({0: 0, 2: 1}[old_rank], 2), report
+        assert report["is_world"] and report["equal"], report
+        assert report["shrunk_s"] < 1.0, report
