@@ -100,3 +100,36 @@ def test_a_world_of_one_cannot_shrink() -> None:
             accord.shrink_group([0])
     finally:
         accord.destroy_process_group()
+
+
+def _grow_alone(rank: int) -> dict[str, tuple[str, str]]:
+    got = {}
+    for name, call in {
+        "not larger": lambda: accord.grow_group(2),
+        "not an int": lambda: accord.grow_group(3.0),
+        "nobody asks": lambda: accord.grow_group(3, timeout=0.5),
+    }.items():
+        try:
+            call()
+            got[name] = ("returned", "")
+        except Exception as exc:  # noqa: BLE001 — compared by the test
+            got[name] = (type(exc).__name__, str(exc))
+    return got
+
+
+def test_grow_group_checks_its_size_and_says_how_many_newcomers_came() -> None:
+    got = run_ranks(2, _grow_alone, expect_failure=True)
+    for report in got:
+        assert report["not larger"][0] == "ValueError" and report["not an int"][0] == "ValueError"
+    assert got[0]["nobody asks"][0] == "DistTimeoutError", got[0]
+    assert "0 of the 1 newcomer(s)" in got[0]["nobody asks"][1], got[0]
+    assert got[1]["nobody asks"][0] == "DistTimeoutError", got[1]  # waited for rank 0's word
+
+
+def test_a_newcomer_nobody_admits_times_out_saying_why() -> None:
+    store = accord.HashStore()
+    with pytest.raises(accord.DistTimeoutError, match="not admitted within .*grow_group"):
+        accord.join_process_group(store=store, timeout=0.3)
+    assert not accord.is_initialized()
+    with pytest.raises(ValueError, match="TCPStore"):
+        accord.join_process_group(init_method="file:///tmp/nowhere", timeout=0.3)

@@ -49,7 +49,7 @@ class World:
         self.store_prefix = "accord"
         self.groups: list[ProcessGroup] = []
         self.groups_created = 0  # every new_group() call on this rank, member or not (torch's count)
-        self.shrinks = 0  # the default group's shrink_group calls that made this world (api.membership)
+        self.changes = 0  # membership changes (shrink_group, grow_group) that led to this world
         self._owns_store = owns_store
         self._group_counts: dict[tuple[int, ...], int] = {}
         self._lock = threading.Lock()

@@ -151,7 +151,59 @@ def disagree(ctx: Ctx, port: int) -> None:
         dist.destroy_process_group()
 
 
+def replace(ctx: Ctx, port: int, victim: int, transport: str) -> None:
+    """A job of ``world_size - 1`` ranks trains (a counter stands for the model); the victim
+    is killed; the survivors shrink, then grow back to the job's size, taking in the last
+    rank of this Job — a newcomer started beside them that calls join_process_group once the
+    parent says "proceed" — and broadcast their state to it; every rank ends with the same
+    state and a correct all_reduce."""
+    import accord as dist
+
+    job_size, newcomer = ctx.world_size - 1, ctx.rank == ctx.world_size - 1
+    os.environ.pop("ACCORD_TRANSPORT", None) if transport == "shm" else os.environ.update(ACCORD_TRANSPORT="tcp")
+    state = np.zeros(4)
+    if newcomer:
+        ctx.wait_for("proceed")
+        start = time.monotonic()
+        dist.join_process_group(init_method=f"tcp://127.0.0.1:{port}")
+        ctx.report("joined", rank=dist.get_rank(), size=dist.get_world_size(),
+                   join_s=time.monotonic() - start)
+    else:
+        dist.init_process_group("accord", init_method=f"tcp://127.0.0.1:{port}", rank=ctx.rank,
+                                world_size=job_size)
+        x = np.ones(8)
+        give_up, i = time.monotonic() + WAIT_S, 0
+        try:
+            while time.monotonic() < give_up:
+                dist.all_reduce(x)
+                x.fill(1.0)
+                state += 1
+                i += 1
+                if ctx.rank == victim and i == 30:
+                    ctx.report("looping")
+                    ctx.flush()
+                    time.sleep(WAIT_S)
+            raise AssertionError("no failure")
+        except dist.DistError as exc:
+            start = time.monotonic()
+            dist.shrink_group([exc.peer])
+            shrunk = time.monotonic() - start
+            dist.grow_group(job_size)
+            ctx.report("grown", rank=dist.get_rank(), size=dist.get_world_size(), shrink_s=shrunk,
+                       grow_s=time.monotonic() - start - shrunk)
+    dist.broadcast(state, src=0)  # the newcomer gets the state
+    states = [np.zeros(4) for _ in range(job_size)]
+    dist.all_gather(states, state)
+    y = np.full(2, dist.get_rank() + 1.0)
+    dist.all_reduce(y)
+    ctx.report("state", equal=all((s == states[0]).all() for s in states), value=float(state[0]),
+               sum=float(y[0]))
+    dist.barrier()
+    dist.destroy_process_group()
+
+
 MEMBERSHIP_SCENARIOS: dict[str, Callable[..., None]] = {
+    "replace": replace,
     "shrink_world": shrink_world,
     "shrink_subgroup": shrink_subgroup,
     "disagree": disagree,

@@ -57,3 +57,23 @@ def test_survivors_that_disagree_are_told_who_kept_whom(start_job) -> None:
     lone = shrink[2]
     assert lone.type_name == "DistTimeoutError", lone
     assert "rank 0 kept ranks [0, 1]" in lone.message and "this rank kept ranks [0, 2]" in lone.message, lone
+
+
+@pytest.mark.parametrize("transport", ["shm", "tcp"])
+def test_a_replacement_joins_the_survivors_in_place(start_job, transport: str) -> None:
+    """World 4; rank 2 SIGKILLed; the survivors shrink to 3, then grow back to 4 taking in
+    a newcomer (a process already running, which calls join_process_group), and hand it
+    their state: the issue's target is < 5 s from the replacement's start."""
+    job = start_job("membership", 5, name="replace", port=free_port(), victim=2, transport=transport)
+    job.expect("looping", ranks=[2], timeout=30)
+    job.signal(2, signal.SIGKILL)
+    job.set("proceed")  # the newcomer (rank 4 of this Job) asks to join
+    joined = job.expect("joined", ranks=[4], timeout=30)[4].info
+    assert (joined["rank"], joined["size"]) == (3, 4) and joined["join_s"] < 5.0, joined
+    grown = job.expect("grown", ranks=[0, 1, 3], timeout=30)
+    assert {r: g.info["rank"] for r, g in grown.items()} == {0: 0, 1: 1, 3: 2}, grown
+    assert all(g.info["size"] == 4 for g in grown.values()), grown
+    states = job.expect("state", ranks=[0, 1, 3, 4], timeout=30)
+    values = {s.info["value"] for s in states.values()}
+    assert len(values) == 1 and values.pop() >= 29, states  # the survivors' state, everywhere
+    assert all(s.info["equal"] and s.info["sum"] == 10.0 for s in states.values()), states

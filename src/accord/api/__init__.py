@@ -1,5 +1,6 @@
 """The torch.distributed-compatible functional API, over the default World."""
 
+from .admission import grow_group, join_process_group
 from .collectives import (
     all_gather,
     all_gather_into_tensor,
@@ -77,10 +78,12 @@ __all__ = [
     "get_process_group_ranks",
     "get_rank",
     "get_world_size",
+    "grow_group",
     "init_process_group",
     "irecv",
     "is_initialized",
     "is_torchelastic_launched",
+    "join_process_group",
     "isend",
     "monitored_barrier",
     "new_group",

@@ -68,8 +68,7 @@ def init_process_group(
             name,
         )
         _with_devices(world, devices, device_id)
-        set_process_world(world)
-        install_process_hooks(_destroy_default_world, current_world, dump_flight_recorder_for_signal)
+        adopt(world)
         return
     owns_store = store is None
     if store is None:
@@ -83,6 +82,11 @@ def init_process_group(
     store.set_timeout(timedelta(seconds=seconds))
     world = build_world(store, rank, world_size, name, seconds, owns_store)
     _with_devices(world, devices, device_id)
+    adopt(world)
+
+
+def adopt(world: World) -> None:
+    """Make ``world`` this process's world, with the process hooks (init's last step)."""
     set_process_world(world)
     install_process_hooks(_destroy_default_world, current_world, dump_flight_recorder_for_signal)
 

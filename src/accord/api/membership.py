@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import DistTimeoutError, StoreTimeoutError
@@ -103,7 +104,7 @@ def meeting(world: World, survivors: list[int]) -> tuple[str, str]:
     """(base, prefix): the store keys under which ``survivors`` of ``world``'s default
     group meet as a new world: ``prefix`` names them (survivors that disagree never meet),
     ``base`` is where each says whom it kept (``explain``)."""
-    base = f"{world.store_prefix}/shrink{world.shrinks + 1}"
+    base = f"{world.store_prefix}/change{world.changes + 1}"
     digest = hashlib.blake2b(json.dumps(survivors).encode(), digest_size=6).hexdigest()
     return base, f"{base}-{digest}"
 
@@ -183,10 +184,9 @@ def _check_excluded(ranks_to_exclude: list[Any], pg: ProcessGroup) -> set[int]:
 
 def _shrink_world(world: World, survivors: list[int]) -> ProcessGroup:
     """The survivors' new world (see the module docstring); its default group."""
-    store, old = world.store, world.default_group
+    store = world.store
     assert store is not None  # (a mesh world always has its store)
     base, prefix = meeting(world, survivors)
-    timeout = to_seconds(old.timeout)
     others = [g.group_name for g in world.groups]
     if others:
         warnings.warn(
@@ -196,30 +196,42 @@ def _shrink_world(world: World, survivors: list[int]) -> ProcessGroup:
             stacklevel=3,
         )
     say_kept(store, base, world.rank, survivors)
+    return move_world(
+        world,
+        survivors.index(world.rank),
+        len(survivors),
+        prefix,
+        "default:shrunken",
+        lambda: explain(store, base, survivors),
+    )
+
+
+def move_world(
+    world: World, rank: int, size: int, prefix: str, desc: str, why_late: Callable[[], str]
+) -> ProcessGroup:
+    """Destroy ``world`` (keeping its store open) and make its successor: ``rank`` of
+    ``size``, meeting under ``prefix``; the new default group (``desc``) replaces the old
+    one where it was current. A timeout of the meeting gets ``why_late()`` added to its
+    message; after any failure this rank has no world (init_process_group may be called)."""
+    store, old = world.store, world.default_group
+    assert store is not None
     owns_store = world.hand_over_store()
     world.destroy()  # (current until the new one is made: calls on it say it was destroyed)
     try:
-        new = build_world(
-            store,
-            survivors.index(world.rank),
-            len(survivors),
-            world.backend,
-            timeout,
-            owns_store,
-            prefix=prefix,
-        )
+        seconds = to_seconds(old.timeout)
+        new = build_world(store, rank, size, world.backend, seconds, owns_store, prefix=prefix)
     except BaseException as exc:
         replace_world(world, None)
-        why = explain(store, base, survivors) if isinstance(exc, DistTimeoutError) else ""
+        why = why_late() if isinstance(exc, DistTimeoutError) else ""
         if owns_store:
             store.close()
         if why:
-            raise DistTimeoutError(f"shrink_group: {exc}{why}") from exc
+            raise DistTimeoutError(f"{exc}{why}") from exc
         raise
-    new.shrinks = world.shrinks + 1
+    new.changes = world.changes + 1
     new.store_prefix = prefix
     default = new.default_group
-    default.group_desc = "default:shrunken"
+    default.group_desc = desc
     default.object_policy = old.object_policy
     try:
         add_device_groups(new, default, world.device_backends)

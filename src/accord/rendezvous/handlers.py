@@ -173,6 +173,27 @@ def file_handler(url: str, **kwargs: Any) -> Iterator[tuple[Store, int, int]]:
     yield FileStore(path, size, timeout=_timeout(kwargs)), rank, size
 
 
+def client_store(init_method: str, timeout: timedelta) -> Store:
+    """A client of the store of a job that is already running, named by ``init_method``
+    (env:// or tcp://host:port), never hosting it (the job's rank 0 or its launcher does):
+    what a process that joins the job meets it in (``accord.join_process_group``)."""
+    scheme = urlparse(init_method).scheme
+    if scheme == "env":
+        addr, port = _env_master(cluster.detect())
+        client = TCPStore(addr, port, is_master=False, timeout=timeout, wait_for_workers=False)
+        attempt = _agent_attempt()
+        return client if attempt is None else AgentAttemptStore(f"/worker/attempt_{attempt}", client)
+    if scheme == "tcp":
+        host, tcp_port = urlparse(init_method).hostname, urlparse(init_method).port
+        if not host or tcp_port is None:
+            raise ValueError(f"tcp:// needs a host and a port (tcp://10.0.0.1:23456); got {init_method!r}")
+        return TCPStore(host, tcp_port, is_master=False, timeout=timeout, wait_for_workers=False)
+    raise ValueError(
+        f"joining a running job needs its TCPStore (env:// or tcp://host:port), or store=; "
+        f"got {init_method!r}"
+    )
+
+
 register_rendezvous_handler("env", env_handler)
 register_rendezvous_handler("tcp", tcp_handler)
 register_rendezvous_handler("file", file_handler)

@@ -80,6 +80,6 @@ def _shrink_world(survivors: list[int], timeout: timedelta) -> dist.ProcessGroup
         raise
     new = current_world()
     assert new is not None
-    new.shrinks = world.shrinks + 1
+    new.changes = world.changes + 1
     new.default_group.group_desc = "default:shrunken"
     return dist.group.WORLD  # type: ignore[return-value]
