@@ -587,3 +587,55 @@ def ddp_shrink(rank: int, world_size: int, victim: int, steps: int = 3) -> dict[
             "rank": dist.get_rank(), "size": dist.get_world_size(),
             "is_world": group == dist.group.WORLD,
             "equal": all(torch.equal(everyone[0], each) for each in everyone)}
+
+
+def ddp_replace(rank: int, world_size: int, backend: str, victim: int, steps: int = 3) -> dict[str, Any]:
+    """A job of ``world_size - 1`` ranks trains with DDP; ``victim`` dies; the survivors
+    shrink and grow back, taking in the last rank of this run (a newcomer that calls
+    accord.integrations.torch.join_process_group), broadcast the model to it, rebuild DDP
+    and train on: every rank ends with the same parameters."""
+    import os
+    import time
+
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    import accord.integrations.torch as accord_torch
+
+    job = world_size - 1
+    model = _mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    x = torch.randn(4, 8) + rank
+    start = time.monotonic()
+    if rank == job:  # the newcomer: asks at once, is admitted when the survivors grow
+        accord_torch.join_process_group()
+        role = "newcomer"
+    else:
+        dist.init_process_group(backend, rank=rank, world_size=job)
+        ddp = DDP(model, broadcast_buffers=False)
+        for _ in range(steps):
+            opt.zero_grad()
+            ddp(x).sum().backward()
+            opt.step()
+        if rank == victim:
+            os._exit(3)
+        time.sleep(0.3)
+        caught = _caught(lambda: ddp(x).sum().backward())
+        assert caught["type"] == "RuntimeError", caught
+        start = time.monotonic()
+        accord_torch.shrink_group([victim])
+        accord_torch.grow_group(job)
+        role = "survivor"
+    changed_s = time.monotonic() - start
+    with torch.no_grad():
+        for p in model.parameters():  # the newcomer gets the survivors' model
+            dist.broadcast(p, src=0)
+    ddp = DDP(model, broadcast_buffers=False)
+    for _ in range(steps):
+        opt.zero_grad()
+        ddp(x).sum().backward()
+        opt.step()
+    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    everyone = [torch.zeros_like(flat) for _ in range(dist.get_world_size())]
+    dist.all_gather(everyone, flat)
+    return {"role": role, "rank": dist.get_rank(), "size": dist.get_world_size(), "changed_s": changed_s,
+            "equal": all(torch.equal(everyone[0], each) for each in everyone)}

@@ -23,3 +23,15 @@ def test_ddp_survivors_shrink_and_train_on() -> None:
         assert (report["rank"], report["size"]) == ({0: 0, 2: 1}[old_rank], 2), report
         assert report["is_world"] and report["equal"], report
         assert report["shrunk_s"] < 1.0, report
+
+
+def test_ddp_survivors_take_in_a_replacement_and_train_on() -> None:
+    """World 3 (+ a newcomer); rank 1 dies; the survivors shrink, grow back to 3 taking in
+    the newcomer (accord.integrations.torch.join_process_group), broadcast the model and
+    train on: equal parameters everywhere."""
+    got = harness.run("ddp_replace", "accord", 4, dies=(1,), victim=1, self_init=True)
+    assert got[1] is None
+    assert [got[r]["role"] for r in (0, 2, 3)] == ["survivor", "survivor", "newcomer"], got
+    assert [(got[r]["rank"], got[r]["size"]) for r in (0, 2, 3)] == [(0, 3), (1, 3), (2, 3)], got
+    assert all(got[r]["equal"] for r in (0, 2, 3)), got
+    assert all(got[r]["changed_s"] < 5.0 for r in (0, 2)), got

@@ -63,7 +63,6 @@ def grow_group(world_size: int, timeout: timedelta | None = None) -> ProcessGrou
             f"grow_group: world_size must be an int larger than the world's {world.size}, got {world_size!r}"
         )
     seconds = to_seconds(timeout, default=to_seconds(world.default_group.timeout))
-    store, base = world.store, f"{world.store_prefix}/change{world.changes + 1}"
     others = [g.group_name for g in world.groups]
     if others:
         warnings.warn(
@@ -71,11 +70,20 @@ def grow_group(world_size: int, timeout: timedelta | None = None) -> ProcessGrou
             f"{', '.join(others)} (they are made again on the new world, as after init).",
             stacklevel=2,
         )
-    if world.rank == 0:
-        decision = _admit(store, world, base, world_size - world.size, seconds)
-    else:
-        decision = json.loads(_get(store, f"{base}/decision", seconds, "rank 0's decision of whom to admit"))
+    decision = decide(world, world_size, seconds)
     return move_world(world, world.rank, world_size, decision["prefix"], "default:grown", lambda: "")
+
+
+def decide(world: World, world_size: int, seconds: float, store: Store | None = None) -> dict[str, Any]:
+    """Whom ``world`` takes in to reach ``world_size`` ranks, and where they all meet (the
+    newcomers are told): rank 0 decides, the others read its decision. Every rank of the
+    world calls this. ``store``: the job's store as newcomers see it (default the world's)."""
+    store = world.store if store is None else store
+    base = f"{world.store_prefix}/change{world.changes + 1}"
+    assert store is not None
+    if world.rank == 0:
+        return _admit(store, world, base, world_size - world.size, seconds)
+    return json.loads(_get(store, f"{base}/decision", seconds, "rank 0's decision of whom to admit"))  # type: ignore[no-any-return]
 
 
 def _admit(store: Store, world: World, base: str, needed: int, seconds: float) -> dict[str, Any]:
@@ -113,6 +121,21 @@ def _get(store: Store, key: str, seconds: float, what: str) -> bytes:
     return store.get(key)
 
 
+def ask(store: Store, seconds: float) -> dict[str, Any]:
+    """A newcomer's part: take a ticket, say it is here, wait for its admission (its rank,
+    the world's size and prefix, backend, device backends, membership changes so far)."""
+    ticket = store.add(_ASKED, 1)
+    store.set(f"accord/join/{ticket}/here", "1")
+    try:
+        store.wait([f"accord/join/{ticket}/admit"], timedelta(seconds=seconds))
+    except StoreTimeoutError:
+        raise DistTimeoutError(
+            f"join_process_group: newcomer #{ticket} was not admitted within {seconds:g} s: "
+            f"the job's ranks admit newcomers when they call accord.grow_group"
+        ) from None
+    return json.loads(store.get(f"accord/join/{ticket}/admit"))  # type: ignore[no-any-return]
+
+
 def join_process_group(
     backend: str | None = None,
     init_method: str | None = None,
@@ -137,16 +160,7 @@ def join_process_group(
     if store is None:
         store = client_store(init_method or "env://", timedelta(seconds=seconds))
     try:
-        ticket = store.add(_ASKED, 1)
-        store.set(f"accord/join/{ticket}/here", "1")
-        try:
-            store.wait([f"accord/join/{ticket}/admit"], timedelta(seconds=seconds))
-        except StoreTimeoutError:
-            raise DistTimeoutError(
-                f"join_process_group: newcomer #{ticket} was not admitted within {seconds:g} s: "
-                f"the job's ranks admit newcomers when they call accord.grow_group"
-            ) from None
-        admit = json.loads(store.get(f"accord/join/{ticket}/admit"))
+        admit = ask(store, seconds)
         if backend is not None and name != admit["backend"]:
             raise ValueError(f"join_process_group: the job runs backend {admit['backend']!r}, not {name!r}")
         world = build_world(

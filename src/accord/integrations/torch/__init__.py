@@ -12,7 +12,7 @@ this package imports torch. Must not know about the launcher.
 from __future__ import annotations
 
 from .backend import BACKEND_NAME, AccordProcessGroup
-from .membership import shrink_group
+from .membership import grow_group, join_process_group, shrink_group
 
 
 def register() -> bool:
@@ -30,4 +30,11 @@ def register() -> bool:
     return True
 
 
-__all__ = ["AccordProcessGroup", "BACKEND_NAME", "register", "shrink_group"]
+__all__ = [
+    "AccordProcessGroup",
+    "BACKEND_NAME",
+    "grow_group",
+    "join_process_group",
+    "register",
+    "shrink_group",
+]

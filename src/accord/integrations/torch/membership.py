@@ -21,8 +21,9 @@ from typing import Any
 
 import torch.distributed as dist
 
-from ...api import membership
+from ...api import admission, membership
 from ...errors import DistTimeoutError
+from ...timeouts import DEFAULT_PG_TIMEOUT, to_seconds
 from .backend import BACKEND_NAME, AccordProcessGroup
 from .context import current_world
 from .store import TorchStore
@@ -83,3 +84,83 @@ def _shrink_world(survivors: list[int], timeout: timedelta) -> dist.ProcessGroup
     new.changes = world.changes + 1
     new.default_group.group_desc = "default:shrunken"
     return dist.group.WORLD  # type: ignore[return-value]
+
+
+def grow_group(world_size: int, timeout: timedelta | None = None) -> dist.ProcessGroup:
+    """``accord.grow_group`` for torch's default group on backend accord: take newcomers
+    (``join_process_group`` here, or accord's) until the job has ``world_size`` ranks; every
+    rank of the job calls it. Returns the new default group (torch's other groups are
+    destroyed: make them again)."""
+    world = current_world()
+    if world is None or not isinstance(world.store, TorchStore):
+        raise RuntimeError("grow_group: torch's default group is not accord's (no accord world behind it)")
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size <= world.size:
+        raise ValueError(
+            f"grow_group: world_size must be an int above the world's {world.size}: {world_size!r}"
+        )
+    seconds = to_seconds(timeout, default=world.default_group.calls.timeout)
+    root = _root(world.store.torch_store)
+    decision = admission.decide(world, world_size, seconds, TorchStore(root))
+    dist.destroy_process_group()
+    _init_on(root, decision, world.rank, seconds)
+    return dist.group.WORLD  # type: ignore[return-value]
+
+
+def join_process_group(
+    init_method: str | None = None, timeout: timedelta | None = None, store: Any = None
+) -> None:
+    """``accord.join_process_group`` for a torch program: join a running job on backend
+    accord as a new rank (torch's default group is then the job's, this process's rank the
+    one the job gave it). ``store``: a torch Store of the job's (default: a TCPStore client
+    of ``init_method``, env:// or tcp://host:port)."""
+    if dist.is_initialized():
+        raise ValueError("join_process_group: this process is already in a job (init_process_group)")
+    seconds = to_seconds(timeout, default=DEFAULT_PG_TIMEOUT)
+    root = _root(store) if store is not None else _client(init_method or "env://", seconds)
+    decision = admission.ask(TorchStore(root), seconds)
+    _init_on(root, decision, decision["rank"], seconds)
+
+
+def _init_on(root: Any, decision: dict[str, Any], rank: int, seconds: float) -> None:
+    """torch's default group on backend accord for ``decision`` (admission.decide's)."""
+    dist.init_process_group(
+        BACKEND_NAME,
+        store=dist.PrefixStore(f"{decision['prefix']}/", root),
+        rank=rank,
+        world_size=decision["size"],
+        timeout=timedelta(seconds=seconds),
+    )
+    new = current_world()
+    assert new is not None
+    new.changes = decision["changes"]
+    new.default_group.group_desc = "default:grown"
+
+
+def _root(store: Any) -> Any:
+    """The job's store under torch's prefixes (where newcomers ask: they know only it)."""
+    while isinstance(store, dist.PrefixStore):
+        store = store.underlying_store
+    return store
+
+
+def _client(init_method: str, seconds: float) -> Any:
+    """A torch TCPStore client of the job's store named by ``init_method``."""
+    from urllib.parse import urlparse
+
+    from ... import config
+
+    parsed = urlparse(init_method)
+    if parsed.scheme == "env":
+        host, port = config.MASTER_ADDR.raw(), config.env_int(config.MASTER_PORT)
+    elif parsed.scheme == "tcp":
+        host, port = parsed.hostname, parsed.port
+    else:
+        host = port = None
+    if not host or port is None:
+        raise ValueError(
+            f"join_process_group: {init_method!r} names no TCPStore (env:// with MASTER_ADDR "
+            f"and MASTER_PORT, or tcp://host:port)"
+        )
+    return dist.TCPStore(
+        host, port, is_master=False, timeout=timedelta(seconds=seconds), wait_for_workers=False
+    )
