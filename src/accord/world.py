@@ -103,10 +103,19 @@ class World:
         owned, self._owns_store = self._owns_store, False
         return owned
 
-    def destroy(self) -> None:
-        """Stop every group, say GOODBYE to every peer, release the store if we made it."""
+    def will_move(self) -> None:
+        """This rank goes on in the job's next world: when this world is destroyed (by
+        whoever destroys it: torch's destroy_process_group), its GOODBYE says so."""
+        if self.mesh is not None:
+            self.mesh.moving = True
+
+    def destroy(self, moving: bool = False) -> None:
+        """Stop every group, say GOODBYE to every peer, release the store if we made it.
+        ``moving``: this rank goes on in the job's next world (a membership change), and its
+        GOODBYE says so (the peers do not count it among the lost ranks)."""
         if self.mesh is not None:
             self.mesh.leaving = True  # GOODBYE tells the peers about every group at once
+            self.mesh.moving = self.mesh.moving or moving
         for group in [*self.groups, self.default_group]:
             if self.monitor is not None and isinstance(group, ProcessGroup):
                 self.monitor.detach(group)

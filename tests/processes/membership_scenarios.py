@@ -186,11 +186,12 @@ def replace(ctx: Ctx, port: int, victim: int, transport: str) -> None:
             raise AssertionError("no failure")
         except dist.DistError as exc:
             start = time.monotonic()
-            dist.shrink_group([exc.peer])
+            lost = dist.lost_ranks()  # (not exc.peer: a rank told by another names that one)
+            dist.shrink_group(lost)
             shrunk = time.monotonic() - start
             dist.grow_group(job_size)
             ctx.report("grown", rank=dist.get_rank(), size=dist.get_world_size(), shrink_s=shrunk,
-                       grow_s=time.monotonic() - start - shrunk)
+                       grow_s=time.monotonic() - start - shrunk, lost=lost, peer=exc.peer)
     dist.broadcast(state, src=0)  # the newcomer gets the state
     states = [np.zeros(4) for _ in range(job_size)]
     dist.all_gather(states, state)

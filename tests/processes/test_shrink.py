@@ -72,7 +72,7 @@ def test_a_replacement_joins_the_survivors_in_place(start_job, transport: str) -
     assert (joined["rank"], joined["size"]) == (3, 4) and joined["join_s"] < 5.0, joined
     grown = job.expect("grown", ranks=[0, 1, 3], timeout=30)
     assert {r: g.info["rank"] for r, g in grown.items()} == {0: 0, 1: 1, 3: 2}, grown
-    assert all(g.info["size"] == 4 for g in grown.values()), grown
+    assert all(g.info["size"] == 4 and g.info["lost"] == [2] for g in grown.values()), grown
     states = job.expect("state", ranks=[0, 1, 3, 4], timeout=30)
     values = {s.info["value"] for s in states.values()}
     assert len(values) == 1 and values.pop() >= 29, states  # the survivors' state, everywhere

@@ -622,7 +622,8 @@ def ddp_replace(rank: int, world_size: int, backend: str, victim: int, steps: in
         caught = _caught(lambda: ddp(x).sum().backward())
         assert caught["type"] == "RuntimeError", caught
         start = time.monotonic()
-        accord_torch.shrink_group([victim])
+        assert accord_torch.lost_ranks() == [victim], accord_torch.lost_ranks()
+        accord_torch.shrink_group(accord_torch.lost_ranks())
         accord_torch.grow_group(job)
         role = "survivor"
     changed_s = time.monotonic() - start

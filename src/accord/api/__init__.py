@@ -37,7 +37,7 @@ from .lifecycle import (
     is_torchelastic_launched,
     new_group,
 )
-from .membership import SHRINK_ABORT, SHRINK_DEFAULT, shrink_group
+from .membership import SHRINK_ABORT, SHRINK_DEFAULT, lost_ranks, shrink_group
 from .objects import (
     all_gather_object,
     broadcast_object_list,
@@ -84,6 +84,7 @@ __all__ = [
     "is_initialized",
     "is_torchelastic_launched",
     "join_process_group",
+    "lost_ranks",
     "isend",
     "monitored_barrier",
     "new_group",

@@ -109,6 +109,31 @@ def meeting(world: World, survivors: list[int]) -> tuple[str, str]:
     return base, f"{base}-{digest}"
 
 
+def lost_ranks(group: Any = None) -> list[int]:
+    """The ranks of ``group`` (group ranks; None: the default group) that this rank has
+    seen go: died (a closed connection, no goodbye) or left (destroyed their group). What
+    the survivors pass to ``shrink_group`` after a ``PeerError`` — not the error's ``peer``,
+    which on a rank told of the failure by another survivor is that survivor. Every
+    survivor sees a dead rank's connection close within milliseconds of each other, so
+    they agree; a rank that left cleanly is here as well."""
+    world = current_world()
+    assert world is not None
+    return lost_in(world, _target(world, group))
+
+
+def lost_in(world: World, pg: ProcessGroup) -> list[int]:
+    """``lost_ranks`` of ``pg``, a group of ``world``. A broken group whose lost rank this
+    rank has not seen go yet (another survivor told it of the failure first) gets up to
+    ``_SETTLE_S`` for the dead rank's closed connection to be read."""
+    if world.mesh is None:
+        return []
+    settle = _SETTLE_S if pg.is_broken() else 0.0
+    return [pg.group_ranks[r] for r in world.mesh.gone(pg.ranks, settle)]
+
+
+_SETTLE_S = 2.0
+
+
 _MPI_WHY = (
     ": an MPI communicator cannot leave a failed process out without ULFM's MPIX_Comm_shrink, "
     "which MPICH and mpi4py do not offer in their standard builds (and mpiexec ends the job "
@@ -216,7 +241,7 @@ def move_world(
     store, old = world.store, world.default_group
     assert store is not None
     owns_store = world.hand_over_store()
-    world.destroy()  # (current until the new one is made: calls on it say it was destroyed)
+    world.destroy(moving=True)  # (current until the new one is made: calls on it say so)
     try:
         seconds = to_seconds(old.timeout)
         new = build_world(store, rank, size, world.backend, seconds, owns_store, prefix=prefix)

@@ -67,6 +67,7 @@ class Carrier(Protocol):
 class PeerState(enum.Enum):
     OPEN = "open"
     LEFT = "left"  # said GOODBYE: done with the job, not a failure
+    MOVED = "moved"  # said GOODBYE to go on in the job's next world (shrink_group, grow_group)
     DEAD = "dead"  # vanished without GOODBYE
 
 

@@ -26,6 +26,9 @@ if TYPE_CHECKING:
     from .channel import Channel
 
 GOODBYE_ITEM = struct.Struct("<IQ")  # GOODBYE payload: (group id, last call ended there)
+#: A GOODBYE item that is no group's: the leaver goes on in the job's next world (it is
+#: moving, not lost; ``Mesh.moving``). Group ids are 32-bit hashes: this one is reserved.
+MOVING_ITEM = GOODBYE_ITEM.pack(0xFFFFFFFF, 0x4D4F56494E47)  # (b"MOVING")
 _LEAVE_PAYLOAD = struct.Struct("<Q")  # LEAVE payload: the last call ended in the group
 
 
@@ -37,6 +40,7 @@ class Leaving:
     rank: int
     closed: bool
     leaving: bool
+    moving: bool
     matcher: Matcher
     peer_state: list[PeerState]
     ended: dict[int, int]
@@ -61,9 +65,12 @@ class Leaving:
             if self.peer_state[peer] is not PeerState.OPEN:
                 return
             if error is None:
-                self.peer_state[peer] = PeerState.LEFT
                 usable = len(goodbye) - len(goodbye) % GOODBYE_ITEM.size
-                self.left_after[peer] = dict(GOODBYE_ITEM.iter_unpack(goodbye[:usable]))
+                items = [goodbye[at : at + GOODBYE_ITEM.size] for at in range(0, usable, GOODBYE_ITEM.size)]
+                moving = MOVING_ITEM in items
+                self.peer_state[peer] = PeerState.MOVED if moving else PeerState.LEFT
+                ended = (GOODBYE_ITEM.unpack(item) for item in items if item != MOVING_ITEM)
+                self.left_after[peer] = dict(ended)
             else:
                 self.peer_state[peer] = PeerState.DEAD
                 self.peer_error[peer] = error
@@ -139,7 +146,8 @@ class Leaving:
             ended = dict(self.ended)
             for gid, channel in self._channels.items():
                 ended.setdefault(gid, max(channel.history, default=0))
-        return b"".join(GOODBYE_ITEM.pack(gid & 0xFFFFFFFF, seq) for gid, seq in ended.items())
+        payload = b"".join(GOODBYE_ITEM.pack(gid & 0xFFFFFFFF, seq) for gid, seq in ended.items())
+        return payload + MOVING_ITEM if self.moving else payload
 
     def channel_closed(self, channel: Channel) -> bool:
         """Whether ``channel``'s group was shut down (destroyed) on this rank."""

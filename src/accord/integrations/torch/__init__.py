@@ -12,7 +12,7 @@ this package imports torch. Must not know about the launcher.
 from __future__ import annotations
 
 from .backend import BACKEND_NAME, AccordProcessGroup
-from .membership import grow_group, join_process_group, shrink_group
+from .membership import grow_group, join_process_group, lost_ranks, shrink_group
 
 
 def register() -> bool:
@@ -35,6 +35,7 @@ __all__ = [
     "BACKEND_NAME",
     "grow_group",
     "join_process_group",
+    "lost_ranks",
     "register",
     "shrink_group",
 ]

@@ -65,6 +65,7 @@ def _shrink_world(survivors: list[int], timeout: timedelta) -> dist.ProcessGroup
     store, rank = world.store, world.rank
     base, prefix = membership.meeting(world, survivors)
     membership.say_kept(store, base, rank, survivors)
+    world.will_move()  # (its goodbye says this rank goes on: the others do not count it lost)
     dist.destroy_process_group()  # every group of the old world, accord's world with them
     try:
         dist.init_process_group(
@@ -86,6 +87,16 @@ def _shrink_world(survivors: list[int], timeout: timedelta) -> dist.ProcessGroup
     return dist.group.WORLD  # type: ignore[return-value]
 
 
+def lost_ranks(group: Any = None) -> list[int]:
+    """``accord.lost_ranks`` for a torch group of backend accord: its ranks this rank has
+    seen go (what the survivors pass to ``shrink_group``)."""
+    pg = dist.group.WORLD if group is None else group
+    world = current_world()
+    if not isinstance(pg, AccordProcessGroup) or world is None:
+        raise TypeError(f"lost_ranks: {pg!r} is not a torch group of backend {BACKEND_NAME!r}")
+    return membership.lost_in(world, pg.accord_group)
+
+
 def grow_group(world_size: int, timeout: timedelta | None = None) -> dist.ProcessGroup:
     """``accord.grow_group`` for torch's default group on backend accord: take newcomers
     (``join_process_group`` here, or accord's) until the job has ``world_size`` ranks; every
@@ -101,6 +112,7 @@ def grow_group(world_size: int, timeout: timedelta | None = None) -> dist.Proces
     seconds = to_seconds(timeout, default=world.default_group.calls.timeout)
     root = _root(world.store.torch_store)
     decision = admission.decide(world, world_size, seconds, TorchStore(root))
+    world.will_move()
     dist.destroy_process_group()
     _init_on(root, decision, world.rank, seconds)
     return dist.group.WORLD  # type: ignore[return-value]
