@@ -94,6 +94,15 @@ SHM_RING_BYTES = _setting(
 TCP_BUFFER_BYTES = _setting(
     "ACCORD_TCP_BUFFER_BYTES", str(4 << 20), "SO_SNDBUF/SO_RCVBUF requested for transport sockets."
 )
+PEER_LOST_TIMEOUT = _setting(
+    "ACCORD_PEER_LOST_TIMEOUT",
+    "7",
+    "Seconds a peer's host may leave the rank-to-rank TCP links unanswered (no acknowledgement "
+    "of data in flight or of keepalive probes) before its ranks are named lost: calls raise "
+    "PeerError naming them instead of waiting for their timeout (a host lost to power loss, "
+    "a pulled cable or a partition closes no connection). A stopped or busy process is still "
+    "answered for by its kernel and waited for until the timeout. 0: off; else at least 2.",
+)
 
 # -- algorithms --------------------------------------------------------------------------------
 ALGORITHM = _setting(
@@ -241,6 +250,16 @@ def _as_int(setting: Setting, minimum: int = 0) -> int:
 
 def tcp_buffer_bytes() -> int:
     return _as_int(TCP_BUFFER_BYTES, minimum=4096)
+
+
+def peer_lost_timeout() -> float:
+    """ACCORD_PEER_LOST_TIMEOUT in seconds; 0 when off."""
+    value = env_float(PEER_LOST_TIMEOUT)
+    if 0 < value < 2:
+        raise ValueError(
+            f"environment variable {PEER_LOST_TIMEOUT.name}={value:g}: expected 0 (off) or at least 2"
+        )
+    return value
 
 
 def segment_bytes() -> int:

@@ -2,8 +2,9 @@
 
 Owns: the listening socket, the address record each rank publishes, the store wait that names
 the ranks that never published, refusing (with a warning) an accepted connection whose
-handshake fails (the handshake itself is ``handshake``'s), and socket options. Must not know
-about algorithms or process groups: it returns a TcpMesh.
+handshake fails (the handshake itself is ``handshake``'s), and socket options (buffers,
+TCP_NODELAY, and the keepalive probes of ``liveness`` that ACCORD_PEER_LOST_TIMEOUT sizes).
+Must not know about algorithms or process groups: it returns a TcpMesh.
 
 Rank r connects to every lower rank and accepts every higher one; the kernel completes
 connections into the listen backlog, so the two phases cannot deadlock.
@@ -31,6 +32,7 @@ from ..store.base import Store
 from ..timeouts import Deadline, format_seconds
 from .addresses import choose_address, host_identity
 from .handshake import acceptor_side, connector_side
+from .liveness import keep_alive
 from .shm_ring import RingReader, RingWriter, map_rings
 from .tcp import TcpMesh
 
@@ -224,6 +226,7 @@ def connect_mesh(store: Store, prefix: str, rank: int, size: int, deadline: Dead
     silence) is refused with a warning naming its address, and the ranks still to come are
     waited for as before: a stranger cannot break the job's start."""
     secret = auth.job_secret()
+    lost_after = config.peer_lost_timeout()
     address = choose_address(store.local_address())
     listener = _listen(address, size)
     if secret is None:
@@ -254,6 +257,7 @@ def connect_mesh(store: Store, prefix: str, rank: int, size: int, deadline: Dead
                 sockets[accepted] = sock
         for sock in sockets.values():
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            keep_alive(sock, lost_after)
         return TcpMesh(
             rank,
             size,
@@ -261,6 +265,7 @@ def connect_mesh(store: Store, prefix: str, rank: int, size: int, deadline: Dead
             records,
             _rings(store, prefix, rank, records, deadline),
             spread=config.spread(),
+            lost_after=lost_after,
         )
     except BaseException:
         for sock in sockets.values():

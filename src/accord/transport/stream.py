@@ -216,20 +216,20 @@ class StreamMesh(Mesh):
             self._shut(link)
 
     def _link_failed(self, link: StreamLink, exc: BaseException | None) -> None:
+        error = PeerError(f"rank {link.peer} is gone: {self._failure_reason(link.peer, exc)}", peer=link.peer)
+        self._shut(link, error)
+        self.peer_lost(link.peer, error)
+
+    def _failure_reason(self, peer: int, exc: BaseException | None) -> str:
+        """Why the link to ``peer`` failed (``exc``: None for an EOF without GOODBYE)."""
         if isinstance(exc, ProtocolError):
-            reason = f"its byte stream is corrupt ({exc})"
-        elif exc is None:
-            reason = (
+            return f"its byte stream is corrupt ({exc})"
+        if exc is None:
+            return (
                 "it closed the connection without saying goodbye: the process probably "
                 "died (killed, crashed, or exited without destroy_process_group)"
             )
-        else:
-            reason = (
-                f"the connection broke ({errno.errorcode.get(getattr(exc, 'errno', 0) or 0, 'error')}: {exc})"
-            )
-        error = PeerError(f"rank {link.peer} is gone: {reason}", peer=link.peer)
-        self._shut(link, error)
-        self.peer_lost(link.peer, error)
+        return f"the connection broke ({errno.errorcode.get(getattr(exc, 'errno', 0) or 0, 'error')}: {exc})"
 
     def _shut(self, link: StreamLink, error: PeerError | None = None) -> None:
         """Stop using a link: unregister it, fail its queued sends, close the socket."""

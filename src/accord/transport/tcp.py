@@ -9,10 +9,17 @@ mapped rings).
 A link with rings sends and receives every frame through them; its socket carries nothing
 after the handshake and only tells, by its EOF, that the peer is gone (after the ring is
 drained, so a GOODBYE in it counts).
+
+A lost host (power loss, a pulled cable, a partition) closes nothing: while a thread drives,
+every half second or so each socket link is asked whether the peer's kernel has left
+something of ours unanswered for ``lost_after`` seconds (ACCORD_PEER_LOST_TIMEOUT;
+``liveness``); such a link fails like a dead peer's, naming the host and its ranks. So does
+one the kernel ended itself (ETIMEDOUT: its keepalive probes went unanswered).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import select
 import socket
@@ -20,7 +27,7 @@ import time
 from typing import Any
 
 from ..errors import PeerError
-from . import placement
+from . import liveness, placement
 from .matching import SendRequest
 from .shm import oversubscribed
 from .stream import StreamLink, StreamMesh
@@ -36,6 +43,8 @@ _YIELD_SECONDS = 2e-3
 #: Least time between two looks at where the local peers run (placement): ring pollers look
 #: when a drive stalls past its spin; TCP-only drivers, blocking in epoll, when they drive.
 _PLACEMENT_SECONDS = 0.005
+#: Most time between two looks at the links' silence (less when the budget is short).
+_WATCH_SECONDS = 0.5
 
 
 class TcpMesh(StreamMesh):
@@ -49,6 +58,7 @@ class TcpMesh(StreamMesh):
         records: list[Any] | None = None,
         rings: dict[int, tuple[Any, Any]] | None = None,
         spread: bool = False,
+        lost_after: float = 0.0,
     ) -> None:
         super().__init__(rank, size)
         self.records = records or []  # what each rank published (address, host identity)
@@ -76,6 +86,11 @@ class TcpMesh(StreamMesh):
         self.moves = 0  # times this rank moved off a local peer's CPU (tests, diagnostics)
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._epoll.register(self._wake_r, select.EPOLLIN)
+        #: seconds of silence from a peer's host after which its link fails (0: never)
+        self.lost_after = lost_after
+        self._watch_every = min(_WATCH_SECONDS, lost_after / 4)
+        self._silent = liveness.SilentPeers(lost_after, confirm=self._watch_every)
+        self._next_watch = 0.0 if lost_after > 0 else float("inf")
 
     @property
     def ring_peers(self) -> list[int]:
@@ -110,12 +125,17 @@ class TcpMesh(StreamMesh):
     # -- driving --------------------------------------------------------------------------------
     def _drive(self, timeout: float) -> None:
         if not self._ring_links:
+            now = time.monotonic()
+            if now >= self._next_watch:
+                self._watch(now)
             if self._placing:  # blocking in epoll: no stall to wait for, so look now and then
-                self._spread(time.monotonic())
+                self._spread(now)
             self._dispatch(self._epoll.poll(timeout))
             return
         clock = time.monotonic
         start = clock()
+        if start >= self._next_watch:
+            self._watch(start)
         pause = 0.0
         placing = self._placing
         while True:
@@ -153,6 +173,39 @@ class TcpMesh(StreamMesh):
         theirs = [placement.cpu_of(pid) for pid in self._local_pids]
         if cpu in theirs and placement.move_off(cpu, theirs, self.rank) is not None:
             self.moves += 1
+
+    def _watch(self, now: float) -> None:
+        """Fail the socket links whose peer host has left us unanswered for ``lost_after`` s."""
+        self._next_watch = now + self._watch_every
+        for link in self._links:
+            if link is None or link.ring or not link.open:
+                continue  # a ring's peer shares this host: if that host is lost, so are we
+            silent = self._silent.lost_after(link.peer, link.sock, now)
+            if silent:
+                detail = f"nothing acknowledged for {silent:.1f} s"
+                self._link_failed(link, TimeoutError(errno.ETIMEDOUT, detail))
+
+    def _failure_reason(self, peer: int, exc: BaseException | None) -> str:
+        if not isinstance(exc, OSError) or exc.errno != errno.ETIMEDOUT:
+            return super()._failure_reason(peer, exc)
+        if self.lost_after > 0:
+            limit = f"ACCORD_PEER_LOST_TIMEOUT={self.lost_after:g} s"
+        else:
+            limit = "ACCORD_PEER_LOST_TIMEOUT is off: the kernel's own limit"
+        where, ranks = self._host_of(peer)
+        return (
+            f"its host{where} stopped answering ({exc.strerror}; {limit}): the host is down "
+            f"or cut off from this one (power loss, a pulled cable, a network partition). "
+            f"Ranks on that host: {ranks}"
+        )
+
+    def _host_of(self, peer: int) -> tuple[str, str]:
+        """(' name (address)' or '', the ranks that host runs) for messages."""
+        ranks = ", ".join(str(r) for r, host in enumerate(self.host_ids) if host == self.host_ids[peer])
+        if not self.records:
+            return "", ranks
+        record = self.records[peer]
+        return f" {record.host_id.split('/', 1)[0]} ({record.host})", ranks
 
     def _poll_rings(self) -> bool:
         """Move whatever the rings allow; True if anything moved."""
