@@ -544,6 +544,26 @@ def coalesced_forms(rank: int, world_size: int) -> dict[str, Any]:
             "managed_all_gather": [t.tolist() for t in gathered]}
 
 
+def _ddp_steps(model: nn.Module, opt: Any, x: torch.Tensor, steps: int) -> Any:
+    """``steps`` DDP steps on the default group as it is now; the DDP module."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    ddp = DDP(model, broadcast_buffers=False)
+    for _ in range(steps):
+        opt.zero_grad()
+        ddp(x).sum().backward()
+        opt.step()
+    return ddp
+
+
+def _same_everywhere(model: nn.Module) -> bool:
+    """Whether every rank of the default group holds the same parameters."""
+    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    everyone = [torch.zeros_like(flat) for _ in range(dist.get_world_size())]
+    dist.all_gather(everyone, flat)
+    return all(torch.equal(everyone[0], each) for each in everyone)
+
+
 def ddp_shrink(rank: int, world_size: int, victim: int, steps: int = 3) -> dict[str, Any]:
     """DDP trains; ``victim`` dies between two steps (no word to anyone); the survivors'
     next backward raises (a RuntimeError naming the lost rank, not a crash: DDP's reducer
@@ -553,19 +573,12 @@ def ddp_shrink(rank: int, world_size: int, victim: int, steps: int = 3) -> dict[
     import os
     import time
 
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
     import accord.integrations.torch as accord_torch
 
-    torch.manual_seed(0)
     model = _mlp()
-    ddp = DDP(model, broadcast_buffers=False)
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     x = torch.randn(4, 8) + rank
-    for _ in range(steps):
-        opt.zero_grad()
-        ddp(x).sum().backward()
-        opt.step()
+    ddp = _ddp_steps(model, opt, x, steps)
     if rank == victim:
         os._exit(3)
     time.sleep(0.3)  # (the victim is gone: its socket closed)
@@ -575,18 +588,10 @@ def ddp_shrink(rank: int, world_size: int, victim: int, steps: int = 3) -> dict[
     torchs_own = _caught(lambda: dist.shrink_group([victim]))
     group = accord_torch.shrink_group([victim])
     shrunk_s = time.monotonic() - caught_at
-    ddp = DDP(model, broadcast_buffers=False)  # on the new default group
-    for _ in range(steps):
-        opt.zero_grad()
-        ddp(x).sum().backward()
-        opt.step()
-    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
-    everyone = [torch.zeros_like(flat) for _ in range(dist.get_world_size())]
-    dist.all_gather(everyone, flat)
+    _ddp_steps(model, opt, x, steps)  # on the new default group
     return {"caught": caught, "torchs_own": torchs_own, "shrunk_s": shrunk_s,
             "rank": dist.get_rank(), "size": dist.get_world_size(),
-            "is_world": group == dist.group.WORLD,
-            "equal": all(torch.equal(everyone[0], each) for each in everyone)}
+            "is_world": group == dist.group.WORLD, "equal": _same_everywhere(model)}
 
 
 def ddp_replace(rank: int, world_size: int, backend: str, victim: int, steps: int = 3) -> dict[str, Any]:
@@ -596,8 +601,6 @@ def ddp_replace(rank: int, world_size: int, backend: str, victim: int, steps: in
     and train on: every rank ends with the same parameters."""
     import os
     import time
-
-    from torch.nn.parallel import DistributedDataParallel as DDP
 
     import accord.integrations.torch as accord_torch
 
@@ -611,11 +614,7 @@ def ddp_replace(rank: int, world_size: int, backend: str, victim: int, steps: in
         role = "newcomer"
     else:
         dist.init_process_group(backend, rank=rank, world_size=job)
-        ddp = DDP(model, broadcast_buffers=False)
-        for _ in range(steps):
-            opt.zero_grad()
-            ddp(x).sum().backward()
-            opt.step()
+        ddp = _ddp_steps(model, opt, x, steps)
         if rank == victim:
             os._exit(3)
         time.sleep(0.3)
@@ -630,13 +629,6 @@ def ddp_replace(rank: int, world_size: int, backend: str, victim: int, steps: in
     with torch.no_grad():
         for p in model.parameters():  # the newcomer gets the survivors' model
             dist.broadcast(p, src=0)
-    ddp = DDP(model, broadcast_buffers=False)
-    for _ in range(steps):
-        opt.zero_grad()
-        ddp(x).sum().backward()
-        opt.step()
-    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
-    everyone = [torch.zeros_like(flat) for _ in range(dist.get_world_size())]
-    dist.all_gather(everyone, flat)
+    _ddp_steps(model, opt, x, steps)
     return {"role": role, "rank": dist.get_rank(), "size": dist.get_world_size(), "changed_s": changed_s,
-            "equal": all(torch.equal(everyone[0], each) for each in everyone)}
+            "equal": _same_everywhere(model)}
