@@ -2,9 +2,8 @@
 
 Owns: the order of an attempt (join → start the local workers with their environment and
 error files → watch them and the other nodes → stop → agree on a verdict → restart, finish or
-report), turning worker exits into failures, and the signals the launcher handles (forwarded
-at once to every worker's process group; a second one kills them). Must not know the command
-line syntax (``options``) or the store keys (``nodes``, ``rounds``).
+report) and turning worker exits into failures; the signals it handles are ``shutdown``'s.
+Must not know the command line syntax (``options``) or the store keys (``nodes``, ``rounds``).
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ import signal
 import socket
 import time
 from collections.abc import Callable
-from typing import Any, BinaryIO, cast
+from typing import BinaryIO, cast
 
 from .. import config
 from ..errors import DistStoreError
@@ -36,54 +35,11 @@ from .rounds import (
     Verdict,
     decide,
 )
+from .shutdown import Interrupted, Shutdown
 
 # How long a failure that blames another rank waits for that rank's own exit (see
 # ``Agent._await_root_cause``).
 _ROOT_CAUSE_GRACE_S = 3.0
-
-
-class Interrupted(Exception):
-    """A handled signal arrived while no worker was running."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-class Shutdown:
-    """Signal handling: the first signal is forwarded to the workers, a second kills them."""
-
-    def __init__(self) -> None:
-        self.signum: int | None = None
-        self.group: LocalGroup | None = None
-        self.handled = False  # the signal became the attempt's outcome: finish agreeing on it
-        self._previous: dict[int, Any] = {}
-
-    def install(self, names: tuple[str, ...]) -> None:
-        for name in names:  # checked by options.parse_signals
-            signum = signal.Signals[name]
-            self._previous[signum] = signal.signal(signum, self._handle)
-
-    def restore(self) -> None:
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
-
-    def _handle(self, signum: int, frame: object) -> None:
-        group = self.group
-        if self.signum is not None:  # a second signal: no more patience
-            if group is None:
-                raise Interrupted(signum)
-            group.signal(signal.SIGKILL)
-            return
-        self.signum = signum
-        if group is None or not group.running():
-            raise Interrupted(signum)
-        group.signal(signum)
-
-    def check(self) -> None:
-        """Raise Interrupted if a signal came while no worker ran (a wait may end early)."""
-        if self.signum is not None and self.group is None and not self.handled:
-            raise Interrupted(self.signum)
 
 
 class Agent:
