@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import socket
+import subprocess
 import time
 
 import pytest
@@ -159,3 +160,24 @@ def test_max_restarts_bounds_a_node_that_arrives(launch, tmp_path):
     release.touch()
     assert a.finish(30) == 0, a.stderr
     assert [r["attempt"] for r in _results(a)] == [0]
+
+
+def test_a_host_cut_off_the_network_is_lost_and_the_job_goes_on(launch, two_hosts):
+    """No connection is reset when a host drops off the network: the workers of the other host
+    hang in their all_reduce, and only the heartbeat tells. Host a serves the store."""
+    a, b = two_hosts
+    args = ["--nnodes", "1:2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
+            "--rdzv-endpoint", f"{a.rdzv_addr}:29500", "--max-restarts", "1", ELASTIC]
+    job_a = launch(*args, prefix=a.prefix, env=clean_env(ACCORD_SOCKET_IFNAME=a.data_if, **QUICK))
+    job_b = launch(*args, prefix=b.prefix, env=clean_env(ACCORD_SOCKET_IFNAME=b.data_if, **QUICK))
+    for job in (job_a, job_b):
+        job.wait_for(_seen(job, 0, 2), 30, "attempt 0 on 2 hosts")
+    for ifname in (b.rdzv_if, b.data_if):
+        subprocess.run(["ip", "-n", b.netns, "link", "set", ifname, "down"], check=True, timeout=20)
+    try:
+        job_a.wait_for(_seen(job_a, 1, 1), 30, "attempt 1 on host a alone")
+        assert job_a.finish(30) == 0, job_a.stderr
+    finally:
+        for ifname in (b.rdzv_if, b.data_if):
+            subprocess.run(["ip", "-n", b.netns, "link", "set", ifname, "up"], timeout=20)
+    assert "stopped answering for 2 s" in job_a.stderr
