@@ -12,10 +12,13 @@ import pytest
 
 import accord
 from accord.launcher.env import JobFacts, WorkerPlace, worker_env
+from accord.launcher.liveness import Liveness, heartbeat_key
 from accord.launcher.nodes import NodeRecord, RoundInfo, is_local_address
+from accord.launcher.options import LaunchConfig
 from accord.launcher.report import Failure, format_report, make_failure, read_error_file
-from accord.launcher.rounds import FAILED, INTERRUPTED, RESTART, STOPPED, SUCCEEDED, NodeStatus, \
-    Verdict, decide
+from accord.launcher.rounds import FAILED, INTERRUPTED, RESIZE, RESTART, STOPPED, SUCCEEDED, \
+    NodeStatus, Verdict, decide
+from accord.store.hash_store import HashStore
 
 LAUNCHER = pathlib.Path(accord.__file__).parent / "launcher"
 FORBIDDEN = {"group", "collectives", "transport", "api", "world", "backends"}
@@ -52,6 +55,11 @@ def test_worker_env_writes_the_contract_over_the_launchers_environment():
     assert worker_env({"OMP_NUM_THREADS": "4"}, place, job, "e")["OMP_NUM_THREADS"] == "4"
 
 
+def _cfg(max_restarts: int, nnodes: tuple[int, int] = (3, 3)) -> LaunchConfig:
+    return LaunchConfig("train.py", [], min_nodes=nnodes[0], max_nodes=nnodes[1],
+                        max_restarts=max_restarts)
+
+
 def _failure(rank: int, when: float, exitcode: int = 1, node: int = 0) -> Failure:
     return Failure(rank, rank % 2, node, "h", 100 + rank, exitcode, when, f"boom {rank}", "tb")
 
@@ -61,10 +69,11 @@ def test_verdict_picks_the_earliest_failure_and_restarts_while_allowed():
     statuses = {0: NodeStatus(0, "a", STOPPED, [_failure(1, 20.0)]),
                 1: NodeStatus(1, "b", FAILED, [_failure(3, 10.0, -9, node=1)]),
                 2: NodeStatus(2, "c", SUCCEEDED)}
-    verdict = decide(info, statuses, max_restarts=1, lost_after=30)
+    verdict = decide(info, statuses, _cfg(max_restarts=1), lost_after=30)
     assert verdict.outcome == RESTART and verdict.root.rank == 3
     assert [f.rank for f in verdict.others] == [1]
-    assert decide(_info(restart=1), statuses, 1, 30).outcome == FAILED
+    assert (verdict.nnodes, verdict.survivors) == (3, 3)
+    assert decide(_info(restart=1), statuses, _cfg(1), 30).outcome == FAILED
     assert Verdict.decode(verdict.encode()) == verdict
 
 
@@ -75,22 +84,67 @@ def test_a_failure_blamed_on_a_peer_is_not_the_root_cause_even_when_it_came_firs
         message="PeerError: barrier #3 on rank 0: rank 1 raised ValueError: bad batch")
     cause = dataclasses.replace(_failure(1, 10.4), message="ValueError: bad batch")
     statuses = {0: NodeStatus(0, "a", FAILED, [consequence, cause])}
-    verdict = decide(_info(), statuses, max_restarts=0, lost_after=30)
+    verdict = decide(_info(), statuses, _cfg(max_restarts=0), lost_after=30)
     assert verdict.root.rank == 1 and [f.rank for f in verdict.others] == [0]
-    alone = decide(_info(), {0: NodeStatus(0, "a", FAILED, [consequence])}, 0, 30)
+    alone = decide(_info(), {0: NodeStatus(0, "a", FAILED, [consequence])}, _cfg(0), 30)
     assert alone.root.rank == 0  # with nothing else to blame, it is still reported
 
 
 def test_verdict_for_success_interruption_and_a_lost_node():
     info = _info()
     ok = {n: NodeStatus(n, "x", SUCCEEDED) for n in range(3)}
-    assert decide(info, ok, 0, 30).outcome == SUCCEEDED
+    assert decide(info, ok, _cfg(0), 30).outcome == SUCCEEDED
     interrupted = {**ok, 2: NodeStatus(2, "c", INTERRUPTED, detail="SIGINT")}
-    verdict = decide(info, interrupted, 5, 30)
+    verdict = decide(info, interrupted, _cfg(5), 30)
     assert verdict.outcome == INTERRUPTED and "SIGINT on node 2 (c)" in verdict.detail
-    lost = decide(info, {**ok, 1: None}, 5, 30)
-    assert lost.outcome == FAILED and lost.root.rank == -1  # no restart without every node
+    lost = decide(info, {**ok, 1: None}, _cfg(5), 30)
+    assert lost.outcome == FAILED and lost.root.rank == -1  # --nnodes 3: no restart with 2
     assert "stopped answering for 30 s" in lost.root.message and lost.root.host == "b"
+    assert lost.detail == "lost node 1 (b): 2 nodes left, fewer than the 3 that --nnodes 3 needs"
+    assert "the launcher of node 1 on b: its accordrun (pid 11)" in lost.root.summary()
+
+
+def test_elastic_verdicts_restart_with_the_nodes_left_and_those_waiting():
+    info = _info()
+    worker = _failure(0, time.time() - 100)  # failed before the node was lost: still second
+    statuses = {0: NodeStatus(0, "a", FAILED, [worker]), 1: None, 2: NodeStatus(2, "c", STOPPED)}
+    verdict = decide(info, statuses, _cfg(5, (2, 4)), 5, waiting=1)
+    assert verdict.outcome == RESTART and verdict.root.rank == -1 and verdict.others == [worker]
+    assert (verdict.nnodes, verdict.survivors) == (3, 2)
+    assert decide(info, statuses, _cfg(5, (2, 2)), 5, waiting=1).nnodes == 2  # MAX caps it
+    assert decide(_info(restart=5), statuses, _cfg(5, (2, 4)), 5).outcome == FAILED
+    # nodes waiting to join (no failure): a restart too, with them, counted as one
+    resize = {0: NodeStatus(0, "a", RESIZE), 1: NodeStatus(1, "b", STOPPED),
+              2: NodeStatus(2, "c", SUCCEEDED)}
+    verdict = decide(info, resize, _cfg(1, (1, 4)), 5, waiting=1)
+    assert verdict.outcome == RESTART and verdict.root is None
+    assert (verdict.nnodes, verdict.survivors, verdict.detail) == (4, 3, "1 node waiting to join")
+    assert Verdict.decode(verdict.encode()) == verdict
+
+
+def test_liveness_needs_our_own_heartbeat_to_move_before_calling_a_node_lost():
+    now = [0.0]
+    store = HashStore()
+    live = Liveness(store, "me", lost_after=5, clock=lambda: now[0])
+    for agent in ("me", "b", "c"):
+        store.add(heartbeat_key(agent), 1)
+
+    def tick(seconds: float, beating: tuple[str, ...]) -> None:
+        for _ in range(int(seconds / live.every)):
+            now[0] += live.every
+            for agent in beating:
+                store.add(heartbeat_key(agent), 1)
+            live.observe(["b", "c"])
+
+    tick(2, ("me", "b", "c"))
+    assert live.proven("b") and not live.lost("b")
+    tick(6, ())  # the store (or this launcher) stalled: nobody's counter moved, nobody is lost
+    assert not live.lost("b") and not live.lost("c")
+    tick(3, ("me", "c"))  # b is silent while we beat: 3 s of ours is not yet 80 % of 5 s
+    assert not live.lost("b")
+    tick(1.5, ("me", "c"))
+    assert live.lost("b") and not live.proven("b") and not live.lost("c")
+    assert live.silence("b") >= 5
 
 
 def test_error_file_formats_and_failure_messages(tmp_path):

@@ -52,8 +52,9 @@ OMP_NUM_THREADS = _setting(
 )
 HEARTBEAT_TIMEOUT = _setting(
     "ACCORD_LAUNCHER_HEARTBEAT_TIMEOUT",
-    "30",
-    "accordrun, several nodes: seconds without a heartbeat before another node's launcher counts as lost.",
+    "5",
+    "accordrun, several nodes: seconds without a heartbeat (each launcher beats every tenth of "
+    "it) before another node's launcher counts as lost: its node leaves the job.",
 )
 PET_OPTIONS = _setting(
     "PET_<OPTION>",

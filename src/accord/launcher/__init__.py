@@ -2,8 +2,9 @@
 
 Owns: the command line (``options``, ``cli``), the worker environment contract (``env``), the
 worker bootstrap (``worker``), local worker processes and their output (``procs``, ``output``,
-``reaper``), how the launchers of several nodes meet and agree (``nodes``, ``rounds``), the
-main loop (``agent``), failure reports (``report``) and ``spawn``. May use rendezvous, store
+``reaper``), how the launchers of several nodes meet and agree (``nodes``, ``rounds``) and
+know each other alive (``liveness``), the main loop (``agent``), signals (``shutdown``),
+failure reports (``report``) and ``spawn``. May use rendezvous, store
 and the foundation; must not know groups, collectives, transports or the functional API:
 workers reach those through env:// like any torchrun worker.
 

@@ -2,9 +2,12 @@
 
 Owns: the order of an attempt (join → start the local workers with their environment and
 error files → watch them and the other nodes → stop → agree on a verdict → restart, finish or
-report), turning worker exits into failures, and the signals the launcher handles (forwarded
-at once to every worker's process group; a second one kills them). Must not know the command
-line syntax (``options``) or the store keys (``nodes``, ``rounds``).
+report), turning worker exits into failures, elasticity's decisions on one node (with
+--nnodes MIN:MAX: stop every node's workers when another node is lost, or when nodes wait to
+join with room and a restart left; a node that came late waits for the running attempt to
+end, as a spare when the job has MAX nodes), and starting this launcher's heartbeat. Signals
+are ``shutdown``'s. Must not know the command line syntax (``options``) or the store keys
+(``nodes``, ``rounds``, ``liveness``).
 """
 
 from __future__ import annotations
@@ -13,14 +16,16 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Callable
-from typing import Any, BinaryIO, cast
+import uuid
+from dataclasses import dataclass
+from typing import BinaryIO, cast
 
 from .. import config
 from ..errors import DistStoreError
 from ..store.tcp_store import TCPStore
 from .env import JobFacts, worker_env
-from .nodes import LaunchError, Rendezvous, RoundInfo, open_store
+from .liveness import Heartbeat, Liveness, beat_interval
+from .nodes import LaunchError, Rendezvous, RoundInfo, Waiting, open_store
 from .options import LaunchConfig
 from .output import Console, OutputPump, RunDir, line_prefix, stream_targets
 from .procs import LocalGroup, Reaper, WorkerExit, worker_command
@@ -28,62 +33,39 @@ from .report import Failure, format_report, make_failure
 from .rounds import (
     FAILED,
     INTERRUPTED,
+    RESIZE,
     RESTART,
     STOPPED,
     SUCCEEDED,
     NodeStatus,
     RoundChannel,
     Verdict,
+    await_verdict,
     decide,
+    leave,
 )
+from .shutdown import Interrupted, Shutdown
 
 # How long a failure that blames another rank waits for that rank's own exit (see
 # ``Agent._await_root_cause``).
 _ROOT_CAUSE_GRACE_S = 3.0
 
 
-class Interrupted(Exception):
-    """A handled signal arrived while no worker was running."""
-
-    def __init__(self, signum: int) -> None:
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
+def _count(n: int) -> str:
+    return f"{n} node" if n == 1 else f"{n} nodes"
 
 
-class Shutdown:
-    """Signal handling: the first signal is forwarded to the workers, a second kills them."""
+@dataclass
+class _Job:
+    """What every attempt of this launcher uses: the rendezvous, the other launchers'
+    liveness (None on a job of one node), whether this launcher hosts the store, the reaper
+    and the run directory."""
 
-    def __init__(self) -> None:
-        self.signum: int | None = None
-        self.group: LocalGroup | None = None
-        self.handled = False  # the signal became the attempt's outcome: finish agreeing on it
-        self._previous: dict[int, Any] = {}
-
-    def install(self, names: tuple[str, ...]) -> None:
-        for name in names:  # checked by options.parse_signals
-            signum = signal.Signals[name]
-            self._previous[signum] = signal.signal(signum, self._handle)
-
-    def restore(self) -> None:
-        for signum, handler in self._previous.items():
-            signal.signal(signum, handler)
-
-    def _handle(self, signum: int, frame: object) -> None:
-        group = self.group
-        if self.signum is not None:  # a second signal: no more patience
-            if group is None:
-                raise Interrupted(signum)
-            group.signal(signal.SIGKILL)
-            return
-        self.signum = signum
-        if group is None or not group.running():
-            raise Interrupted(signum)
-        group.signal(signum)
-
-    def check(self) -> None:
-        """Raise Interrupted if a signal came while no worker ran (a wait may end early)."""
-        if self.signum is not None and self.group is None and not self.handled:
-            raise Interrupted(self.signum)
+    rendezvous: Rendezvous
+    liveness: Liveness | None
+    hosting: bool
+    reaper: Reaper
+    rundir: RunDir
 
 
 class Agent:
@@ -103,6 +85,7 @@ class Agent:
         self.host = socket.gethostname()
         self.shutdown = Shutdown()
         self.lost_after = config.env_float(config.HEARTBEAT_TIMEOUT, minimum=0.1)
+        self.name = uuid.uuid4().hex[:16]  # this launcher's heartbeat (liveness)
 
     def run(self) -> int:
         """Run the job; the exit code (0 success, 1 failure) — the report is already printed."""
@@ -136,46 +119,122 @@ class Agent:
         )
 
     def _attempts(self, store: TCPStore, hosting: bool, reaper: Reaper, rundir: RunDir) -> int:
-        rendezvous = Rendezvous(store, self.cfg, self.shutdown.check, hosting)
+        rendezvous = Rendezvous(store, self.cfg, self.shutdown.check, hosting, self.name)
+        heartbeat, liveness = None, None
         try:
-            return self._rounds(rendezvous, hosting, reaper, rundir)
+            if self.cfg.max_nodes > 1:
+                every = beat_interval(self.lost_after)
+                heartbeat = Heartbeat(rendezvous.store.clone(), self.name, every)
+                liveness = Liveness(rendezvous.store, self.name, self.lost_after)
+            return self._rounds(_Job(rendezvous, liveness, hosting, reaper, rundir))
         finally:
+            if heartbeat is not None:
+                heartbeat.close()
             rendezvous.close()
 
-    def _rounds(self, rendezvous: Rendezvous, hosting: bool, reaper: Reaper, rundir: RunDir) -> int:
-        restart, expected = 0, None
+    def _rounds(self, job: _Job) -> int:
+        restart, expected, ahead = 0, None, 0
         while True:
-            info = rendezvous.join(restart, expected)
-            channel = RoundChannel(rendezvous.store, info, self.lost_after, self.shutdown.check)
-            verdict = self._attempt(info, channel, reaper, rundir)
+            joined = job.rendezvous.join(restart, expected, ahead)
+            if isinstance(joined, Waiting):
+                verdict = self._wait_to_join(job, joined)
+                if verdict.outcome != RESTART:
+                    others = self._waiters(job, joined.restart, joined.nnodes)
+                    leave(job.rendezvous.store, joined.restart, job.hosting, verdict.survivors + others)
+                    return self._ended_without_us(verdict)
+                restart, expected, ahead = joined.restart + 1, verdict.nnodes, verdict.survivors
+                continue
+            info = joined
+            channel = RoundChannel(job.rendezvous.store, info, job.liveness, self.shutdown.check)
+            verdict = self._attempt(info, channel, job)
             if verdict.outcome != RESTART:
-                channel.leave(hosting, expected=info.nnodes)
-                return self._finish(verdict, restart)
-            assert verdict.root is not None
-            restart, expected = restart + 1, info.nnodes
-            self.console.say(
-                f"accordrun: attempt {restart - 1} failed: {verdict.root.summary()}. "
-                f"Restarting every worker (restart {restart} of "
-                f"{self.cfg.max_restarts})."
-            )
+                waiters = self._waiters(job, info.restart, info.nnodes)
+                channel.leave(job.hosting, expected=verdict.survivors + waiters)
+                return self._finish(verdict, info.restart)
+            restart, expected, ahead = info.restart + 1, verdict.nnodes, 0
+            self.console.say(self._restarting(verdict, info))
 
-    def _attempt(self, info: RoundInfo, channel: RoundChannel, reaper: Reaper, rundir: RunDir) -> Verdict:
-        group, pump = LocalGroup(reaper), OutputPump(self.console)
+    def _restarting(self, verdict: Verdict, info: RoundInfo) -> str:
+        restart = info.restart + 1
+        if verdict.root is not None:
+            head = f"attempt {info.restart} failed: {verdict.root.summary()}"
+        else:
+            head = f"attempt {info.restart} stopped: {verdict.detail}"
+        head = head if head.endswith((".", "?")) else f"{head}."
+        nodes = (
+            "" if verdict.nnodes == info.nnodes else f", on {_count(verdict.nnodes)} instead of {info.nnodes}"
+        )
+        return (
+            f"accordrun: {head} Restarting every worker (restart {restart} of "
+            f"{self.cfg.max_restarts}){nodes}."
+        )
+
+    def _wait_to_join(self, job: _Job, waiting: Waiting) -> Verdict:
+        """This node came after attempt ``waiting.restart`` started: wait for it to end. Its
+        nodes restart to take this one in when they have room and restarts left; a node that
+        finds no room waits as a spare, for a restart that has."""
+        cfg, restart, nnodes = self.cfg, waiting.restart, waiting.nnodes
+        if restart >= cfg.max_restarts and not job.hosting:  # the host stays: it serves the store
+            raise LaunchError(
+                f"this node came after attempt {restart} started with {_count(nnodes)}, and the job "
+                f"has no restart left to take it in (--max-restarts {cfg.max_restarts})."
+            )
+        if nnodes < cfg.max_nodes:
+            said = (
+                f"accordrun: attempt {restart} runs with {_count(nnodes)} (--nnodes {cfg.nnodes}): "
+                f"this node waits for it to restart and take it in."
+            )
+        else:
+            said = (
+                f"accordrun: attempt {restart} runs with {_count(nnodes)}, the most --nnodes "
+                f"{cfg.nnodes} allows: this node waits as a spare, to join a restart with room."
+            )
+        return await_verdict(
+            job.rendezvous.store, restart, self.shutdown.check, lambda: self.console.say(said)
+        )
+
+    def _ended_without_us(self, verdict: Verdict) -> int:
+        if verdict.outcome == SUCCEEDED:
+            self.console.say(f"accordrun: job {self.cfg.run_id} succeeded without this node.")
+            return 0
+        why = verdict.root.summary() if verdict.root else verdict.detail
+        self.console.say(
+            f"accordrun: job {self.cfg.run_id} ended ({verdict.outcome}: {why}) before this node could join."
+        )
+        return 1
+
+    def _waiters(self, job: _Job, restart: int, nnodes: int, proven: bool = False) -> int:
+        """How many nodes wait for attempt ``restart`` (of ``nnodes`` nodes) to end, alive
+        (``proven``: seen beating while we watched)."""
+        liveness = job.liveness
+        agents = [node.agent for node in job.rendezvous.waiting(restart, nnodes)] if liveness else []
+        if liveness is None or not agents:
+            return 0
+        liveness.observe(agents)
+        if proven:
+            return sum(liveness.proven(agent) for agent in agents)
+        return sum(not liveness.lost(agent) for agent in agents)
+
+    def _attempt(self, info: RoundInfo, channel: RoundChannel, job: _Job) -> Verdict:
+        group, pump = LocalGroup(job.reaper), OutputPump(self.console)
         error_files = [
-            os.path.join(rundir.worker_dir(info.restart, i), "error.json")
+            os.path.join(job.rundir.worker_dir(info.restart, i), "error.json")
             for i in range(self.cfg.nproc_per_node)
         ]
         self.shutdown.group = group
         try:
-            self._start(group, pump, info, error_files, rundir)
-            status = self._watch(group, channel, info, error_files)
+            self._start(group, pump, info, error_files, job.rundir)
+            status = self._watch(group, channel, info, error_files, job)
         finally:
-            group.stop(self.cfg.shutdown_timeout, channel.beat if info.nnodes > 1 else None)
+            group.stop(self.cfg.shutdown_timeout)
             self.shutdown.group = None
             pump.drain(2.0)
             pump.close()
         channel.publish(status)
-        mine = decide(info, channel.gather(), self.cfg.max_restarts, self.lost_after)
+        statuses = channel.gather()
+        mine = decide(
+            info, statuses, self.cfg, self.lost_after, self._waiters(job, info.restart, info.nnodes)
+        )
         return channel.settle(mine)
 
     def _start(
@@ -221,40 +280,61 @@ class Agent:
         pump.start()
 
     def _watch(
-        self, group: LocalGroup, channel: RoundChannel, info: RoundInfo, error_files: list[str]
+        self, group: LocalGroup, channel: RoundChannel, info: RoundInfo, error_files: list[str], job: _Job
     ) -> NodeStatus:
-        """Until the local workers end, one fails, another node fails, or a signal comes."""
-        several = info.nnodes > 1
+        """Until the local workers end, one fails, another node fails or is lost, nodes wait
+        to join with room for them, or a signal comes."""
+        watching = job.liveness is not None
+        next_look = time.monotonic() + (job.liveness.every if job.liveness else 0.0)
         while True:
             event = group.next_exit(self.cfg.monitor_interval)
             if self.shutdown.signum is not None:  # exits after a forwarded signal are its doing
-                if several:
-                    channel.raise_alarm()
+                if watching:
+                    channel.raise_alarm(INTERRUPTED)
                 name = signal.Signals(self.shutdown.signum).name
                 self.shutdown.handled = True
                 return self._status(info, INTERRUPTED, [], name)
             if event is not None and event.returncode != 0:
                 exits = [event, *self._queued(group)]
                 failures = [self._failure(e, info, error_files) for e in exits if e.returncode]
-                self._await_root_cause(group, info, error_files, failures, channel.beat if several else None)
-                if several:
-                    channel.raise_alarm()
+                self._await_root_cause(group, info, error_files, failures)
+                if watching and channel.stop_reason() == RESIZE:
+                    return self._status(info, STOPPED, [], "stopped to take in new nodes")
+                if watching:
+                    channel.raise_alarm(FAILED)
                 failures.sort(key=lambda f: (f.caused_by_a_peer(), f.time))
                 return self._status(info, FAILED, failures)
             if event is not None and not group.running():
                 return self._status(info, SUCCEEDED, [])
-            if several:
-                channel.beat()
-                if channel.failed_elsewhere():
+            if watching:
+                if channel.stopped():
                     return self._status(info, STOPPED, [])
+                if time.monotonic() >= next_look:
+                    next_look = time.monotonic() + (job.liveness.every if job.liveness else 0.0)
+                    change = self._membership(channel, info, job)
+                    if change is not None:
+                        return change
+
+    def _membership(self, channel: RoundChannel, info: RoundInfo, job: _Job) -> NodeStatus | None:
+        """A lost node, or nodes waiting to join while there is room and a restart left: the
+        status to stop with (every node is told); None: nothing changed."""
+        lost = channel.lost_nodes()
+        if lost:
+            channel.raise_alarm(STOPPED)
+            return self._status(info, STOPPED, [], f"lost node(s) {lost}")
+        cfg = self.cfg
+        room = info.nnodes < cfg.max_nodes and info.restart < cfg.max_restarts
+        if (
+            room
+            and self._waiters(job, info.restart, info.nnodes, proven=True)
+            and not channel.anyone_finished()
+        ):
+            channel.raise_alarm(RESIZE)
+            return self._status(info, RESIZE, [], "nodes wait to join")
+        return None
 
     def _await_root_cause(
-        self,
-        group: LocalGroup,
-        info: RoundInfo,
-        error_files: list[str],
-        failures: list[Failure],
-        tick: Callable[[], None] | None,
+        self, group: LocalGroup, info: RoundInfo, error_files: list[str], failures: list[Failure]
     ) -> None:
         """While every failure so far blames a peer ('rank 1 raised ValueError …'), the rank
         it blames is usually still on its way out (printing its traceback, writing its error
@@ -266,8 +346,6 @@ class Agent:
             if left <= 0 or self.shutdown.signum is not None:
                 return
             event = group.next_exit(min(left, 0.05))
-            if tick is not None:
-                tick()
             if event is not None and event.returncode:
                 failures.append(self._failure(event, info, error_files))
 
@@ -309,5 +387,7 @@ class Agent:
             f"(--max-restarts {self.cfg.max_restarts}); first failure: "
             f"{verdict.root.summary()}"
         )
+        if verdict.detail:
+            footer += f"\naccordrun: the job cannot go on: {verdict.detail}."
         self.console.say(format_report(self.cfg.entrypoint, verdict.root, verdict.others, footer))
         return 1

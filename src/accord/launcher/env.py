@@ -21,7 +21,8 @@ MASTER_ADDR, MASTER_PORT        the store the launchers share (node 0's or --rdz
 TORCHELASTIC_USE_AGENT_STORE    "True": env:// connects to the launcher's store (accord: keys
                                 under /worker/attempt_<TORCHELASTIC_RESTART_COUNT>)
 TORCHELASTIC_RUN_ID             --rdzv-id (a fresh uuid with --standalone / one node)
-TORCHELASTIC_RESTART_COUNT      restarts so far: 0 on the first attempt
+TORCHELASTIC_RESTART_COUNT      restarts so far (after failures, lost nodes, nodes joining),
+                                the same on every node: 0 on the first attempt
 TORCHELASTIC_MAX_RESTARTS       --max-restarts
 TORCHELASTIC_ERROR_FILE         where the worker's uncaught exception is written as JSON
 TORCHELASTIC_SIGNALS_TO_HANDLE  --signals-to-handle

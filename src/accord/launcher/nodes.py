@@ -3,14 +3,17 @@
 Owns: opening the agent store (static: node 0 hosts it at --master-addr:--master-port; c10d: the
 launcher that can bind the --rdzv-endpoint host hosts it, the others connect), the join
 protocol of each attempt (static: every node claims its --node-rank; c10d: nodes take ranks in
-order of arrival, the first one waits for MAX nodes, or for MIN plus ``last_call_timeout``),
-and ``RoundInfo``: every worker's ranks follow from it, and where the workers' store is. Each
-attempt's workers get a store of their own, served next to the agent store by the launcher
-that hosts that (same address, a fresh port): a restarted torch program never reads the keys
-of a failed attempt (torch's programs put theirs under fixed names such as ``default_pg/…``),
-and accord's and torch's clients alike speak to it. Keys of the launchers live under
-``accordrun/<run_id>/r<attempt>/`` in the agent store.
-Must not know how workers are started or watched.
+order of arrival, the first one waits for MAX nodes, or for MIN plus ``last_call_timeout``, or
+on a restart for the nodes the previous attempt's verdict named; a node that arrives after
+the attempt closed publishes its record past the attempt's last rank and waits: ``waiting``
+tells the running nodes who it is), and ``RoundInfo``: every worker's ranks follow from it,
+and where the workers' store is. Each attempt's workers get a store of their own, served
+next to the agent store by the launcher that hosts that (same address, a fresh port): a
+restarted torch program never reads the keys of a failed attempt (torch's programs put theirs
+under fixed names such as ``default_pg/…``), and accord's and torch's clients alike speak to
+it. Keys of the launchers live under ``accordrun/<run_id>/r<attempt>/`` in the agent store
+(``joined``, ``closed``, ``node/<rank>``, ``workers_port``). Must not know how workers are
+started or watched.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ class NodeRecord:
     nproc: int
     role: str
     addr: str = ""  # the address this node reaches the store from
+    agent: str = ""  # the launcher's name for its heartbeat (``liveness``)
 
     def encode(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -77,6 +81,9 @@ class RoundInfo:
     def world_size(self) -> int:
         return sum(node.nproc for node in self.nodes)
 
+    def agents(self) -> list[str]:
+        return [node.agent for node in self.nodes]
+
     def places(self) -> list[WorkerPlace]:
         """Every local worker's ranks: lower nodes' workers come first, in global and in role
         order."""
@@ -98,6 +105,15 @@ class RoundInfo:
             )
             for i in range(me.nproc)
         ]
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """This node came after attempt ``restart`` had started with ``nnodes`` nodes: it waits
+    (its record published under an index >= ``nnodes``) for the attempt to end."""
+
+    restart: int
+    nnodes: int
 
 
 def is_local_address(host: str) -> bool:
@@ -149,8 +165,11 @@ def open_store(cfg: LaunchConfig) -> tuple[TCPStore, bool]:
 class Rendezvous:
     """The join protocol of every attempt, over the agent store."""
 
-    def __init__(self, store: TCPStore, cfg: LaunchConfig, tick: Tick, hosting: bool) -> None:
+    def __init__(
+        self, store: TCPStore, cfg: LaunchConfig, tick: Tick, hosting: bool, agent: str = ""
+    ) -> None:
         self.store = PrefixStore(f"accordrun/{cfg.run_id}", store)
+        self.agent = agent
         self.port = store.port
         self.addr = store.local_address() or "127.0.0.1"
         self.cfg = cfg
@@ -165,14 +184,21 @@ class Rendezvous:
         if server is not None:
             server.close()
 
-    def join(self, restart: int, expected: int | None = None) -> RoundInfo:
-        """Meet the other nodes for attempt ``restart``; ``expected`` is the previous attempt's
-        node count (a restart does not wait ``last_call_timeout`` for nodes that never came)."""
+    def join(self, restart: int, expected: int | None = None, ahead: int = 0) -> RoundInfo | Waiting:
+        """Meet the other nodes for attempt ``restart``. ``expected``: how many nodes the
+        previous attempt's verdict restarts with (the attempt starts once they came, without
+        waiting ``last_call_timeout``); ``ahead``: for a node that was not in the previous
+        attempt, how many nodes that were go first (they keep the places; ranks are by
+        arrival). Waiting: the attempt had started without this node."""
         if self.cfg.rdzv_backend == "static":
             node_rank, nnodes = self.cfg.node_rank, self.cfg.max_nodes
         else:
+            if ahead:
+                self._let_ahead(restart, ahead)
             node_rank, nnodes = self._arrive(restart, expected)
-        me = NodeRecord(node_rank, self.host, os.getpid(), self.cfg.nproc_per_node, self.cfg.role, self.addr)
+        me = NodeRecord(
+            node_rank, self.host, os.getpid(), self.cfg.nproc_per_node, self.cfg.role, self.addr, self.agent
+        )
         key = f"r{restart}/node/{node_rank}"
         held = self.store.compare_set(key, "", me.encode())
         if held.decode() != me.encode():
@@ -182,19 +208,38 @@ class Rendezvous:
                 f"{other.host}: give every node its own --node-rank (0 … "
                 f"{nnodes - 1})."
             )
+        if node_rank >= nnodes:
+            if self.hosting:  # a race at the start can leave it out; the others need this
+                self._serve_workers(restart)
+            return Waiting(restart, nnodes)
         nodes = self._gather(restart, nnodes)
+        if self.hosting:
+            self._serve_workers(restart)
         return RoundInfo(restart, node_rank, nodes, self.cfg.rdzv_host, self._workers_port(restart))
 
+    def waiting(self, restart: int, nnodes: int) -> list[NodeRecord]:
+        """The nodes that came after attempt ``restart`` started with ``nnodes`` nodes and wait
+        for it to end (c10d)."""
+        if self.cfg.rdzv_backend == "static":
+            return []
+        joined = self.store.add(f"r{restart}/joined", 0)
+        keys = [f"r{restart}/node/{i}" for i in range(nnodes, joined)]
+        present = [key for key in keys if self.store.check([key])]
+        return [NodeRecord.decode(value) for value in self.store.multi_get(present)] if present else []
+
+    def _serve_workers(self, restart: int) -> None:
+        """The hosting launcher starts attempt ``restart``'s workers' store (closing the
+        previous attempt's) and publishes its port."""
+        self.close()
+        self._workers_store = TCPStoreServer(
+            0, host=self.cfg.rdzv_host, admit=descendants_checker(os.getpid())
+        )
+        self.store.set(f"r{restart}/workers_port", str(self._workers_store.port))
+
     def _workers_port(self, restart: int) -> int:
-        """The port of attempt ``restart``'s workers' store: the hosting launcher starts it
-        (closing the previous attempt's) and publishes the port; every launcher reads it."""
+        """The port of attempt ``restart``'s workers' store, once the hosting launcher
+        published it."""
         key = f"r{restart}/workers_port"
-        if self.hosting:
-            self.close()
-            self._workers_store = TCPStoreServer(
-                0, host=self.cfg.rdzv_host, admit=descendants_checker(os.getpid())
-            )
-            self.store.set(key, str(self._workers_store.port))
         if self.wait_keys([key], self.cfg.join_timeout):
             raise LaunchError(
                 f"the launcher hosting the store at {self.cfg.rdzv_host}:"
@@ -230,7 +275,8 @@ class Rendezvous:
             self.tick()
 
     def _arrive(self, restart: int, expected: int | None) -> tuple[int, int]:
-        """c10d: (node rank by arrival, number of nodes in this attempt)."""
+        """c10d: (node rank by arrival, number of nodes in this attempt); a rank >= that number:
+        the attempt had started without this node."""
         index = self.store.add(f"r{restart}/joined", 1) - 1
         if index == 0:
             count = self._lead(restart, expected)
@@ -248,13 +294,14 @@ class Rendezvous:
                 f"{self.cfg.min_nodes} nodes (--nnodes {self.cfg.nnodes}) joined within "
                 f"{format_seconds(self.cfg.join_timeout)}."
             )
-        if index >= count:
-            raise LaunchError(
-                f"this node arrived after attempt {restart} started with {count} "
-                f"nodes (--nnodes {self.cfg.nnodes}); accordrun cannot add nodes "
-                f"to a running job. Start all nodes together."
-            )
         return index, count
+
+    def _let_ahead(self, restart: int, ahead: int) -> None:
+        """Wait (up to ``last_call_timeout``) until ``ahead`` nodes joined attempt ``restart``."""
+        deadline = time.monotonic() + self.cfg.last_call_timeout
+        while self.store.add(f"r{restart}/joined", 0) < ahead and time.monotonic() < deadline:
+            self.tick()
+            time.sleep(_POLL_S)
 
     def _lead(self, restart: int, expected: int | None) -> int:
         """The first node decides when the attempt is closed; returns its node count (0: fail)."""

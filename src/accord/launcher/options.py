@@ -115,7 +115,13 @@ def _add(
 
 
 def _add_node_options(parser: argparse.ArgumentParser) -> None:
-    _add(parser, "nnodes", "Number of nodes, or MIN:MAX for an elastic range.", default="1:1")
+    _add(
+        parser,
+        "nnodes",
+        "Number of nodes, or MIN:MAX for an elastic job (c10d): it goes on without a lost node "
+        "while MIN are left, and takes in nodes that arrive, up to MAX.",
+        default="1:1",
+    )
     _add(
         parser,
         "nproc-per-node",
@@ -140,7 +146,13 @@ def _add_node_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_worker_options(parser: argparse.ArgumentParser) -> None:
-    _add(parser, "max-restarts", "Restarts of the whole job before giving up.", type=int, default=0)
+    _add(
+        parser,
+        "max-restarts",
+        "Restarts of the whole job (after a failure, a lost node, or nodes joining) before giving up.",
+        type=int,
+        default=0,
+    )
     _add(
         parser,
         "monitor-interval",

@@ -52,14 +52,15 @@ class Failure:
 
     def summary(self) -> str:
         """One line: 'rank 3 (local_rank 1 on host b) exited with code 1: ValueError: boom'."""
+        if self.rank < 0:
+            return f"the launcher of node {self.node_rank} on {self.host}: {self.message}"
         where = f"local_rank {self.local_rank} on {self.host}"
         how = (
             f"was killed by {self.signal_name()}"
             if self.exitcode < 0
             else f"exited with code {self.exitcode}"
         )
-        who = f"rank {self.rank} ({where})" if self.rank >= 0 else f"the launcher on {self.host}"
-        return f"{who} {how}: {self.message}"
+        return f"rank {self.rank} ({where}) {how}: {self.message}"
 
     def encode(self) -> str:
         return json.dumps(asdict(self))
