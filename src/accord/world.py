@@ -50,6 +50,9 @@ class World:
         self.groups: list[ProcessGroup] = []
         self.groups_created = 0  # every new_group() call on this rank, member or not (torch's count)
         self.changes = 0  # membership changes (shrink_group, grow_group) that led to this world
+        #: what each of them was, oldest first (``api.membership.change``): the flight
+        #: recorder's dumps and the stuck report show it (ranks were renumbered)
+        self.membership: list[dict[str, Any]] = []
         self._owns_store = owns_store
         self._group_counts: dict[tuple[int, ...], int] = {}
         self._lock = threading.Lock()

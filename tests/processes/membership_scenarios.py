@@ -108,9 +108,29 @@ def shrink_world(ctx: Ctx, port: int, victim: int, transport: str) -> None:
     ctx.report("shrunk", rank=dist.get_rank(), size=dist.get_world_size(), shrink_s=shrunk,
                first_after_error_s=first_at - caught, first=float(first[0]), checked=checked,
                old_group=old_group, warned=[str(w.message) for w in warned],
-               desc=new.group_desc)
+               desc=new.group_desc, membership=_dumped_membership())
     dist.barrier()
+    if dist.get_rank() == 0:  # alone in a call: its timeout's stuck report tells the changes
+        from datetime import timedelta
+
+        new.set_timeout(timedelta(seconds=1))
+        ctx.attempt("stuck", dist.all_reduce, np.ones(1))
+    ctx.wait_for("release")
     dist.destroy_process_group()
+
+
+def _dumped_membership() -> list[dict[str, Any]]:
+    """The membership history in this rank's flight-recorder dump."""
+    import json
+    import tempfile
+
+    import accord as dist
+
+    with tempfile.TemporaryDirectory() as where:
+        path = dist.dump_flight_recorder(os.path.join(where, "rank.json"))
+        assert path is not None
+        with open(path) as f:
+            return json.load(f)["membership"]  # type: ignore[no-any-return]
 
 
 def shrink_subgroup(ctx: Ctx, port: int, victim: int, transport: str) -> None:
@@ -198,7 +218,7 @@ def replace(ctx: Ctx, port: int, victim: int, transport: str) -> None:
     y = np.full(2, dist.get_rank() + 1.0)
     dist.all_reduce(y)
     ctx.report("state", equal=all((s == states[0]).all() for s in states), value=float(state[0]),
-               sum=float(y[0]))
+               sum=float(y[0]), membership=_dumped_membership())
     dist.barrier()
     dist.destroy_process_group()
 

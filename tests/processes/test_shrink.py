@@ -32,6 +32,13 @@ def test_survivors_shrink_the_default_group_and_go_on(start_job, transport: str)
         assert info["old_group"] == "DestroyedGroupError", info  # other groups go, as torch's
         assert any("destroy 1 other process groups" in w for w in info["warned"]), info
         assert info["desc"] == "default:shrunken", info
+        (change,) = info["membership"]  # the flight recorder's dump tells the change
+        assert change["what"] == "shrink_group" and change["excluded"] == [2], change
+        assert change["size"] == [4, 3] and change["rank"] == [old_rank, info["rank"]], change
+    stuck = job.expect("stuck", ranks=[0], timeout=30)[0]
+    assert stuck.type_name == "DistTimeoutError", stuck
+    assert "1 membership change(s)" in stuck.message and "ranks [2] excluded" in stuck.message, stuck
+    assert "this rank 0 -> 0" in stuck.message, stuck
 
 
 @pytest.mark.parametrize("transport", ["shm", "tcp"])
@@ -77,3 +84,7 @@ def test_a_replacement_joins_the_survivors_in_place(start_job, transport: str) -
     values = {s.info["value"] for s in states.values()}
     assert len(values) == 1 and values.pop() >= 29, states  # the survivors' state, everywhere
     assert all(s.info["equal"] and s.info["sum"] == 10.0 for s in states.values()), states
+    for rank, report in states.items():  # survivors: shrunk then grown; the newcomer joined
+        whats = [c["what"] for c in report.info["membership"]]
+        assert whats == ["shrink_group", "join_process_group" if rank == 4 else "grow_group"], report
+        assert report.info["membership"][-1]["size"] == [3, 4], report

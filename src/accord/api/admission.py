@@ -34,7 +34,7 @@ from ..store.base import Store
 from ..timeouts import DEFAULT_PG_TIMEOUT, to_seconds
 from ..world import World, current_world
 from .lifecycle import add_device_groups, adopt
-from .membership import move_world
+from .membership import move_world, record_change
 from .worlds import build_world
 
 _ASKED, _TAKEN = "accord/join/asked", "accord/join/taken"
@@ -71,7 +71,8 @@ def grow_group(world_size: int, timeout: timedelta | None = None) -> ProcessGrou
             stacklevel=2,
         )
     decision = decide(world, world_size, seconds)
-    return move_world(world, world.rank, world_size, decision["prefix"], "default:grown", lambda: "")
+    what = {"what": "grow_group", "admitted": world_size - world.size}
+    return move_world(world, world.rank, world_size, decision["prefix"], "default:grown", lambda: "", what)
 
 
 def decide(world: World, world_size: int, seconds: float, store: Store | None = None) -> dict[str, Any]:
@@ -103,8 +104,10 @@ def _admit(store: Store, world: World, base: str, needed: int, seconds: float) -
         "prefix": f"{base}-{digest}",
         "size": world.size + needed,
         "changes": world.changes + 1,
+        "admitted": needed,
         "backend": world.backend,
         "devices": world.device_backends,
+        "history": world.membership,  # (the newcomers' dumps show the job's changes too)
     }
     for i, ticket in enumerate(tickets):
         store.set(f"accord/join/{ticket}/admit", json.dumps({**decision, "rank": world.size + i}))
@@ -173,6 +176,14 @@ def join_process_group(
     world.changes = admit["changes"]
     world.store_prefix = admit["prefix"]
     world.default_group.group_desc = "default:grown"
+    joined = {"what": "join_process_group", "admitted": admit["admitted"]}
+    record_change(
+        world,
+        admit["history"],
+        joined,
+        (admit["size"] - admit["admitted"], admit["size"]),
+        (None, admit["rank"]),
+    )
     try:
         add_device_groups(world, world.default_group, admit["devices"])
     except BaseException:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -221,6 +222,7 @@ def _shrink_world(world: World, survivors: list[int]) -> ProcessGroup:
             stacklevel=3,
         )
     say_kept(store, base, world.rank, survivors)
+    excluded = [r for r in range(world.size) if r not in survivors]
     return move_world(
         world,
         survivors.index(world.rank),
@@ -228,16 +230,25 @@ def _shrink_world(world: World, survivors: list[int]) -> ProcessGroup:
         prefix,
         "default:shrunken",
         lambda: explain(store, base, survivors),
+        {"what": "shrink_group", "excluded": excluded},
     )
 
 
 def move_world(
-    world: World, rank: int, size: int, prefix: str, desc: str, why_late: Callable[[], str]
+    world: World,
+    rank: int,
+    size: int,
+    prefix: str,
+    desc: str,
+    why_late: Callable[[], str],
+    what: dict[str, Any],
 ) -> ProcessGroup:
     """Destroy ``world`` (keeping its store open) and make its successor: ``rank`` of
     ``size``, meeting under ``prefix``; the new default group (``desc``) replaces the old
-    one where it was current. A timeout of the meeting gets ``why_late()`` added to its
-    message; after any failure this rank has no world (init_process_group may be called)."""
+    one where it was current, and the change (``what``: its name and what it did) joins
+    the new world's membership history (``change``). A timeout of the meeting gets
+    ``why_late()`` added to its message; after any failure this rank has no world
+    (init_process_group may be called)."""
     store, old = world.store, world.default_group
     assert store is not None
     owns_store = world.hand_over_store()
@@ -255,6 +266,7 @@ def move_world(
         raise
     new.changes = world.changes + 1
     new.store_prefix = prefix
+    record_change(new, world.membership, what, (world.size, size), (world.rank, rank))
     default = new.default_group
     default.group_desc = desc
     default.object_policy = old.object_policy
@@ -267,6 +279,21 @@ def move_world(
     new.device_backends = world.device_backends
     replace_world(world, new)
     return default  # type: ignore[no-any-return]
+
+
+def record_change(
+    new: World,
+    history: list[dict[str, Any]],
+    what: dict[str, Any],
+    sizes: tuple[int, int],
+    ranks: tuple[int | None, int],
+) -> None:
+    """``new``'s membership history: ``history`` and the change that made ``new`` (its
+    number is ``new.changes``), which its monitor shows in dumps and stuck reports."""
+    entry = {"change": new.changes, "time": time.time(), "size": list(sizes), "rank": list(ranks), **what}
+    new.membership = [*history, entry]
+    if new.monitor is not None:
+        new.monitor.membership = new.membership
 
 
 def say_kept(store: Any, base: str, rank: int, survivors: list[int]) -> None:

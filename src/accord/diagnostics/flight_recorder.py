@@ -19,7 +19,12 @@ The file of rank N is ``<dir>/rank<N>.json``::
 ``entries`` are the group's collective calls by sequence number; ``p2p`` its point-to-point
 operations (send, recv, isend, irecv) in the order this rank posted them, ``peer`` a global
 rank (null: a receive from any rank that got nothing yet). Dumps written before p2p was
-recorded have no ``p2p``: readers take it as empty.
+recorded have no ``p2p``: readers take it as empty. ``membership`` lists the membership
+changes (shrink_group, grow_group, join_process_group) that led to this world, oldest first:
+``{"change": 1, "what": "shrink_group", "time": …, "size": [4, 3], "rank": [3, 2],
+"excluded": [2]}`` (``size`` and ``rank``: before and after; ``excluded`` in the old ranks;
+a growth has ``admitted``, the number of newcomers); empty (or absent, in older dumps) when
+the job never changed.
 """
 
 from __future__ import annotations
@@ -52,7 +57,13 @@ def default_directory(job: str) -> str | None:
     return os.path.join(tempfile.gettempdir(), "accord-flight-recorder", label)
 
 
-def snapshot(rank: int, world_size: int, groups: Sequence[ProcessGroup], reason: str) -> dict[str, Any]:
+def snapshot(
+    rank: int,
+    world_size: int,
+    groups: Sequence[ProcessGroup],
+    reason: str,
+    membership: Sequence[dict[str, Any]] = (),
+) -> dict[str, Any]:
     """Everything a dump holds, as plain data."""
     return {
         "format": FORMAT,
@@ -62,6 +73,7 @@ def snapshot(rank: int, world_size: int, groups: Sequence[ProcessGroup], reason:
         "host": socket.gethostname(),
         "time": time.time(),
         "reason": reason,
+        "membership": list(membership),
         "groups": [
             {
                 "name": g.group_name,
@@ -98,7 +110,13 @@ def write(data: dict[str, Any], path: str) -> str:
 
 
 def dump(
-    rank: int, world_size: int, groups: Sequence[ProcessGroup], reason: str, job: str, path: str | None = None
+    rank: int,
+    world_size: int,
+    groups: Sequence[ProcessGroup],
+    reason: str,
+    job: str,
+    path: str | None = None,
+    membership: Sequence[dict[str, Any]] = (),
 ) -> str | None:
     """Write this rank's dump to ``path`` (default ``<default dir>/rank<N>.json``); returns
     the path, or None when automatic dumps are off and no path was given."""
@@ -107,7 +125,7 @@ def dump(
         if directory is None:
             return None
         path = os.path.join(directory, f"rank{rank}.json")
-    return write(snapshot(rank, world_size, groups, reason), path)
+    return write(snapshot(rank, world_size, groups, reason, membership), path)
 
 
 _installed_lock = threading.Lock()

@@ -40,6 +40,8 @@ class Monitor:
         self.board = board
         self._groups = groups
         self.last_dump: str | None = None
+        #: the world's membership changes (``World.membership``): in dumps and stuck reports
+        self.membership: list[dict[str, Any]] = []
 
     def attach(self, group: ProcessGroup) -> None:
         group.monitor = self
@@ -58,7 +60,7 @@ class Monitor:
 
     def dump(self, reason: str, path: str | None = None) -> str | None:
         self.last_dump = flight_recorder.dump(
-            self.rank, self.world_size, self._groups(), reason, self.job, path
+            self.rank, self.world_size, self._groups(), reason, self.job, path, self.membership
         )
         return self.last_dump
 
@@ -71,6 +73,8 @@ class Monitor:
         if isinstance(exc, DistTimeoutError) and self.board is not None and record is not None:
             report, missing = stuck_report(self.board, group, record.seq, record.op)
             extra.append(report)
+            if self.membership:
+                extra.append(describe_membership(self.membership))
             if record.op != "monitored_barrier":  # its first line names the missing ranks already
                 _name_in_first_line(exc, missing)
         self._annotate(exc, extra)
@@ -106,6 +110,23 @@ def _name_in_first_line(exc: BaseException, missing: list[int]) -> None:
     names = ", ".join(map(str, missing))
     first += f" Did not reach this call: rank{'s' if len(missing) > 1 else ''} {names} (stuck report below)."
     exc.args = (first + newline + rest, *exc.args[1:])
+
+
+def describe_membership(changes: list[dict[str, Any]]) -> str:
+    """One line per membership change that led to this world: the ranks named above are
+    this world's, and these say what they were before."""
+    lines = [f"This world is the job's after {len(changes)} membership change(s) (ranks renumbered):"]
+    for c in changes:
+        what = (
+            f"ranks {c['excluded']} excluded"
+            if "excluded" in c
+            else f"{c.get('admitted', 0)} newcomer(s) admitted"
+        )
+        lines.append(
+            f"  #{c['change']} {c['what']}: {what}; world {c['size'][0]} -> {c['size'][1]}, this rank "
+            f"{c['rank'][0]} -> {c['rank'][1]}"
+        )
+    return "\n".join(lines)
 
 
 def comm_stats(groups: Sequence[ProcessGroup]) -> dict[str, dict[str, dict[str, Any]]]:

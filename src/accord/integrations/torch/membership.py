@@ -84,6 +84,9 @@ def _shrink_world(survivors: list[int], timeout: timedelta) -> dist.ProcessGroup
     assert new is not None
     new.changes = world.changes + 1
     new.default_group.group_desc = "default:shrunken"
+    excluded = {"what": "shrink_group", "excluded": [r for r in range(world.size) if r not in survivors]}
+    sizes, ranks = (world.size, len(survivors)), (rank, survivors.index(rank))
+    membership.record_change(new, world.membership, excluded, sizes, ranks)
     return dist.group.WORLD  # type: ignore[return-value]
 
 
@@ -114,7 +117,7 @@ def grow_group(world_size: int, timeout: timedelta | None = None) -> dist.Proces
     decision = admission.decide(world, world_size, seconds, TorchStore(root))
     world.will_move()
     dist.destroy_process_group()
-    _init_on(root, decision, world.rank, seconds)
+    _init_on(root, decision, world.rank, seconds, "grow_group", world.rank)
     return dist.group.WORLD  # type: ignore[return-value]
 
 
@@ -130,11 +133,14 @@ def join_process_group(
     seconds = to_seconds(timeout, default=DEFAULT_PG_TIMEOUT)
     root = _root(store) if store is not None else _client(init_method or "env://", seconds)
     decision = admission.ask(TorchStore(root), seconds)
-    _init_on(root, decision, decision["rank"], seconds)
+    _init_on(root, decision, decision["rank"], seconds, "join_process_group", None)
 
 
-def _init_on(root: Any, decision: dict[str, Any], rank: int, seconds: float) -> None:
-    """torch's default group on backend accord for ``decision`` (admission.decide's)."""
+def _init_on(
+    root: Any, decision: dict[str, Any], rank: int, seconds: float, what: str, old_rank: int | None
+) -> None:
+    """torch's default group on backend accord for ``decision`` (admission.decide's), the
+    change (``what``) recorded in its membership history."""
     dist.init_process_group(
         BACKEND_NAME,
         store=dist.PrefixStore(f"{decision['prefix']}/", root),
@@ -146,6 +152,9 @@ def _init_on(root: Any, decision: dict[str, Any], rank: int, seconds: float) -> 
     assert new is not None
     new.changes = decision["changes"]
     new.default_group.group_desc = "default:grown"
+    sizes = (decision["size"] - decision["admitted"], decision["size"])
+    change = {"what": what, "admitted": decision["admitted"]}
+    membership.record_change(new, decision["history"], change, sizes, (old_rank, rank))
 
 
 def _root(store: Any) -> Any:
