@@ -68,6 +68,19 @@ def test_comm_stats_and_an_on_demand_dump(tmp_path):
     assert entries[3]["root"] == 1
     report = merge.render(merge.load([str(tmp_path)]))
     assert "no divergence" in report
+    assert data["membership"] == [] and "membership changes" not in report  # (the job never changed)
+
+
+def test_the_merged_report_says_how_a_changed_job_got_its_ranks() -> None:
+    dumps = {r: _dump(r, [(1, "all_reduce", "completed", 4)], size=2) for r in range(2)}
+    changes = [{"change": 1, "what": "shrink_group", "excluded": [1], "size": [3, 2], "rank": [2, 1]},
+               {"change": 2, "what": "grow_group", "admitted": 1, "size": [2, 3], "rank": [1, 1]}]
+    for d in dumps.values():
+        d["membership"] = changes
+    report = merge.render(dumps)
+    assert "membership changes before this world (2):" in report, report
+    assert "#1 shrink_group: ranks [1] excluded, world 3 -> 2" in report, report
+    assert "#2 grow_group: 1 admitted, world 2 -> 3" in report, report
 
 
 def _dump(rank, entries, size=3):

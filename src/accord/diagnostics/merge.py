@@ -153,6 +153,12 @@ def render(dumps: dict[int, dict[str, Any]]) -> str:
             f"  rank {rank} (pid {dumps[rank].get('pid')} on {dumps[rank].get('host')}): "
             f"{dumps[rank].get('reason')}".splitlines()[0]
         )
+    changes = next((d["membership"] for d in dumps.values() if d.get("membership")), None)
+    if changes:  # (ranks above are this world's: say how the job got here)
+        lines.append(f"membership changes before this world ({len(changes)}):")
+        for c in changes:
+            did = f"ranks {c['excluded']} excluded" if "excluded" in c else f"{c.get('admitted')} admitted"
+            lines.append(f"  #{c['change']} {c['what']}: {did}, world {c['size'][0]} -> {c['size'][1]}")
     for group in analyse(dumps):
         lines.append("")
         lines.append(f"group {group['name']!r} (id {group['id']}, ranks {group['ranks']})")
