@@ -100,14 +100,17 @@ def large_round(rank: int, n: int, i: int, big: np.ndarray) -> None:
 
 def mixed_loop(ctx: Ctx, port: int, transport: str, timeout: float = 60.0,
                culprit: int = -1, raise_at: int = -1, large_only: bool = False,
-               laggard: int = -1, lag: float = 0.0, leave_at_once: bool = False) -> None:
+               laggard: int = -1, lag: float = 0.0, leave_at_once: bool = False,
+               go_on: int = 0) -> None:
     """Every rank loops ``mixed_round`` (or, ``large_only``, a large all_reduce) until a
     collective fails (the parent kills or stops a rank, or ``culprit`` raises a user error at
     round ``raise_at``); reports "looping" after the first round, then the failure, then how
     two later calls go; stays until released. ``laggard`` sleeps ``lag`` seconds before each
     round (so the others are already waiting for it in the next one). ``leave_at_once``: a
     survivor destroys and returns as soon as its call failed, as a program whose exception ends
-    it does (the others may then see it leave before they see the root cause)."""
+    it does (the others may then see it leave before they see the root cause). ``go_on``: the
+    survivors shrink the default group by the ranks they saw go and run that many more rounds
+    on it, every result checked, then report "continued"."""
     import accord as dist
 
     _start(ctx, port, transport, timeout)
@@ -132,6 +135,19 @@ def mixed_loop(ctx: Ctx, port: int, transport: str, timeout: float = 60.0,
     except dist.DistError as exc:
         _fail_report(ctx, "failure", exc, start, iterations=i)
         if leave_at_once:  # as a program whose exception ends it: destroy and go at once
+            dist.destroy_process_group()
+            ctx.report("destroyed")
+            return
+        if go_on:
+            lost = dist.lost_ranks()
+            start = time.monotonic()
+            dist.shrink_group(lost)
+            shrunk = time.monotonic() - start
+            for j in range(go_on):
+                one_round(dist.get_rank(), dist.get_world_size(), j, big)
+            ctx.report("continued", lost=lost, rank=dist.get_rank(), size=dist.get_world_size(),
+                       shrink_s=shrunk)
+            ctx.wait_for("release")
             dist.destroy_process_group()
             ctx.report("destroyed")
             return

@@ -155,6 +155,31 @@ def test_a_rank_killed_at_a_random_point_is_named_promptly(fault_job, request, t
     finish(job, {r: (-signal.SIGKILL if r == victim else 0) for r in range(n)}, why)
 
 
+@pytest.mark.parametrize("run", range(CHAOS_RUNS))
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_survivors_of_a_random_kill_shrink_and_go_on(fault_job, request, transport, run) -> None:
+    """The chaos run again, then the survivors go on: they shrink the default group by the
+    ranks they saw go (every one names the victim alone), and run 3 more rounds of mixed
+    collectives on the 3 of them, every result checked against its closed form. The victim
+    is any rank but 0, which hosts the store."""
+    rng, seed = rng_for(request)
+    n = 4
+    victim, delay = rng.randrange(1, n), rng.uniform(0.0, 1.0)
+    why = f"{seed}: rank {victim} killed {delay:.3f} s into the loop ({transport})"
+    job = fault_job(n, "mixed_loop", port=free_port(), transport=transport, go_on=3)
+    check_transport(job, transport)
+    job.expect("looping", timeout=30)
+    time.sleep(delay)
+    job.signal(victim, signal.SIGKILL)
+    survivors = [r for r in range(n) if r != victim]
+    job.expect("failure", ranks=survivors, timeout=15)
+    for rank, report in job.expect("continued", ranks=survivors, timeout=30).items():
+        assert report.ok and report.info["lost"] == [victim], (why, report)
+        assert report.info["size"] == 3 and report.info["rank"] == survivors.index(rank), (why, report)
+        assert report.info["shrink_s"] < 1.0, (why, report)
+    finish(job, {r: (-signal.SIGKILL if r == victim else 0) for r in range(n)}, why)
+
+
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_rank_killed_while_a_survivor_is_frozen_is_named(fault_job, request, transport) -> None:
     """3 ranks loop a 1 MiB all_reduce (shm: single-copy reads); rank 1 pauses 50 ms before
