@@ -1,18 +1,21 @@
-"""Membership changes of a running job: ``shrink_group`` (torch 2.13's API).
+"""Membership changes of a running job: ``shrink_group`` (torch 2.13's API), ``lost_ranks``,
+and the step from one world to the next that growing shares (``move_world``).
 
 Owns: excluding ranks from a group in place, the survivors' side of it. A group whose member
-died is broken for good (``PeerError``); the survivors call ``shrink_group([dead])`` and get a
-working group of themselves, renumbered, without restarting their processes. Shrinking the
-default group makes a new world: a new mesh among the survivors, met under store keys of
-its own (``<world prefix>/shrink<n>-<digest of the survivors>``, so that survivors that
-disagree on whom to exclude never meet in one world: they time out, and the error says who
-asked for what), with the old world's store handed over (rank 0's server keeps running)
-and every other group of the old world destroyed, as torch does. Shrinking another group
-makes a new group of its survivors on the same mesh (only they call it, as with
-``new_group(use_local_synchronization=True)``); global ranks stay.
+died is broken for good (``PeerError``); the survivors call ``shrink_group(lost_ranks())``
+and get a working group of themselves, renumbered, without restarting their processes.
+Shrinking the default group makes a new world: a new mesh among the survivors, met under
+store keys of its own (``<world prefix>/change<n>-<digest of the survivors>``, so that
+survivors that disagree on whom to exclude never meet in one world: they time out, and the
+error says who kept whom), with the old world's store handed over (rank 0's server keeps
+running), every other group of the old world destroyed, as torch does, and the change in
+the new world's membership history (flight-recorder dumps, stuck reports). The old world's
+GOODBYE says this rank moves on, so a slower survivor does not count it lost. Shrinking
+another group makes a new group of its survivors on the same mesh (only they call it, as
+with ``new_group(use_local_synchronization=True)``); global ranks stay.
 
-Must not know about torch (``integrations.torch`` brings ``torch.distributed.shrink_group``
-here) or the launcher.
+Must not know about torch (``integrations.torch.membership`` does the same through torch's
+API) or the launcher.
 """
 
 from __future__ import annotations
