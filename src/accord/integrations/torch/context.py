@@ -17,7 +17,7 @@ import threading
 from datetime import timedelta
 from typing import Any
 
-from ...api.lifecycle import install_process_hooks
+from ...api.adoption import install_process_hooks
 from ...api.worlds import build_world
 from ...errors import InternalError
 from ...group.mesh_barrier import INIT_BARRIER_GROUP
