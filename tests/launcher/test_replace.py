@@ -13,7 +13,7 @@ import pytest
 from .running import SCRIPTS, Launched, clean_env
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.timeout(180)]
-RECOVERY = str(SCRIPTS / "recovery.py")
+RECOVERY, TORCH_RECOVERY = str(SCRIPTS / "recovery.py"), str(SCRIPTS / "torch_recovery.py")
 
 
 def _lines(job: Launched, kind: str) -> list[dict[str, str]]:
@@ -26,8 +26,8 @@ def _lines(job: Launched, kind: str) -> list[dict[str, str]]:
     return found
 
 
-def _pid_of(job: Launched, rank: int) -> int:
-    job.wait_for(lambda: len(_lines(job, "TRAINING")) >= 4, 90, "every worker training")
+def _pid_of(job: Launched, rank: int, workers: int = 4) -> int:
+    job.wait_for(lambda: len(_lines(job, "TRAINING")) >= workers, 90, "every worker training")
     time.sleep(0.3)  # a few steps in
     (line,) = [t for t in _lines(job, "TRAINING") if t["rank"] == str(rank)]
     return int(line["pid"])
@@ -106,3 +106,20 @@ def test_a_program_without_the_recovery_loop_restarts_whole_counting_the_replace
     assert re.search(r"attempt 0 failed: rank 3 \(local_rank 3 on .*\) was killed by SIGKILL: .* "
                      r"Restarting every worker \(restart 2 of 2\)\.", job.stderr), job.stderr
     _equal_parameters(job, restart=2, steps=800)
+
+
+@pytest.mark.torch
+def test_a_torch_ddp_job_takes_its_replacement_in(launch):
+    """The same through torch (backend accord, DDP): the replacement joins with
+    accord.integrations.torch.join_process_group, the survivors shrink and grow with its
+    twins, rebuild DDP, and every rank ends with the same parameters."""
+    pytest.importorskip("torch")
+    job = launch("--nproc-per-node", "3", "--replace-workers", "--max-restarts", "1", TORCH_RECOVERY,
+                 env=clean_env(STEPS="1500"))
+    os.kill(_pid_of(job, 1, workers=3), signal.SIGKILL)
+    assert job.finish(150) == 0, job.stderr
+    params = _lines(job, "PARAMS")
+    assert sorted(p["rank"] for p in params) == ["0", "1", "2"], job.stdout
+    assert all(p["same"] == "1" and p["steps"] == "1500" for p in params), params
+    assert len(_lines(job, "GROWN")) == 2 and "restart 1 of 1); the other workers go on." in job.stderr
+    assert [t["joined"] for t in _lines(job, "TRAINING")].count("1") == 1
