@@ -108,6 +108,34 @@ def test_a_program_without_the_recovery_loop_restarts_whole_counting_the_replace
     _equal_parameters(job, restart=2, steps=800)
 
 
+def test_a_worker_on_the_other_host_is_replaced_there(launch, two_hosts):
+    """Two hosts (network namespaces), two workers each: a worker of host b dies, host b's
+    accordrun replaces it, the replacement joins through the store on host a and the ranks
+    of both hosts (over TCP), and both launchers end with the job's success."""
+    a, b = two_hosts
+    common = ["--nnodes", "2", "--nproc-per-node", "2", "--rdzv-backend", "c10d",
+              "--rdzv-endpoint", f"{a.rdzv_addr}:29500", "--rdzv-conf", "join_timeout=60",
+              "--replace-workers", "--max-restarts", "1", RECOVERY]
+    job_a = launch(*common, prefix=a.prefix,
+                   env=clean_env(ACCORD_SOCKET_IFNAME=a.data_if, STEPS="1500"))
+    job_b = launch(*common, prefix=b.prefix,
+                   env=clean_env(ACCORD_SOCKET_IFNAME=b.data_if, STEPS="1500"))
+    job_b.wait_for(lambda: len(_lines(job_b, "TRAINING")) == 2, 90, "host b's workers training")
+    victim = [t for t in _lines(job_b, "TRAINING")][1]
+    job_a.wait_for(lambda: len(_lines(job_a, "TRAINING")) == 2, 90, "host a's workers training")
+    time.sleep(0.3)
+    os.kill(int(victim["pid"]), signal.SIGKILL)
+    assert job_b.finish(120) == 0, job_b.stderr
+    assert job_a.finish(60) == 0, job_a.stderr
+    assert "restart 1 of 1); the other workers go on." in job_b.stderr
+    assert "Starting a worker in its place" not in job_a.stderr
+    params = _lines(job_a, "PARAMS") + _lines(job_b, "PARAMS")
+    assert sorted(int(p["rank"]) for p in params) == [0, 1, 2, 3], params
+    assert all(p["same"] == "1" and p["steps"] == "1500" for p in params), params
+    assert len({p["digest"] for p in params}) == 1, params
+    assert [t["joined"] for t in _lines(job_b, "TRAINING")] == ["0", "0", "1"]
+
+
 @pytest.mark.torch
 def test_a_torch_ddp_job_takes_its_replacement_in(launch):
     """The same through torch (backend accord, DDP): the replacement joins with
