@@ -81,6 +81,14 @@ def test_pet_environment_defaults(monkeypatch):
     assert _config("--nproc-per-node", "2", "x.py").nproc_per_node == 2  # the flag wins
 
 
+def test_replace_workers_is_a_flag_off_by_default(monkeypatch):
+    assert _config("x.py").replace_workers is False
+    assert _config("--replace-workers", "x.py").replace_workers is True
+    assert _config("--replace_workers", "--max-restarts", "3", "x.py").replace_workers is True
+    monkeypatch.setenv("PET_REPLACE_WORKERS", "1")
+    assert _config("x.py").replace_workers is True
+
+
 def test_ignored_torchrun_options_are_accepted_and_named():
     args = get_args_parser().parse_args(["--start-method", "fork", "--numa-binding", "node",
                                          "x.py"])

@@ -15,9 +15,10 @@ from accord.launcher.env import JobFacts, WorkerPlace, worker_env
 from accord.launcher.liveness import Liveness, heartbeat_key
 from accord.launcher.nodes import NodeRecord, RoundInfo, is_local_address
 from accord.launcher.options import LaunchConfig
+from accord.launcher.procs import LocalGroup
 from accord.launcher.report import Failure, format_report, make_failure, read_error_file
 from accord.launcher.rounds import FAILED, INTERRUPTED, RESIZE, RESTART, STOPPED, SUCCEEDED, \
-    NodeStatus, Verdict, decide
+    NodeStatus, RoundChannel, Verdict, decide
 from accord.store.hash_store import HashStore
 
 LAUNCHER = pathlib.Path(accord.__file__).parent / "launcher"
@@ -55,6 +56,34 @@ def test_worker_env_writes_the_contract_over_the_launchers_environment():
     assert worker_env({"OMP_NUM_THREADS": "4"}, place, job, "e")["OMP_NUM_THREADS"] == "4"
 
 
+def test_a_replacement_gets_its_places_environment_and_accord_join():
+    place = WorkerPlace(5, 1, 8, 2, 2, 4, 3, 6)
+    job = JobFacts("trainer", "10.0.0.1", 29500, "run9", 1, 3, "SIGTERM")
+    first = worker_env({"ACCORD_JOIN": "1"}, place, job, "e")  # never inherited
+    joining = worker_env({}, place, job, "e2", joining=True)
+    assert "ACCORD_JOIN" not in first and joining["ACCORD_JOIN"] == "1"
+    assert {k: v for k, v in joining.items() if k not in ("ACCORD_JOIN", "TORCHELASTIC_ERROR_FILE")} \
+        == {k: v for k, v in first.items() if k != "TORCHELASTIC_ERROR_FILE"}
+
+
+def test_a_replaced_worker_leaves_its_place_to_the_new_one():
+    group = LocalGroup()
+    group.start([["sh", "-c", "exit 3"], ["sh", "-c", "sleep 30"]], [{}, {}])
+    try:
+        first = group.next_exit(10)
+        assert (first.local_rank, first.returncode) == (0, 3) and group.running() == [1]
+        with pytest.raises(RuntimeError, match="has not ended"):
+            group.replace(1, ["true"], {})
+        new = group.replace(0, ["sh", "-c", "exit 0"], {})
+        assert new.pid != first.pid and group.procs[0] is new
+        second = group.next_exit(10)
+        assert (second.local_rank, second.pid, second.returncode) == (0, new.pid, 0)
+        assert group.running() == [1]
+    finally:
+        group.stop(5)
+    assert group.running() == []
+
+
 def _cfg(max_restarts: int, nnodes: tuple[int, int] = (3, 3)) -> LaunchConfig:
     return LaunchConfig("train.py", [], min_nodes=nnodes[0], max_nodes=nnodes[1],
                         max_restarts=max_restarts)
@@ -75,6 +104,25 @@ def test_verdict_picks_the_earliest_failure_and_restarts_while_allowed():
     assert (verdict.nnodes, verdict.survivors) == (3, 3)
     assert decide(_info(restart=1), statuses, _cfg(1), 30).outcome == FAILED
     assert Verdict.decode(verdict.encode()) == verdict
+
+
+def test_workers_replaced_in_place_count_as_restarts():
+    statuses = {0: NodeStatus(0, "a", FAILED, [_failure(1, 20.0)]),
+                1: NodeStatus(1, "b", STOPPED), 2: NodeStatus(2, "c", STOPPED)}
+    verdict = decide(_info(restart=1), statuses, _cfg(max_restarts=4), 30, replaced=2)
+    assert verdict.outcome == RESTART and verdict.replaced == 2
+    assert verdict.restarts(1) == 3  # the next attempt is number 4
+    assert Verdict.decode(verdict.encode()) == verdict
+    assert decide(_info(restart=1), statuses, _cfg(4), 30, replaced=3).outcome == FAILED
+    ok = {n: NodeStatus(n, "x", SUCCEEDED) for n in range(3)}
+    assert decide(_info(), ok, _cfg(0), 30, replaced=5).outcome == SUCCEEDED
+
+
+def test_a_replacement_is_counted_only_while_restarts_are_left():
+    store = HashStore()
+    channel = RoundChannel(store, _info(restart=1), None, lambda: None)
+    assert [channel.take_replacement(_cfg(3)) for _ in range(3)] == [2, 3, None]
+    assert channel.replacements() == 2
 
 
 def test_a_failure_blamed_on_a_peer_is_not_the_root_cause_even_when_it_came_first():

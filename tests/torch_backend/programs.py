@@ -594,6 +594,17 @@ def ddp_shrink(rank: int, world_size: int, victim: int, steps: int = 3) -> dict[
             "is_world": group == dist.group.WORLD, "equal": _same_everywhere(model)}
 
 
+def init_when_joining(rank: int, world_size: int, backend: str) -> dict[str, Any]:
+    """torch's own init_process_group in a process that is to join a running job
+    (ACCORD_JOIN=1, as accordrun --replace-workers sets it): refused at once."""
+    import os
+
+    import accord.integrations.torch  # noqa: F401 — registers backend "accord"
+
+    os.environ["ACCORD_JOIN"] = "1"
+    return _caught(lambda: dist.init_process_group(backend, rank=rank, world_size=world_size))
+
+
 def ddp_replace(rank: int, world_size: int, backend: str, victim: int, steps: int = 3) -> dict[str, Any]:
     """A job of ``world_size - 1`` ranks trains with DDP; ``victim`` dies; the survivors
     shrink and grow back, taking in the last rank of this run (a newcomer that calls

@@ -35,3 +35,12 @@ def test_ddp_survivors_take_in_a_replacement_and_train_on() -> None:
     assert [(got[r]["rank"], got[r]["size"]) for r in (0, 2, 3)] == [(0, 3), (1, 3), (2, 3)], got
     assert all(got[r]["equal"] for r in (0, 2, 3)), got
     assert all(got[r]["changed_s"] < 5.0 for r in (0, 2)), got
+
+
+def test_torchs_init_is_refused_in_a_process_that_is_to_join() -> None:
+    """A replacement started by accordrun --replace-workers (ACCORD_JOIN=1) that calls
+    torch.distributed.init_process_group is told at once to call join_process_group, rather
+    than waiting out torch's timeout for a world of ranks that never come."""
+    (got,) = harness.run("init_when_joining", "accord", 1, self_init=True)
+    assert got["type"] == "ValueError", got
+    assert "accord.integrations.torch.join_process_group()" in got["message"], got

@@ -33,7 +33,7 @@ from ..rendezvous.handlers import client_store
 from ..store.base import Store
 from ..timeouts import DEFAULT_PG_TIMEOUT, to_seconds
 from ..world import World, current_world
-from .lifecycle import add_device_groups, adopt
+from .adoption import add_device_groups, adopt
 from .membership import move_world, record_change
 from .worlds import build_world
 

@@ -1,37 +1,29 @@
 """Creating and destroying the world and its groups, and asking about them.
 
-Owns: init_process_group (rendezvous → store → the world, which ``worlds`` builds),
-destroy_process_group,
-new_group, the rank/size/backend queries and rank translation, and the exit hook that says
-GOODBYE to peers when the interpreter exits normally. Must not know about the launcher.
+Owns: init_process_group (rendezvous → store → the world, which ``worlds`` builds; or, in a
+process started to replace a lost rank — ``ACCORD_JOIN=1`` — joining the running job through
+``admission``), destroy_process_group, new_group, the rank/size/backend queries and rank
+translation. The world becomes the process's, with its exit hook, in ``adoption``. Must not
+know about the launcher (``ACCORD_JOIN`` is a variable of ``config``, as ``RANK`` is).
 """
 
 from __future__ import annotations
 
-import atexit
-import os
-import sys
-import threading
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 from .. import config
-from ..backend_names import Backend, device_backends, device_provider, resolve_backend, world_provider
-from ..diagnostics import debug, fail_fast, flight_recorder
+from ..backend_names import Backend, device_backends, resolve_backend, world_provider
 from ..errors import DestroyedBeforeInitError
 from ..group.process_group import ProcessGroup
 from ..rendezvous import rendezvous
 from ..store.base import Store
 from ..timeouts import DEFAULT_PG_TIMEOUT, to_seconds
 from ..world import NON_GROUP_MEMBER, World, clear_scoped_world, current_world, set_process_world
+from .admission import join_process_group
+from .adoption import add_device_groups, adopt
 from .common import resolve_group
 from .worlds import build_world, engine_world
-
-_exit_hook_lock = threading.Lock()
-_exit_hook_registered = False
-_exit_callbacks: list[Callable[[], None]] = []  # run once at exit, in order
-_finalizer_pid = 0  # the process that registered the multiprocessing exit finalizer
 
 
 def init_process_group(
@@ -51,10 +43,18 @@ def init_process_group(
     alternatively pass ``store`` with ``rank`` and ``world_size``. ``backend`` None, "gloo"
     or "accord" selects accord's CPU backend.
 
+    With ``ACCORD_JOIN=1`` in the environment (``accordrun --replace-workers`` sets it for
+    the worker it starts in place of one that died) this process joins the running job
+    instead: ``join_process_group(backend, init_method, timeout, store)``, admitted when the
+    job's ranks call ``grow_group``. ``rank`` and ``world_size`` are then the job's to give:
+    ``get_rank()`` says which rank this process became.
+
     Raises:
         ValueError: called twice, both init_method and store, a bad rank/world size, a
-            missing or malformed env variable (named), an unavailable backend.
-        DistTimeoutError: some ranks never joined within ``timeout`` (they are named).
+            missing or malformed env variable (named), an unavailable backend; with
+            ACCORD_JOIN=1, a backend or init_method that cannot join a running job.
+        DistTimeoutError: some ranks never joined within ``timeout`` (they are named); with
+            ACCORD_JOIN=1, nobody admitted this process within ``timeout``.
     """
     if current_world(required=False) is not None:
         raise ValueError("trying to initialize the default process group twice!")
@@ -62,6 +62,14 @@ def init_process_group(
     devices = device_backends(backend)
     seconds = to_seconds(timeout, default=DEFAULT_PG_TIMEOUT)
     provider = world_provider(name)
+    if config.joining():
+        if provider is not None:
+            raise ValueError(
+                f"{config.JOIN.name}=1 asks this process to join a running job, and backend "
+                f"{name!r} cannot take in new processes (MPI's ranks are fixed by mpiexec)"
+            )
+        join_process_group(backend, init_method, timeout, store)
+        return
     if provider is not None:  # another engine (MPI): it finds its own ranks and needs no store
         world = engine_world(
             provider(init_method=init_method, timeout=seconds, world_size=world_size, rank=rank, store=store),
@@ -85,12 +93,6 @@ def init_process_group(
     adopt(world)
 
 
-def adopt(world: World) -> None:
-    """Make ``world`` this process's world, with the process hooks (init's last step)."""
-    set_process_world(world)
-    install_process_hooks(_destroy_default_world, current_world, dump_flight_recorder_for_signal)
-
-
 def _with_devices(world: World, devices: dict[str, str], device_id: Any) -> None:
     """Give the new world's default group its device groups (torch's NCCL for CUDA tensors);
     on failure the world is taken down again and the error raised."""
@@ -104,73 +106,6 @@ def _with_devices(world: World, devices: dict[str, str], device_id: Any) -> None
     except BaseException:
         world.destroy()
         raise
-
-
-def add_device_groups(world: World, group: Any, devices: dict[str, str], device_id: Any = None) -> None:
-    """Make ``group``'s torch group for each device kind of ``devices`` ({"cuda": "nccl"}),
-    for the same ranks, meeting in the world's store (every member calls this)."""
-    if not devices or not isinstance(group, ProcessGroup):
-        return
-    if world.store is None:
-        raise ValueError(
-            f"device backends {devices} need a store to meet in, and this world has "
-            f"none: pass store= to init_process_group"
-        )
-    made = {}
-    for kind, name in devices.items():
-        prefix = f"{world.store_prefix}/device/{group.group_id:08x}/{kind}/"
-        made[kind] = device_provider(name)(
-            kind, world.store, prefix, group.rank(), group.size(), to_seconds(group.timeout), device_id
-        )
-    group.device_groups = made
-
-
-def install_process_hooks(
-    at_exit: Callable[[], None], world_getter: Callable[..., Any], dump: Callable[[str], Any]
-) -> None:
-    """What every world of a process gets (accord's default world, and the torch backend's):
-    ``at_exit`` runs when the process ends normally (it says GOODBYE to the peers), SIGUSR1
-    calls ``dump``, and an uncaught exception aborts the groups of ``world_getter()``
-    (fail-fast, unless ACCORD_FAIL_FAST=0). Each is registered once per process."""
-    _register_exit_hook(at_exit)
-    flight_recorder.install_signal_handler(dump)
-    debug.show_logs()
-    if config.fail_fast():
-        fail_fast.install(world_getter)
-
-
-def _register_exit_hook(callback: Callable[[], None]) -> None:
-    """Run ``callback`` when the process ends normally: at interpreter exit (atexit), and in
-    a multiprocessing child, whose "fork" start method ends with os._exit() and skips atexit,
-    from multiprocessing's own exit finalizers (registered once per process)."""
-    global _exit_hook_registered, _finalizer_pid
-    with _exit_hook_lock:
-        if callback not in _exit_callbacks:
-            _exit_callbacks.append(callback)
-        if not _exit_hook_registered:
-            atexit.register(_run_exit_callbacks)
-            _exit_hook_registered = True
-        mp = sys.modules.get("multiprocessing")
-        if mp is not None and _finalizer_pid != os.getpid() and mp.parent_process() is not None:
-            import multiprocessing.util as mp_util
-
-            mp_util.Finalize(None, _run_exit_callbacks, exitpriority=100)
-            _finalizer_pid = os.getpid()
-
-
-def _run_exit_callbacks() -> None:
-    for callback in list(_exit_callbacks):
-        try:
-            callback()
-        except Exception:  # noqa: BLE001 — the others must still say goodbye
-            pass
-
-
-def _destroy_default_world() -> None:
-    world = current_world(required=False)
-    if world is not None:
-        set_process_world(None)
-        world.destroy()
 
 
 def destroy_process_group(group: Any = None) -> None:
@@ -329,12 +264,6 @@ def dump_flight_recorder(path: str | None = None, reason: str = "on demand") -> 
     world = current_world()
     assert world is not None
     return world.monitor.dump(reason, path) if world.monitor is not None else None
-
-
-def dump_flight_recorder_for_signal(reason: str) -> None:
-    world = current_world(required=False)
-    if world is not None and world.monitor is not None:
-        world.monitor.dump(reason)
 
 
 def comm_stats() -> dict[str, dict[str, dict[str, Any]]]:

@@ -31,7 +31,7 @@ from ..errors import DistTimeoutError, StoreTimeoutError
 from ..group.process_group import ProcessGroup
 from ..timeouts import to_seconds
 from ..world import NON_GROUP_MEMBER, World, current_world, replace_world
-from .lifecycle import add_device_groups
+from .adoption import add_device_groups
 from .worlds import build_world
 
 #: shrink_group's flags (torch's values): wait for nothing, refuse a group with calls in

@@ -22,7 +22,7 @@ from .launchers import (  # noqa: F401 — re-exported: config.MASTER_ADDR and t
     MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
     TORCHELASTIC_RUN_ID, TORCHELASTIC_USE_AGENT_STORE, TORCHELASTIC_RESTART_COUNT,
     TORCHELASTIC_ERROR_FILE, LOG_LINE_PREFIX_TEMPLATE, SHUTDOWN_TIMEOUT, OMP_NUM_THREADS,
-    HEARTBEAT_TIMEOUT, PET_OPTIONS,
+    HEARTBEAT_TIMEOUT, JOIN, PET_OPTIONS,
     SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NODEID, SLURM_NTASKS_PER_NODE,
     SLURM_TASKS_PER_NODE, SLURM_NODELIST, SLURM_JOB_ID,
     OMPI_RANK, OMPI_SIZE, OMPI_LOCAL_RANK, OMPI_LOCAL_SIZE,
@@ -229,6 +229,11 @@ def nccl_standin() -> str | None:
     if value != "gloo":
         raise ValueError(f"ACCORD_NCCL_STANDIN={value!r}: expected 'gloo' or unset")
     return value
+
+
+def joining() -> bool:
+    """ACCORD_JOIN: whether init_process_group joins a running job (a launcher's replacement)."""
+    return (JOIN.raw() or "0").lower() not in ("0", "false", "no", "off")
 
 
 def mpi_checks() -> bool:

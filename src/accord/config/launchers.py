@@ -56,6 +56,14 @@ HEARTBEAT_TIMEOUT = _setting(
     "accordrun, several nodes: seconds without a heartbeat (each launcher beats every tenth of "
     "it) before another node's launcher counts as lost: its node leaves the job.",
 )
+JOIN = _setting(
+    "ACCORD_JOIN",
+    None,
+    "'1' (set by accordrun --replace-workers for a worker it starts in place of one that died): "
+    "init_process_group joins the running job (join_process_group on the job's store, "
+    "admitted when its ranks call grow_group) instead of starting one; get_rank() then says "
+    "which rank the job gave it.",
+)
 PET_OPTIONS = _setting(
     "PET_<OPTION>",
     None,

@@ -1,8 +1,8 @@
 """The launcher's main loop on one node: meet the other nodes, run the workers, watch, restart.
 
-Owns: the order of an attempt (join → start the local workers with their environment and
-error files → watch them and the other nodes → stop → agree on a verdict → restart, finish or
-report), turning worker exits into failures, elasticity's decisions on one node (with
+Owns: the order of an attempt (join → start the local workers (``local_workers``) → watch
+them and the other nodes, a failed worker replaced in place with --replace-workers → stop →
+agree on a verdict → restart, finish or report), elasticity's decisions on one node (with
 --nnodes MIN:MAX: stop every node's workers when another node is lost, or when nodes wait to
 join with room and a restart left; a node that came late waits for the running attempt to
 end, as a spare when the job has MAX nodes), and starting this launcher's heartbeat. Signals
@@ -18,18 +18,17 @@ import socket
 import time
 import uuid
 from dataclasses import dataclass
-from typing import BinaryIO, cast
 
 from .. import config
 from ..errors import DistStoreError
 from ..store.tcp_store import TCPStore
-from .env import JobFacts, worker_env
 from .liveness import Heartbeat, Liveness, beat_interval
+from .local_workers import LocalWorkers
 from .nodes import LaunchError, Rendezvous, RoundInfo, Waiting, open_store
 from .options import LaunchConfig
-from .output import Console, OutputPump, RunDir, line_prefix, stream_targets
-from .procs import LocalGroup, Reaper, WorkerExit, worker_command
-from .report import Failure, format_report, make_failure
+from .output import Console, RunDir
+from .procs import LocalGroup, Reaper, WorkerExit
+from .report import Failure, format_report
 from .rounds import (
     FAILED,
     INTERRUPTED,
@@ -142,7 +141,8 @@ class Agent:
                     others = self._waiters(job, joined.restart, joined.nnodes)
                     leave(job.rendezvous.store, joined.restart, job.hosting, verdict.survivors + others)
                     return self._ended_without_us(verdict)
-                restart, expected, ahead = joined.restart + 1, verdict.nnodes, verdict.survivors
+                restart, expected = verdict.restarts(joined.restart) + 1, verdict.nnodes
+                ahead = verdict.survivors
                 continue
             info = joined
             channel = RoundChannel(job.rendezvous.store, info, job.liveness, self.shutdown.check)
@@ -150,12 +150,12 @@ class Agent:
             if verdict.outcome != RESTART:
                 waiters = self._waiters(job, info.restart, info.nnodes)
                 channel.leave(job.hosting, expected=verdict.survivors + waiters)
-                return self._finish(verdict, info.restart)
-            restart, expected, ahead = info.restart + 1, verdict.nnodes, 0
+                return self._finish(verdict, verdict.restarts(info.restart))
+            restart, expected, ahead = verdict.restarts(info.restart) + 1, verdict.nnodes, 0
             self.console.say(self._restarting(verdict, info))
 
     def _restarting(self, verdict: Verdict, info: RoundInfo) -> str:
-        restart = info.restart + 1
+        restart = verdict.restarts(info.restart) + 1
         if verdict.root is not None:
             head = f"attempt {info.restart} failed: {verdict.root.summary()}"
         else:
@@ -216,75 +216,26 @@ class Agent:
         return sum(not liveness.lost(agent) for agent in agents)
 
     def _attempt(self, info: RoundInfo, channel: RoundChannel, job: _Job) -> Verdict:
-        group, pump = LocalGroup(job.reaper), OutputPump(self.console)
-        error_files = [
-            os.path.join(job.rundir.worker_dir(info.restart, i), "error.json")
-            for i in range(self.cfg.nproc_per_node)
-        ]
-        self.shutdown.group = group
+        workers = LocalWorkers(
+            self.cfg, info, self.environ, self.console, job.rundir, job.reaper, self.local_rank_arg
+        )
+        self.shutdown.group = workers.group
         try:
-            self._start(group, pump, info, error_files, job.rundir)
-            status = self._watch(group, channel, info, error_files, job)
+            workers.start()
+            status = self._watch(workers, channel, info, job)
         finally:
-            group.stop(self.cfg.shutdown_timeout)
+            workers.stop()
             self.shutdown.group = None
-            pump.drain(2.0)
-            pump.close()
         channel.publish(status)
         statuses = channel.gather()
-        mine = decide(
-            info, statuses, self.cfg, self.lost_after, self._waiters(job, info.restart, info.nnodes)
-        )
+        waiting = self._waiters(job, info.restart, info.nnodes)
+        mine = decide(info, statuses, self.cfg, self.lost_after, waiting, channel.replacements())
         return channel.settle(mine)
 
-    def _start(
-        self, group: LocalGroup, pump: OutputPump, info: RoundInfo, error_files: list[str], rundir: RunDir
-    ) -> None:
-        cfg = self.cfg
-        job = JobFacts(
-            cfg.role,
-            info.master_addr,
-            info.master_port,
-            cfg.run_id,
-            info.restart,
-            cfg.max_restarts,
-            ",".join(cfg.signals),
-        )
-        places = info.places()
-        envs = [worker_env(self.environ, place, job, error_files[place.local_rank]) for place in places]
-        commands = [
-            worker_command(
-                cfg.entrypoint,
-                cfg.args,
-                cfg.module,
-                cfg.no_python,
-                f"--local-rank={p.local_rank}" if self.local_rank_arg else None,
-            )
-            for p in places
-        ]
-        group.start(commands, envs)
-        for place, proc in zip(places, group.procs):
-            prefix = line_prefix(place.rank, place.local_rank, cfg.role)
-            targets = stream_targets(
-                self.console, place.local_rank, cfg.redirects, cfg.tee, cfg.local_ranks_filter
-            )
-            folder = rundir.worker_dir(info.restart, place.local_rank)
-            for name, pipe in (("stdout", proc.stdout), ("stderr", proc.stderr)):
-                shown, logged = targets[name]
-                pump.add(
-                    cast(BinaryIO, pipe),
-                    prefix,
-                    shown,
-                    os.path.join(folder, f"{name}.log") if logged else None,
-                )
-        pump.start()
-
-    def _watch(
-        self, group: LocalGroup, channel: RoundChannel, info: RoundInfo, error_files: list[str], job: _Job
-    ) -> NodeStatus:
-        """Until the local workers end, one fails, another node fails or is lost, nodes wait
-        to join with room for them, or a signal comes."""
-        watching = job.liveness is not None
+    def _watch(self, workers: LocalWorkers, channel: RoundChannel, info: RoundInfo, job: _Job) -> NodeStatus:
+        """Until the local workers end, one fails (and is not replaced in place), another node
+        fails or is lost, nodes wait to join with room for them, or a signal comes."""
+        group, watching = workers.group, job.liveness is not None
         next_look = time.monotonic() + (job.liveness.every if job.liveness else 0.0)
         while True:
             event = group.next_exit(self.cfg.monitor_interval)
@@ -295,9 +246,12 @@ class Agent:
                 self.shutdown.handled = True
                 return self._status(info, INTERRUPTED, [], name)
             if event is not None and event.returncode != 0:
-                exits = [event, *self._queued(group)]
-                failures = [self._failure(e, info, error_files) for e in exits if e.returncode]
-                self._await_root_cause(group, info, error_files, failures)
+                first = workers.failure(event)
+                if self.cfg.replace_workers and not channel.stopped() and workers.replace(first, channel):
+                    continue
+                failures = [first, *(workers.failure(e) for e in self._queued(group) if e.returncode)]
+                failures = workers.reported(failures)  # + the replaced ones, when these are their fallout
+                self._await_root_cause(workers, failures)
                 if watching and channel.stop_reason() == RESIZE:
                     return self._status(info, STOPPED, [], "stopped to take in new nodes")
                 if watching:
@@ -323,7 +277,7 @@ class Agent:
             channel.raise_alarm(STOPPED)
             return self._status(info, STOPPED, [], f"lost node(s) {lost}")
         cfg = self.cfg
-        room = info.nnodes < cfg.max_nodes and info.restart < cfg.max_restarts
+        room = info.nnodes < cfg.max_nodes and info.restart + channel.replacements() < cfg.max_restarts
         if (
             room
             and self._waiters(job, info.restart, info.nnodes, proven=True)
@@ -333,21 +287,19 @@ class Agent:
             return self._status(info, RESIZE, [], "nodes wait to join")
         return None
 
-    def _await_root_cause(
-        self, group: LocalGroup, info: RoundInfo, error_files: list[str], failures: list[Failure]
-    ) -> None:
+    def _await_root_cause(self, workers: LocalWorkers, failures: list[Failure]) -> None:
         """While every failure so far blames a peer ('rank 1 raised ValueError …'), the rank
         it blames is usually still on its way out (printing its traceback, writing its error
         file): wait up to ``_ROOT_CAUSE_GRACE_S`` for more exits, so that the report names the
         rank that failed first rather than the first to exit."""
         deadline = time.monotonic() + _ROOT_CAUSE_GRACE_S
-        while all(f.caused_by_a_peer() for f in failures) and group.running():
+        while all(f.caused_by_a_peer() for f in failures) and workers.group.running():
             left = deadline - time.monotonic()
             if left <= 0 or self.shutdown.signum is not None:
                 return
-            event = group.next_exit(min(left, 0.05))
+            event = workers.group.next_exit(min(left, 0.05))
             if event is not None and event.returncode:
-                failures.append(self._failure(event, info, error_files))
+                failures.append(workers.failure(event))
 
     @staticmethod
     def _queued(group: LocalGroup) -> list[WorkerExit]:
@@ -358,20 +310,6 @@ class Agent:
 
     def _status(self, info: RoundInfo, outcome: str, failures: list[Failure], detail: str = "") -> NodeStatus:
         return NodeStatus(info.node_rank, self.host, outcome, failures, detail)
-
-    def _failure(self, event: WorkerExit, info: RoundInfo, error_files: list[str]) -> Failure:
-        place = info.places()[event.local_rank]
-        return make_failure(
-            place.rank,
-            place.local_rank,
-            info.node_rank,
-            self.host,
-            event.pid,
-            event.returncode,
-            event.time,
-            error_files[event.local_rank],
-            self.cfg.no_python,
-        )
 
     def _finish(self, verdict: Verdict, restarts: int) -> int:
         if verdict.outcome == SUCCEEDED:

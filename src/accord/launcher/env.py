@@ -26,9 +26,18 @@ TORCHELASTIC_RESTART_COUNT      restarts so far (after failures, lost nodes, nod
 TORCHELASTIC_MAX_RESTARTS       --max-restarts
 TORCHELASTIC_ERROR_FILE         where the worker's uncaught exception is written as JSON
 TORCHELASTIC_SIGNALS_TO_HANDLE  --signals-to-handle
+ACCORD_JOIN                     "1" for a worker started in the place of one that died
+                                (--replace-workers): init_process_group joins the running
+                                job; removed from every other worker's environment
 TORCH_NCCL_ASYNC_ERROR_HANDLING "1" unless set (as torchrun; accord does not read it)
 OMP_NUM_THREADS                 "1" unless set, when a node runs several workers (as torchrun)
 ==============================  ===============================================================
+
+A replacement gets the environment of the worker it replaces: the same ``LOCAL_RANK`` and
+``RANK`` (the place it takes, whatever rank the job gives it: ``get_rank()`` says, as it does
+for the ranks a ``shrink_group`` renumbered), the same ``WORLD_SIZE`` (the size the job grows
+back to) and ``TORCHELASTIC_RESTART_COUNT`` (the attempt's: its store keys are under
+``/worker/attempt_<n>``), with ``ACCORD_JOIN=1``.
 
 Everything else is inherited from the launcher's environment.
 """
@@ -66,9 +75,15 @@ class JobFacts:
     signals: str
 
 
-def worker_env(base: Mapping[str, str], place: WorkerPlace, job: JobFacts, error_file: str) -> dict[str, str]:
-    """``base`` (the launcher's environment) with the contract above written over it."""
+def worker_env(
+    base: Mapping[str, str], place: WorkerPlace, job: JobFacts, error_file: str, joining: bool = False
+) -> dict[str, str]:
+    """``base`` (the launcher's environment) with the contract above written over it
+    (``joining``: for a replacement)."""
     env = dict(base)
+    env.pop("ACCORD_JOIN", None)  # config.JOIN
+    if joining:
+        env["ACCORD_JOIN"] = "1"
     env.update(
         {
             "RANK": str(place.rank),

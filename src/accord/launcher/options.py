@@ -60,6 +60,7 @@ class LaunchConfig:
     join_timeout: float = 600.0
     last_call_timeout: float = 30.0
     max_restarts: int = 0
+    replace_workers: bool = False
     monitor_interval: float = 0.1
     role: str = "default"
     module: bool = False
@@ -149,9 +150,18 @@ def _add_worker_options(parser: argparse.ArgumentParser) -> None:
     _add(
         parser,
         "max-restarts",
-        "Restarts of the whole job (after a failure, a lost node, or nodes joining) before giving up.",
+        "Restarts of the whole job (after a failure, a lost node, or nodes joining) before giving "
+        "up; with --replace-workers, each replacement counts as one.",
         type=int,
         default=0,
+    )
+    _add(
+        parser,
+        "replace-workers",
+        "A worker that fails (a signal, a non-zero exit) does not stop the others: a new one "
+        "starts in its place, with ACCORD_JOIN=1 (its init_process_group joins the running job, "
+        "when the others call accord.grow_group). Each counts against --max-restarts.",
+        flag=True,
     )
     _add(
         parser,
@@ -378,6 +388,7 @@ def config_from_args(args: argparse.Namespace) -> LaunchConfig:
         join_timeout=_seconds(conf, "join_timeout", 600.0),
         last_call_timeout=_seconds(conf, "last_call_timeout", 30.0),
         max_restarts=args.max_restarts,
+        replace_workers=bool(getattr(args, "replace_workers", False)),
         monitor_interval=args.monitor_interval,
         role=args.role,
         module=args.module,

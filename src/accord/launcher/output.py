@@ -5,7 +5,9 @@ mix), the ``OutputPump`` thread that reads every worker's stdout and stderr pipe
 into ``[rank3]: …`` lines on the launcher's stdout and stderr (``TORCHELASTIC_LOG_LINE_PREFIX_
 TEMPLATE`` changes the prefix) and into ``stdout.log``/``stderr.log`` files for ``--redirects``
 and ``--tee``, and the ``RunDir`` layout (torchrun's: ``<log_dir>/<run_id>_<random>/attempt_<n>/
-<local_rank>/{stdout.log,stderr.log,error.json}``). Must not know how workers are started.
+<local_rank>/{stdout.log,stderr.log,error.json}``; the k-th worker started in the place of
+local rank ``<local_rank>``'s during the attempt: ``…/<local_rank>/replacement_<k>/``). Must
+not know how workers are started.
 """
 
 from __future__ import annotations
@@ -66,21 +68,24 @@ def line_prefix(rank: int, local_rank: int, role: str) -> bytes:
 
 
 class OutputPump:
-    """A thread that copies worker pipes to the console and log files until each reaches EOF."""
+    """A thread that copies worker pipes to the console and log files until each reaches EOF
+    (``follow``: until ``close``, taking new pipes meanwhile: workers started later)."""
 
-    def __init__(self, console: Console) -> None:
+    def __init__(self, console: Console, follow: bool = False) -> None:
         self._console = console
         self._selector = selectors.DefaultSelector()
         self._open = 0
+        self._follow = follow
         self._stopped = False
         self._lock = threading.Condition()
         self._thread: threading.Thread | None = None
 
     def add(self, pipe: BinaryIO, prefix: bytes, console: BinaryIO | None, log_path: str | None) -> None:
-        """Follow ``pipe``; before ``start``."""
+        """Follow ``pipe``: before ``start``, or at any time before ``close`` with ``follow``."""
         log = open(log_path, "ab", buffering=0) if log_path else None
-        self._selector.register(pipe, selectors.EVENT_READ, _Stream(prefix, console, log))
-        self._open += 1
+        with self._lock:
+            self._selector.register(pipe, selectors.EVENT_READ, _Stream(prefix, console, log))
+            self._open += 1
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="accordrun-output", daemon=True)
@@ -105,7 +110,7 @@ class OutputPump:
     def _run(self) -> None:
         while True:
             with self._lock:
-                if self._open <= 0 or self._stopped:
+                if self._stopped or (self._open <= 0 and not self._follow):
                     break
             for key, _ in self._selector.select(timeout=0.2):
                 self._read(key.fileobj, key.data)  # type: ignore[arg-type]
@@ -179,8 +184,12 @@ class RunDir:
         self.base = base
         self.path = tempfile.mkdtemp(prefix=f"{run_id}_", dir=base)
 
-    def worker_dir(self, restart: int, local_rank: int) -> str:
+    def worker_dir(self, restart: int, local_rank: int, replacement: int = 0) -> str:
+        """The folder of local rank ``local_rank``'s worker in attempt ``restart`` (of its
+        ``replacement``-th replacement in that attempt, if not 0)."""
         path = os.path.join(self.path, f"attempt_{restart}", str(local_rank))
+        if replacement:
+            path = os.path.join(path, f"replacement_{replacement}")
         os.makedirs(path, exist_ok=True)
         return path
 

@@ -1,9 +1,10 @@
 """The workers of one node for one attempt: starting, watching, signalling and stopping them.
 
 Owns: the worker command lines (through the bootstrap ``worker.py``), ``LocalGroup`` (one
-process group per worker, a waiter thread per worker that timestamps its exit, forwarding a
-signal to every group, SIGTERM → grace → SIGKILL), and the ``Reaper`` client that keeps the
-``reaper.py`` watchdog informed. Must not know how ranks were agreed or what the job does.
+process group per worker, a waiter thread per worker that timestamps its exit, a new process
+in the place of one that ended — ``replace`` —, forwarding a signal to every group, SIGTERM →
+grace → SIGKILL), and the ``Reaper`` client that keeps the ``reaper.py`` watchdog informed.
+Must not know how ranks were agreed or what the job does.
 """
 
 from __future__ import annotations
@@ -103,24 +104,54 @@ class LocalGroup:
 
     def __init__(self, reaper: Reaper | None = None) -> None:
         self._reaper = reaper
-        self.procs: list[subprocess.Popen] = []
+        self.procs: list[subprocess.Popen] = []  # the current worker of each local rank
         self.exits: dict[int, WorkerExit] = {}
+        self._replaced: list[subprocess.Popen] = []  # workers that ended and were replaced
         self._events: queue.Queue[WorkerExit] = queue.Queue()
-        self._lock = threading.Lock()
+        # reentrant: the signal handler (``shutdown``) runs in the main thread, maybe while
+        # the main thread holds it
+        self._lock = threading.RLock()
 
     def start(self, commands: Sequence[list[str]], envs: Sequence[dict[str, str]]) -> None:
         """Start one worker per command (local rank = index). Call from the main thread:
         PR_SET_PDEATHSIG fires when the *thread* that forked the child ends."""
         for local_rank, (command, env) in enumerate(zip(commands, envs)):
-            proc = subprocess.Popen(
-                command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
-            )
+            proc = self._spawn(command, env)
             self.procs.append(proc)
-            if self._reaper is not None:
-                self._reaper.watch(proc.pid)
-            threading.Thread(
-                target=self._wait, args=(local_rank, proc), daemon=True, name=f"accordrun-wait-{local_rank}"
-            ).start()
+            self._follow(local_rank, proc)
+
+    def replace(self, local_rank: int, command: list[str], env: dict[str, str]) -> subprocess.Popen:
+        """Start a new worker in the place of ``local_rank``'s, which has ended (its exit
+        was taken from ``next_exit``); what the old one started is killed. From the main
+        thread, as ``start``."""
+        with self._lock:
+            old = self.procs[local_rank]
+            if local_rank not in self.exits or self.exits[local_rank].pid != old.pid:
+                raise RuntimeError(f"local rank {local_rank}'s worker (pid {old.pid}) has not ended")
+        _killpg(old.pid, signal.SIGKILL)  # its children, if it left any
+        if self._reaper is not None:
+            self._reaper.forget(old.pid)
+        proc = self._spawn(command, env)
+        with self._lock:
+            self._replaced.append(old)
+            self.procs[local_rank] = proc
+            del self.exits[local_rank]
+        self._follow(local_rank, proc)
+        return proc
+
+    def _spawn(self, command: list[str], env: dict[str, str]) -> subprocess.Popen:
+        proc = subprocess.Popen(
+            command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+        )
+        if self._reaper is not None:
+            self._reaper.watch(proc.pid)
+        return proc
+
+    def _follow(self, local_rank: int, proc: subprocess.Popen) -> None:
+        """A thread that waits for ``proc`` (local rank ``local_rank``'s worker) to end."""
+        threading.Thread(
+            target=self._wait, args=(local_rank, proc), daemon=True, name=f"accordrun-wait-{local_rank}"
+        ).start()
 
     def _wait(self, local_rank: int, proc: subprocess.Popen) -> None:
         returncode = proc.wait()
@@ -142,8 +173,10 @@ class LocalGroup:
 
     def signal(self, sig: int) -> None:
         """Send ``sig`` to the process group of every worker still running."""
-        for local_rank in self.running():
-            _killpg(self.procs[local_rank].pid, sig)
+        with self._lock:
+            pids = [self.procs[i].pid for i in range(len(self.procs)) if i not in self.exits]
+        for pid in pids:
+            _killpg(pid, sig)
 
     def stop(self, grace: float, tick: Callable[[], None] | None = None) -> None:
         """SIGTERM every running worker, SIGKILL what is left after ``grace`` seconds, then
@@ -167,7 +200,9 @@ class LocalGroup:
 
     def kill_leftovers(self) -> None:
         """SIGKILL each worker's process group (grandchildren included) and forget it."""
-        for proc in self.procs:
+        with self._lock:
+            procs = [*self._replaced, *self.procs]
+        for proc in procs:
             _killpg(proc.pid, signal.SIGKILL)
             if self._reaper is not None:
                 self._reaper.forget(proc.pid)

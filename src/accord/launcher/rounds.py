@@ -1,15 +1,17 @@
 """One attempt across nodes: stop together, agree on what happened, restart or finish together.
 
-Owns: the per-attempt keys under ``accordrun/<run_id>/r<attempt>/`` — ``stop`` (why every node
+Owns: the per-attempt keys under ``accordrun/<run_id>/r<attempt>/`` — ``replaced`` (how many
+workers were replaced in place during the attempt, --replace-workers: each counts as a restart,
+and the next attempt's number counts them), ``stop`` (why every node
 stops its workers: a node's workers failed, a signal, a node was lost, or nodes wait to join;
 the first reason written wins), ``status/<node>`` (how the attempt ended there, with its
 failures) and ``published`` (how many did so), ``verdict`` (the first node to decide writes
-it, every node follows it: so all restart, or all stop, with the same root cause and the same
-number of nodes next) and ``left`` (the node hosting the store waits for the others, and for
-the nodes waiting to join, to read the final verdict before the store goes away); and the
-rule of ``decide``: a restart needs restarts left and at least MIN nodes that are still
-there. Must not know how workers are started, how nodes met, or how liveness is judged
-(``liveness``).
+it, every node follows it: so all restart, or all stop, with the same root cause, the same
+number of nodes and the same attempt number next) and ``left`` (the node hosting the store
+waits for the others, and for the nodes waiting to join, to read the final verdict before the
+store goes away); and the rule of ``decide``: a restart needs restarts left (replacements
+count) and at least MIN nodes that are still there. Must not know how workers are started,
+how nodes met, or how liveness is judged (``liveness``).
 """
 
 from __future__ import annotations
@@ -73,7 +75,8 @@ class NodeStatus:
 class Verdict:
     """What every node does after an attempt: finish, restart, or stop with this root cause.
     ``survivors``: the attempt's nodes that were not lost; a restart says with how many nodes
-    (``nnodes``): the survivors go first, the nodes that waited to join after them."""
+    (``nnodes``): the survivors go first, the nodes that waited to join after them.
+    ``replaced``: the workers replaced in place during the attempt (restarts too)."""
 
     outcome: str
     root: Failure | None = None
@@ -81,6 +84,11 @@ class Verdict:
     detail: str = ""
     nnodes: int = 0
     survivors: int = 0
+    replaced: int = 0
+
+    def restarts(self, attempt: int) -> int:
+        """Restarts used by the end of attempt ``attempt`` (whose verdict this is)."""
+        return attempt + self.replaced
 
     def encode(self) -> str:
         return json.dumps(
@@ -91,6 +99,7 @@ class Verdict:
                 "others": [json.loads(f.encode()) for f in self.others],
                 "nnodes": self.nnodes,
                 "survivors": self.survivors,
+                "replaced": self.replaced,
             }
         )
 
@@ -99,7 +108,8 @@ class Verdict:
         raw = json.loads(data)
         root = Failure.decode(raw["root"]) if raw["root"] else None
         others = [Failure.decode(f) for f in raw["others"]]
-        return cls(raw["outcome"], root, others, raw["detail"], raw["nnodes"], raw["survivors"])
+        replaced = raw.get("replaced", 0)
+        return cls(raw["outcome"], root, others, raw["detail"], raw["nnodes"], raw["survivors"], replaced)
 
 
 def _lost(info: RoundInfo, node_rank: int, seconds: float) -> Failure:
@@ -127,10 +137,25 @@ def decide(
     cfg: LaunchConfig,
     lost_after: float,
     waiting: int = 0,
+    replaced: int = 0,
 ) -> Verdict:
-    """The verdict from every node's status (None: the node was lost) and the number of
-    nodes waiting to join. A lost node comes first among the failures: whatever failed after
-    it most likely failed because of it."""
+    """The verdict from every node's status (None: the node was lost), the number of nodes
+    waiting to join and of the workers replaced in place during the attempt. A lost node
+    comes first among the failures: whatever failed after it most likely failed because of
+    it."""
+    verdict = _verdict(info, statuses, cfg, lost_after, waiting, info.restart + replaced)
+    verdict.replaced = replaced
+    return verdict
+
+
+def _verdict(
+    info: RoundInfo,
+    statuses: dict[int, NodeStatus | None],
+    cfg: LaunchConfig,
+    lost_after: float,
+    waiting: int,
+    used: int,
+) -> Verdict:
     lost = sorted(n for n, s in statuses.items() if s is None)
     survivors = info.nnodes - len(lost)
     failures = [_lost(info, n, lost_after) for n in lost] + sorted(
@@ -155,7 +180,7 @@ def decide(
             f"--nnodes {cfg.nnodes} needs"
         )
         return Verdict(FAILED, root, others, detail, survivors=survivors)
-    if info.restart >= cfg.max_restarts:
+    if used >= cfg.max_restarts:
         return Verdict(FAILED, root, others, survivors=survivors)
     nnodes = min(cfg.max_nodes, survivors + waiting)
     detail = "" if failures else f"{_count(waiting)} waiting to join"
@@ -187,6 +212,19 @@ class RoundChannel:
         """Tell every node to stop its workers (the first reason given stays)."""
         reason = json.dumps({"node": self.info.node_rank, "why": why})
         self.store.compare_set(self._key("stop"), "", reason)
+
+    def take_replacement(self, cfg: LaunchConfig) -> int | None:
+        """Count one more worker replaced in place, if --max-restarts allows it: the number
+        of restarts used with it; None: none left (nothing counted)."""
+        count = self.store.add(self._key("replaced"), 1)
+        if self.info.restart + count > cfg.max_restarts:
+            self.store.add(self._key("replaced"), -1)
+            return None
+        return self.info.restart + count
+
+    def replacements(self) -> int:
+        """How many workers were replaced in place during this attempt (every node's)."""
+        return self.store.add(self._key("replaced"), 0)
 
     def anyone_finished(self) -> bool:
         """Whether some node already published how the attempt ended there."""

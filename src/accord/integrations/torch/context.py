@@ -6,18 +6,24 @@ extra port), and every later group of the same job is an accord subgroup on that
 (its id derived from torch's group name, which every member shares); a group made while the
 default group is not accord's gets a world of its own. Also the process-level hooks (GOODBYE
 at exit, SIGUSR1 dumps, fail-fast) for that world. The one piece of module state here is the
-current backend world, the counterpart of torch's own default group. Must not know about the
-launcher.
+current backend world, the counterpart of torch's own default group (and, per thread, whether
+``membership`` is making the next one: ``moving``). In a process that is to join a running
+job (``ACCORD_JOIN=1``: a replacement accordrun started) torch's own ``init_process_group``
+is refused at once — it cannot join, and would wait out its timeout for ranks that never
+come — with a pointer to ``join_process_group``. Must not know about the launcher.
 """
 
 from __future__ import annotations
 
 import hashlib
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
-from ...api.lifecycle import install_process_hooks
+from ... import config
+from ...api.adoption import install_process_hooks
 from ...api.worlds import build_world
 from ...errors import InternalError
 from ...group.mesh_barrier import INIT_BARRIER_GROUP
@@ -27,6 +33,7 @@ from .store import TorchStore
 
 _lock = threading.Lock()
 _default: World | None = None  # the world behind torch's default group, while it is accord's
+_moving = threading.local()  # .active: membership is making torch's next default group
 
 
 def current_world(required: bool = False) -> World | None:
@@ -52,10 +59,27 @@ def create_simple(store: Any, rank: int, size: int, timeout: timedelta) -> Accor
     return _own_world(TorchStore(store), rank, size, "", _seconds(timeout), is_default=True)
 
 
+@contextmanager
+def moving() -> Iterator[None]:
+    """While a membership change (shrink, grow, join) makes torch's next default group."""
+    _moving.active = True
+    try:
+        yield
+    finally:
+        _moving.active = False
+
+
 def _own_world(
     store: TorchStore, rank: int, size: int, name: str, seconds: float, is_default: bool
 ) -> AccordProcessGroup:
     global _default
+    if is_default and config.joining() and not getattr(_moving, "active", False):
+        raise ValueError(
+            f"{config.JOIN.name}=1: this process is to join a running job in the place of a lost "
+            f"rank (accordrun --replace-workers started it), which torch.distributed."
+            f"init_process_group cannot do: call accord.integrations.torch.join_process_group() "
+            f"instead (torch's default group is then the job's)"
+        )
     world = build_world(store, rank, size, BACKEND_NAME, seconds, owns_store=False)
     group = world.default_group
     if name:

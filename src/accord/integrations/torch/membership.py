@@ -25,7 +25,7 @@ from ...api import admission, membership
 from ...errors import DistTimeoutError
 from ...timeouts import DEFAULT_PG_TIMEOUT, to_seconds
 from .backend import BACKEND_NAME, AccordProcessGroup
-from .context import current_world
+from .context import current_world, moving
 from .store import TorchStore
 
 SHRINK_DEFAULT, SHRINK_ABORT = membership.SHRINK_DEFAULT, membership.SHRINK_ABORT
@@ -68,13 +68,14 @@ def _shrink_world(survivors: list[int], timeout: timedelta) -> dist.ProcessGroup
     world.will_move()  # (its goodbye says this rank goes on: the others do not count it lost)
     dist.destroy_process_group()  # every group of the old world, accord's world with them
     try:
-        dist.init_process_group(
-            BACKEND_NAME,
-            store=dist.PrefixStore(f"{prefix}/", store.torch_store),
-            rank=survivors.index(rank),
-            world_size=len(survivors),
-            timeout=timeout,
-        )
+        with moving():
+            dist.init_process_group(
+                BACKEND_NAME,
+                store=dist.PrefixStore(f"{prefix}/", store.torch_store),
+                rank=survivors.index(rank),
+                world_size=len(survivors),
+                timeout=timeout,
+            )
     except DistTimeoutError as exc:
         why = membership.explain(store, base, survivors)
         if why:
@@ -141,13 +142,14 @@ def _init_on(
 ) -> None:
     """torch's default group on backend accord for ``decision`` (admission.decide's), the
     change (``what``) recorded in its membership history."""
-    dist.init_process_group(
-        BACKEND_NAME,
-        store=dist.PrefixStore(f"{decision['prefix']}/", root),
-        rank=rank,
-        world_size=decision["size"],
-        timeout=timedelta(seconds=seconds),
-    )
+    with moving():
+        dist.init_process_group(
+            BACKEND_NAME,
+            store=dist.PrefixStore(f"{decision['prefix']}/", root),
+            rank=rank,
+            world_size=decision["size"],
+            timeout=timedelta(seconds=seconds),
+        )
     new = current_world()
     assert new is not None
     new.changes = decision["changes"]
