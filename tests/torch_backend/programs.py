@@ -643,3 +643,46 @@ def ddp_replace(rank: int, world_size: int, backend: str, victim: int, steps: in
     _ddp_steps(model, opt, x, steps)
     return {"role": role, "rank": dist.get_rank(), "size": dist.get_world_size(), "changed_s": changed_s,
             "equal": _same_everywhere(model)}
+
+
+def fsdp2_shrink(rank: int, world_size: int, victim: int, steps: int = 2) -> dict[str, Any]:
+    """FSDP2 trains on every rank; each keeps a full copy of the parameters after each step
+    (the checkpoint a real job would load); ``victim`` dies; the survivors' next step
+    raises, they shrink the default group, shard a fresh model loaded from the checkpoint
+    over the survivors' mesh and train on: the full parameters agree on every survivor."""
+    import os
+    import time
+
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    import accord.integrations.torch as accord_torch
+
+    def sharded(state: dict[str, torch.Tensor] | None) -> nn.Module:
+        model = _mlp()
+        if state is not None:
+            model.load_state_dict(state)
+        mesh = init_device_mesh("cpu", (dist.get_world_size(),), mesh_dim_names=("shard",))
+        for layer in model:
+            if isinstance(layer, nn.Linear):
+                fully_shard(layer, mesh=mesh)
+        return fully_shard(model, mesh=mesh)
+
+    def full(model: nn.Module) -> dict[str, torch.Tensor]:
+        return {name: p.full_tensor().detach().clone() for name, p in model.named_parameters()}
+
+    model = sharded(None)
+    _train(model, rank, steps)
+    checkpoint = full(model)
+    if rank == victim:
+        os._exit(3)
+    time.sleep(0.3)
+    caught = _caught(lambda: _train(model, rank, 1))
+    accord_torch.shrink_group(accord_torch.lost_ranks())
+    model = sharded(checkpoint)  # on the survivors' mesh
+    losses = _train(model, rank, steps)
+    params = torch.cat([t.reshape(-1) for t in full(model).values()])
+    everyone = [torch.zeros_like(params) for _ in range(dist.get_world_size())]
+    dist.all_gather(everyone, params)
+    return {"caught": caught, "size": dist.get_world_size(), "losses": losses,
+            "equal": all(torch.equal(everyone[0], each) for each in everyone)}

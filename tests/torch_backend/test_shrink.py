@@ -44,3 +44,14 @@ def test_torchs_init_is_refused_in_a_process_that_is_to_join() -> None:
     (got,) = harness.run("init_when_joining", "accord", 1, self_init=True)
     assert got["type"] == "ValueError", got
     assert "accord.integrations.torch.join_process_group()" in got["message"], got
+
+
+def test_fsdp2_survivors_shrink_and_train_on_from_a_checkpoint() -> None:
+    """FSDP2 on 3 ranks; rank 2 dies; the survivors' step raises, they shrink, shard the
+    last checkpoint over the 2 of them and train on with equal parameters."""
+    got = harness.run("fsdp2_shrink", "accord", 3, dies=(2,), victim=2)
+    assert got[2] is None
+    for report in got[:2]:
+        assert report["caught"]["type"] is not None, report  # (the lost rank's error, not a hang)
+        assert report["size"] == 2 and report["equal"], report
+        assert all(loss == loss for loss in report["losses"]), report  # (no NaN)
