@@ -106,6 +106,22 @@ def test_unknown_forced_algorithm_lists_the_known_ones():
         choose("all_reduce", 8, 2, tunables)
 
 
+@pytest.mark.parametrize("cpus, size, nbytes, expected", [
+    # ranks sharing cores (4 on 2): the syncs dominate, single-copy from 64 KiB (unchanged)
+    (2, 4, 64 << 10, "cma_two_shot"), (2, 4, 32 << 10, "shm_one_shot"), (2, 4, 8 << 10, "shm_reduce_bcast"),
+    # a core per rank: the slots' two-shot until single-copy overtakes it, later in larger groups
+    (16, 2, 32 << 10, "shm_one_shot"), (16, 2, 256 << 10, "shm_two_shot"), (16, 2, 4 << 20, "cma_two_shot"),
+    (16, 4, 64 << 10, "shm_two_shot"), (16, 4, 4 << 20, "shm_two_shot"), (16, 4, 16 << 20, "cma_two_shot"),
+    (16, 8, 8 << 10, "shm_reduce_bcast"), (16, 8, 64 << 10, "shm_two_shot"), (16, 8, 16 << 20, "shm_two_shot"),
+    (0, 2, 256 << 10, "cma_two_shot"),  # cores unknown: as when they are shared
+])
+def test_all_reduce_on_one_host_follows_the_cores(cpus: int, size: int, nbytes: int, expected: str) -> None:
+    from accord.collectives.registry import choose
+
+    tunables = config.Tunables(1 << 20, 1 << 16, {}, host_cpus=cpus)
+    assert choose("all_reduce", nbytes, size, tunables, shared=True, cma=True).name == expected
+
+
 def test_describe_prints_every_setting():
     lines: list[str] = []
     config.describe(lines.append)

@@ -265,13 +265,23 @@ def barrier_round(me: int, n: int) -> Callable[[Round], Body]:
     return make
 
 
-def _all_reduce_rule(nbytes: int, size: int, tunables: object) -> str:
+def _all_reduce_rule(nbytes: int, size: int, tunables: Any) -> str:
     # one-shot moves (n+3)·S but syncs once; two-shot ≈5·S with two syncs (research §9.2);
-    # on 3+ ranks a small S is reduced by rank 0 alone (reduce_broadcast)
+    # on 3+ ranks a small S is reduced by rank 0 alone (reduce_broadcast). Where the ranks
+    # share cores the syncs dominate (the limits below); with a core per rank the copies do,
+    # and two-shot leads from 16 KiB at 3+ ranks and from 64 KiB at 2 (measured, 16 cores,
+    # µs, one-shot / two-shot: world 4, 64 KiB 51.9 / 32.2, 256 KiB 190 / 79; world 8,
+    # 64 KiB 105 / 67, 256 KiB 398 / 155; 16 KiB: reduce_broadcast or one-shot lead).
     if size >= 3 and nbytes <= _REDUCE_BROADCAST_MAX:
         return "shm_reduce_bcast"
-    limit = 1 << 62 if size <= 2 else (256 << 10 if size <= 4 else 64 << 10)
+    if size <= tunables.host_cpus:
+        limit = _ONE_SHOT_WITH_CORES if size <= 2 else _REDUCE_BROADCAST_MAX
+    else:
+        limit = 1 << 62 if size <= 2 else (256 << 10 if size <= 4 else 64 << 10)
     return "shm_one_shot" if nbytes <= limit else "shm_two_shot"
+
+
+_ONE_SHOT_WITH_CORES = 64 << 10
 
 
 _REDUCE_BROADCAST_MAX = 16 << 10

@@ -336,6 +336,9 @@ class Tunables:
     hierarchy: bool = True
     hierarchy_pipeline_bytes: int | None = None  # None: auto
     spread: bool = True
+    #: CPUs of this host (os.cpu_count: the same for every process on it, so every member
+    #: of a group chooses alike); 0: unknown. Algorithm rules compare it with the group size.
+    host_cpus: int = 0
 
     @classmethod
     def from_env(cls) -> Tunables:
@@ -350,6 +353,7 @@ class Tunables:
             _on(HIERARCHY),
             hierarchy_pipeline_bytes(),
             spread(),
+            os.cpu_count() or 0,
         )
 
 
