@@ -137,10 +137,14 @@ def test_a_worker_on_the_other_host_is_replaced_there(launch, two_hosts):
 
 
 @pytest.mark.torch
-def test_a_torch_ddp_job_takes_its_replacement_in(launch):
+def test_a_torch_ddp_job_takes_its_replacement_in(launch, long_run):
     """The same through torch (backend accord, DDP): the replacement joins with
     accord.integrations.torch.join_process_group, the survivors shrink and grow with its
-    twins, rebuild DDP, and every rank ends with the same parameters."""
+    twins, rebuild DDP, and every rank ends with the same parameters. Long (about 20 s, for
+    torch's imports): CI covers the same library path in torch_backend/test_shrink.py and
+    the launcher's in the NumPy test above."""
+    if not long_run:
+        pytest.skip("a long test (about 20 s): pytest --long")
     pytest.importorskip("torch")
     job = launch("--nproc-per-node", "3", "--replace-workers", "--max-restarts", "1", TORCH_RECOVERY,
                  env=clean_env(STEPS="1500"))
