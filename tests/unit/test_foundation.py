@@ -122,6 +122,23 @@ def test_all_reduce_on_one_host_follows_the_cores(cpus: int, size: int, nbytes: 
     assert choose("all_reduce", nbytes, size, tunables, shared=True, cma=True).name == expected
 
 
+@pytest.mark.parametrize("collective, cpus, size, nbytes, expected", [
+    ("broadcast", 2, 4, 256 << 10, "cma"), ("broadcast", 16, 4, 4 << 20, "shm"),
+    ("broadcast", 16, 4, 16 << 20, "cma"), ("broadcast", 16, 2, 128 << 10, "shm"),
+    ("broadcast", 16, 2, 256 << 10, "cma"), ("all_gather", 16, 8, 16 << 20, "shm"),
+    ("all_gather", 16, 2, 1 << 20, "cma"), ("reduce_scatter", 16, 8, 1 << 20, "shm"),
+    ("reduce_scatter", 16, 8, 4 << 20, "cma"), ("reduce_scatter", 16, 4, 1 << 20, "cma"),
+    ("reduce_scatter", 2, 4, 64 << 10, "cma"), ("all_to_all", 16, 4, 1 << 20, "cma"),
+])
+def test_single_copy_waits_for_larger_messages_with_a_core_per_rank(
+    collective: str, cpus: int, size: int, nbytes: int, expected: str
+) -> None:
+    from accord.collectives.registry import choose
+
+    tunables = config.Tunables(1 << 20, 1 << 16, {}, host_cpus=cpus)
+    assert choose(collective, nbytes, size, tunables, shared=True, cma=True).name == expected
+
+
 def test_describe_prints_every_setting():
     lines: list[str] = []
     config.describe(lines.append)

@@ -11,6 +11,7 @@ know about segments, sockets or the kernel call: only ``Slots``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -209,6 +210,20 @@ ALGORITHMS = [
 ]
 
 
+def _large_unless_cores(name: str, ahead_below: Callable[[int], int], max_ranks: int = 1 << 30) -> Rule:
+    """``_large``, except that with a core per rank (``host_cpus`` ≥ the group's size) the
+    slots' algorithm keeps the messages below ``ahead_below(size)`` bytes (see
+    ``_all_reduce_rule`` for why; the limits come from the same 16-core host)."""
+    large = _large(name, max_ranks)
+
+    def rule(nbytes: int, size: int, tunables: Any) -> str | None:
+        if size <= tunables.host_cpus and nbytes < ahead_below(size):
+            return None  # the slots' rule decides
+        return large(nbytes, size, tunables)
+
+    return rule
+
+
 def _all_reduce_rule(nbytes: int, size: int, tunables: Any) -> str | None:
     """cma_two_shot for large messages — except, when the host has a core per rank, below
     the size where it overtakes the slots' two-shot: reading peers through the kernel costs
@@ -228,11 +243,35 @@ def _slots_ahead_below(size: int) -> int:
     return 1 << 20 if size <= 2 else (8 << 20 if size <= 4 else 32 << 20)
 
 
+def _copies_ahead_below(size: int) -> int:
+    """The same for all_gather (whole messages copied), measured on 16 cores (µs,
+    single-copy / slots: world 2, 256 KiB 33 / 29, 1 MiB 77 / 96; world 4, 4 MiB 740 / 597,
+    16 MiB 2110 / 2553; world 8, 16 MiB 5434 / 2114) and on our 2 cores at world 2 (256 KiB
+    28.7 / 23.2)."""
+    return 1 << 20 if size <= 2 else (16 << 20 if size <= 4 else 32 << 20)
+
+
+def _broadcast_ahead_below(size: int) -> int:
+    """The same for broadcast: 16 cores (µs, single-copy / slots: world 2, 256 KiB 28 / 22,
+    1 MiB 54 / 91; world 4, 4 MiB 933 / 505, 16 MiB 1507 / 2161; world 8, 1 MiB 820 / 173,
+    16 MiB 3441 / 2621); at world 2 from 256 KiB, where single-copy already leads on our 2
+    cores (25.3 / 28.4 µs)."""
+    return 256 << 10 if size <= 2 else (16 << 20 if size <= 4 else 32 << 20)
+
+
+def _reductions_ahead_below(size: int) -> int:
+    """The same for reduce_scatter (single-copy folds as it reads: it leads sooner), 16
+    cores (µs, single-copy / slots: world 2, 256 KiB 44 / 33, 1 MiB 115 / 168; world 4,
+    256 KiB 97 / 67, 1 MiB 210 / 237; world 8, 1 MiB 641 / 304, 4 MiB 788 / 865)."""
+    return 1 << 20 if size <= 4 else 4 << 20
+
+
 RULES = {
     ("all_reduce", CMA): _all_reduce_rule,
-    ("broadcast", CMA): _large("cma"),
-    ("all_gather", CMA): _large("cma"),
-    **{(name, CMA): _large("cma", LIST_MAX) for name in ("reduce_scatter", "all_to_all", "scatter")},
+    ("broadcast", CMA): _large_unless_cores("cma", _broadcast_ahead_below),
+    ("all_gather", CMA): _large_unless_cores("cma", _copies_ahead_below),
+    ("reduce_scatter", CMA): _large_unless_cores("cma", _reductions_ahead_below, LIST_MAX),
+    **{(name, CMA): _large("cma", LIST_MAX) for name in ("all_to_all", "scatter")},
 }
 # gather and reduce: the slot algorithms keep every rank copying at once and measured faster
 # here (reduce 16 MiB, two ranks: 9.4 ms through slots, 11.7 ms single-copy); the
