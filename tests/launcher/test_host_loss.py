@@ -36,7 +36,7 @@ NAMED_WITHIN_S = 10.0
 class Ranks:
     """The four ranks' processes: 0, 1 on host a (rank 0 hosts the store), 2, 3 on host b."""
 
-    def __init__(self, hosts, script: str = SCRIPT, **env: str) -> None:  # noqa: ANN001
+    def __init__(self, hosts, **env: str) -> None:  # noqa: ANN001
         a, b = hosts
         port = str(free_port())
         self.procs = {}
@@ -44,7 +44,7 @@ class Ranks:
             contract = dict(MASTER_ADDR=a.rdzv_addr, MASTER_PORT=port, RANK=str(rank), WORLD_SIZE="4",
                             LOCAL_RANK=str(rank % 2), LOCAL_WORLD_SIZE="2", ACCORD_SOCKET_IFNAME=host.data_if,
                             ACCORD_FLIGHT_RECORDER_DIR="off")
-            self.procs[rank] = Launched([*host.prefix, sys.executable, script], clean_env(**contract, **env))
+            self.procs[rank] = Launched([*host.prefix, sys.executable, SCRIPT], clean_env(**contract, **env))
 
     def output(self) -> str:
         return "\n".join(f"rank {r}: {p.stdout}\n{p.stderr[-3000:]}" for r, p in self.procs.items())

@@ -12,7 +12,6 @@ import time
 
 import pytest
 
-from .running import SCRIPTS
 from .test_host_loss import Ranks, _pull_link
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.timeout(60)]
@@ -23,7 +22,7 @@ def ranks_of(two_hosts):
     started: list[Ranks] = []
 
     def run(**env: str) -> Ranks:
-        started.append(Ranks(two_hosts, str(SCRIPTS / "shrink_hosts.py"), **env))
+        started.append(Ranks(two_hosts, SHRINK="1", **env))
         return started[-1]
 
     yield run

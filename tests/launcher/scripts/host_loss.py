@@ -2,8 +2,11 @@
 agent stops the others when one fails): OP (all_reduce, or broadcast from rank 1) of COUNT
 float32 elements in a loop until a call raises, announcing "LOOPING" once it runs. On the
 first error it prints one RESULT JSON line (what it raised, the message, when: time.time()),
-then stays until killed, so the rank that hosts the store keeps it up for the others. Env:
-the env:// contract, TIMEOUT (seconds, the group's timeout), OP, COUNT."""
+then stays until killed, so the rank that hosts the store keeps it up for the others. With
+SHRINK=1 the ranks go on first: ``shrink_group(lost_ranks())`` and ten all_reduces on the
+shrunk world, checked, and the RESULT line says whom they excluded, the new rank and size,
+how long the shrink took and whether every sum was right. Env: the env:// contract, TIMEOUT
+(seconds, the group's timeout), OP, COUNT, SHRINK."""
 
 import json
 import os
@@ -33,9 +36,11 @@ def main() -> None:
         try:
             call()
         except Exception as exc:  # noqa: BLE001 — reported to the test, which judges it
-            print("RESULT " + json.dumps({"rank": rank, "error": type(exc).__name__, "message": str(exc),
-                                          "at": time.time(), "elapsed": time.monotonic() - start,
-                                          "calls": calls}), flush=True)
+            result = {"rank": rank, "error": type(exc).__name__, "message": str(exc), "at": time.time(),
+                      "elapsed": time.monotonic() - start, "calls": calls}
+            if os.environ.get("SHRINK") == "1":
+                result.update(go_on())
+            print("RESULT " + json.dumps(result), flush=True)
             time.sleep(60)
             os._exit(0)
         data.fill(1)
@@ -43,6 +48,21 @@ def main() -> None:
         if calls == 5:
             print(f"LOOPING rank={rank} pid={os.getpid()}", flush=True)
     sys.exit("looped 90 s without an error")
+
+
+def go_on() -> dict:
+    """Shrink by the ranks this one saw go, then ten all_reduces on the shrunk world."""
+    start = time.monotonic()
+    lost = dist.lost_ranks()
+    dist.shrink_group(lost)
+    shrunk = time.monotonic() - start
+    n, me = dist.get_world_size(), dist.get_rank()
+    sums = []
+    for i in range(10):
+        x = np.full(1 << 16, me + 1.0 + i, np.float32)  # (large enough for the two levels)
+        dist.all_reduce(x)
+        sums.append(bool((x == n * (n + 1) / 2 + n * i).all()))
+    return {"lost": lost, "new_rank": me, "size": n, "shrink_s": shrunk, "correct": all(sums)}
 
 
 if __name__ == "__main__":
