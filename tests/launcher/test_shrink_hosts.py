@@ -1,7 +1,8 @@
 """shrink_group across hosts: four ranks on two namespaced hosts (0, 1 on a — rank 0 hosts the
 store — and 2, 3 on b) all_reduce in a loop; a rank dies, or host b's link is pulled; the
 survivors shrink by the ranks they saw go and all_reduce on the shrunk world (which still spans
-both hosts when only a rank died: the two-level algorithms are built anew for it)."""
+both hosts when only a rank died: 2 + 1 ranks, so flat algorithms over TCP and shared memory;
+the host's ranks alone when host b is lost)."""
 
 from __future__ import annotations
 
