@@ -133,3 +133,29 @@ def test_a_newcomer_nobody_admits_times_out_saying_why() -> None:
     assert not accord.is_initialized()
     with pytest.raises(ValueError, match="TCPStore"):
         accord.join_process_group(init_method="file:///tmp/nowhere", timeout=0.3)
+
+
+def _one_moves_on(rank: int, moved: threading.Event) -> str:
+    """Rank 0 leaves for the job's next world (as shrink_group's fastest survivor does);
+    rank 1's next call says so, rather than calling it a rank that left the job."""
+    from accord.world import current_world
+
+    if rank == 0:
+        world = current_world()
+        assert world is not None
+        world.destroy(moving=True)
+        moved.set()
+        return ""
+    moved.wait(10)
+    try:
+        accord.all_reduce(np.ones(2))
+    except accord.PeerError as exc:
+        return f"{exc} | lost={accord.lost_ranks()}"
+    return "no error"
+
+
+def test_a_survivor_that_moves_on_is_not_counted_lost() -> None:
+    moved = threading.Event()
+    got = run_ranks(2, lambda rank: _one_moves_on(rank, moved))[1]
+    assert "rank 0 moved on to the job's next world" in got, got
+    assert got.endswith("lost=[]"), got  # (a moving rank is not among the lost)

@@ -21,8 +21,9 @@ def test_survivors_shrink_the_default_group_and_go_on(start_job, transport: str)
     job.expect("looping", ranks=[2], timeout=30)
     job.signal(2, signal.SIGKILL)
     for rank, report in job.expect("failure", ranks=[0, 1, 3], timeout=30).items():
-        assert report.type_name == "PeerError" and "rank 2" in report.message, report
-        assert report.info["peer"] == 2, report  # (what the README's loop passes to shrink_group)
+        # the victim, or (on a survivor slower to see the death) a survivor that shrank first
+        assert report.type_name == "PeerError", report
+        assert "rank 2" in report.message or "moved on to the job's next world" in report.message, report
     shrunk = job.expect("shrunk", ranks=[0, 1, 3], timeout=30)
     for old_rank, report in shrunk.items():
         info = report.info

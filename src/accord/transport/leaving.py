@@ -131,8 +131,14 @@ class Leaving:
                 return self._left_error(peer, gid, ended, context)
         return None
 
-    @staticmethod
-    def _left_error(peer: int, gid: int, ended: int, context: Any) -> PeerError:
+    def _left_error(self, peer: int, gid: int, ended: int, context: Any) -> PeerError:
+        if self.peer_state[peer] is PeerState.MOVED:  # (a survivor that shrank or grew first)
+            return PeerError(
+                f"{context}: rank {peer} moved on to the job's next world (shrink_group or "
+                f"grow_group) after call #{ended} of this group: a rank of the job was lost "
+                f"(lost_ranks() names it once this rank has seen it go)",
+                peer=peer,
+            )
         return PeerError(
             f"{context}: rank {peer} has left this group (destroy_process_group or exit) after "
             f"call #{ended} of it, so this call can never complete. Did every rank call the same "
@@ -162,5 +168,8 @@ class Leaving:
         for peer, ended in left:
             if peer in channel.members and ended < running:
                 error = self._left_error(peer, gid, ended, context)
+                dead = [p for p in channel.members if self.peer_state[p] is PeerState.DEAD]
+                if dead and self.peer_state[peer] is PeerState.MOVED:  # the root cause first
+                    error = self._gone_error(dead[0], context)
                 self.break_channel(channel, error, notify_peers=True)
                 raise error

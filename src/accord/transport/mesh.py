@@ -210,14 +210,20 @@ class Mesh(Waiting, Leaving, ABC):
 
     def gone_error(self, peers: Sequence[int], context: Any) -> PeerError | None:
         """The error to raise if any of ``peers`` has left or died, else None."""
-        for peer in peers:
-            if self.peer_state[peer] is not PeerState.OPEN:
-                return self._gone_error(peer, context)
-        return None
+        gone = [peer for peer in peers if self.peer_state[peer] is not PeerState.OPEN]
+        dead = [peer for peer in gone if self.peer_state[peer] is PeerState.DEAD]
+        return self._gone_error((dead or gone)[0], context) if gone else None  # (a death first)
 
     def _gone_error(self, peer: int, context: Any) -> PeerError:
         if self.peer_state[peer] is PeerState.DEAD:
             return PeerError(f"{context}: {self.peer_error[peer]}", peer=peer)
+        if self.peer_state[peer] is PeerState.MOVED:  # (a survivor that shrank or grew first)
+            return PeerError(
+                f"{context}: rank {peer} moved on to the job's next world (shrink_group or "
+                f"grow_group): a rank of the job was lost (lost_ranks() names it once this rank "
+                f"has seen it go)",
+                peer=peer,
+            )
         return PeerError(
             f"{context}: rank {peer} has left the group (it called destroy_process_group or "
             f"exited) and will send nothing more",
