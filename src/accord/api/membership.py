@@ -131,8 +131,10 @@ def lost_in(world: World, pg: ProcessGroup) -> list[int]:
     ``_SETTLE_S`` for the dead rank's closed connection to be read."""
     if world.mesh is None:
         return []
-    settle = _SETTLE_S if pg.is_broken() else 0.0
-    return [pg.group_ranks[r] for r in world.mesh.gone(pg.ranks, settle)]
+    mesh, ranks = world.mesh, pg.ranks
+    if pg.is_broken():
+        mesh.drive_until(lambda: bool(mesh.gone(ranks)), _SETTLE_S)
+    return [pg.group_ranks[r] for r in mesh.gone(ranks)]
 
 
 _SETTLE_S = 2.0

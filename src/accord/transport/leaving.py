@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from .channel import Channel
 
 GOODBYE_ITEM = struct.Struct("<IQ")  # GOODBYE payload: (group id, last call ended there)
+_GONE = (PeerState.DEAD, PeerState.LEFT)  # (not MOVED: see ``gone``)
 #: A GOODBYE item that is no group's: the leaver goes on in the job's next world (it is
 #: moving, not lost; ``Mesh.moving``). Group ids are 32-bit hashes: this one is reserved.
 MOVING_ITEM = GOODBYE_ITEM.pack(0xFFFFFFFF, 0x4D4F56494E47)  # (b"MOVING")
@@ -131,14 +132,26 @@ class Leaving:
                 return self._left_error(peer, gid, ended, context)
         return None
 
+    def gone(self, among: Sequence[int]) -> list[int]:
+        """The peers of ``among`` that died or left the job (in rank order): what this rank
+        has seen go; not those that moved on to the job's next world with it (``moving``)."""
+        with self.lock:
+            return [peer for peer in among if self.peer_state[peer] in _GONE]
+
+    @staticmethod
+    def _moved_error(peer: int, context: Any, after: str) -> PeerError:
+        """A peer that moved on to the job's next world (a survivor that shrank or grew
+        before this rank saw the loss): a rank was lost, not this one."""
+        return PeerError(
+            f"{context}: rank {peer} moved on to the job's next world (shrink_group or "
+            f"grow_group){after}: a rank of the job was lost (lost_ranks() names it once this "
+            f"rank has seen it go)",
+            peer=peer,
+        )
+
     def _left_error(self, peer: int, gid: int, ended: int, context: Any) -> PeerError:
-        if self.peer_state[peer] is PeerState.MOVED:  # (a survivor that shrank or grew first)
-            return PeerError(
-                f"{context}: rank {peer} moved on to the job's next world (shrink_group or "
-                f"grow_group) after call #{ended} of this group: a rank of the job was lost "
-                f"(lost_ranks() names it once this rank has seen it go)",
-                peer=peer,
-            )
+        if self.peer_state[peer] is PeerState.MOVED:
+            return self._moved_error(peer, context, f" after call #{ended} of this group")
         return PeerError(
             f"{context}: rank {peer} has left this group (destroy_process_group or exit) after "
             f"call #{ended} of it, so this call can never complete. Did every rank call the same "

@@ -20,7 +20,6 @@ sees no waiters can skip the notify without anybody missing a wake-up.
 from __future__ import annotations
 
 import threading
-import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any
@@ -33,7 +32,6 @@ from .waiting import TICK, Waiting
 from .wire import NO_FINGERPRINT, Fingerprint, FrameKind, Header, pack_header
 
 Request = "SendRequest | RecvRequest"
-_GONE = (PeerState.DEAD, PeerState.LEFT)
 #: Bytes of parking buffers kept for reuse (frames that arrive before their receive is posted
 #: are common: a peer that is a little ahead sends its next call's data early).
 _PARKING_POOL_BYTES = 64 << 20
@@ -119,36 +117,6 @@ class Mesh(Waiting, Leaving, ABC):
     def close(self) -> None:
         """Say GOODBYE to every open peer and release the links. Idempotent."""
 
-    def gone(self, among: Sequence[int], settle: float = 0.0) -> list[int]:
-        """The peers of ``among`` that died or left the job (in rank order): what this rank
-        has seen go; not those that moved on to the job's next world with it (``moving``).
-        ``settle``: if none of them is known gone yet, drive the links for up to that many
-        seconds first (a rank told of a failure by another may not have read the dead
-        peer's closed connection yet: nobody reads a link while no call waits)."""
-        deadline = time.monotonic() + settle
-        while True:
-            with self.lock:
-                found = [peer for peer in among if self.peer_state[peer] in _GONE]
-                driving = self._driving or not self.needs_driver
-                if not (driving or found):
-                    self._driving = True
-            remaining = deadline - time.monotonic()
-            if found or remaining <= 0 or self.closed:
-                if not driving and not found:
-                    with self.lock:
-                        self._driving = False
-                return found
-            if driving:  # another thread drives: let it
-                with self.lock:
-                    self.cond.wait(min(remaining, 0.05))
-                continue
-            try:
-                self._drive(min(remaining, 0.05))
-            finally:
-                with self.lock:
-                    self._driving = False
-                    self._notify_locked()
-
     # -- channels ----------------------------------------------------------------------------
     def open_channel(
         self, group_id: int, members: Sequence[int], describe: Describe | None = None
@@ -218,12 +186,7 @@ class Mesh(Waiting, Leaving, ABC):
         if self.peer_state[peer] is PeerState.DEAD:
             return PeerError(f"{context}: {self.peer_error[peer]}", peer=peer)
         if self.peer_state[peer] is PeerState.MOVED:  # (a survivor that shrank or grew first)
-            return PeerError(
-                f"{context}: rank {peer} moved on to the job's next world (shrink_group or "
-                f"grow_group): a rank of the job was lost (lost_ranks() names it once this rank "
-                f"has seen it go)",
-                peer=peer,
-            )
+            return self._moved_error(peer, context, "")
         return PeerError(
             f"{context}: rank {peer} has left the group (it called destroy_process_group or "
             f"exited) and will send nothing more",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +59,28 @@ class Waiting:
 
     def break_channel(self, channel: Channel, error: BaseException, notify_peers: bool) -> None:
         raise NotImplementedError
+
+    def drive_until(self, done: Callable[[], bool], seconds: float) -> None:
+        """Drive the links (or let the thread that drives do it) until ``done()`` or for
+        ``seconds``: I/O that no waiting call would read (a peer's closed connection)."""
+        deadline = time.monotonic() + seconds
+        while not done() and not self.closed:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            with self.lock:
+                drive = self.needs_driver and not self._driving
+                if drive:
+                    self._driving = True
+                else:  # another thread drives (or nothing needs to): wait for its news
+                    self.cond.wait(min(remaining, 0.05))
+                    continue
+            try:
+                self._drive(min(remaining, 0.05))
+            finally:
+                with self.lock:
+                    self._driving = False
+                    self._notify_locked()
 
     def wait(
         self,
