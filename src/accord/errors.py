@@ -7,22 +7,19 @@ torch.distributed's own names (``DistError``, ``DistBackendError``, ``DistNetwor
 as ``except RuntimeError`` or ``except dist.DistStoreError`` keeps working. accord's own
 classes subclass the nearest built-in as well:
 
-======================  ====================================  ==================================
-class                   whose fault                           also a
-======================  ====================================  ==================================
-ArgumentError           the caller: fix the call              ValueError, RuntimeError
-ArgumentTypeError       the caller: wrong kind of argument    TypeError, ValueError, RuntimeError
-ShortListError          the caller: a list too short          IndexError, ValueError, RuntimeError
-DestroyedGroupError     the caller: a group used after        ValueError, RuntimeError
-                        destroy_process_group(group)
-NotInitializedError     the caller: init_process_group first  ValueError (as torch raises)
-DistTimeoutError        the world: a peer or store too slow   TimeoutError
-PeerError               the world: a peer died or went away   ConnectionError
-CollectiveMismatchError the program: ranks disagree           RuntimeError
-DistStoreError          the store (one type for every store)  RuntimeError
-AuthenticationError     the setup: a peer without the secret  ConnectionError
-InternalError           accord itself: please report it       RuntimeError
-======================  ====================================  ==================================
+| class | whose fault | also a |
+|---|---|---|
+| ArgumentError | the caller: fix the call | ValueError, RuntimeError |
+| ArgumentTypeError | the caller: wrong kind of argument | TypeError, ValueError, RuntimeError |
+| ShortListError | the caller: a list too short | IndexError, ValueError, RuntimeError |
+| DestroyedGroupError | the caller: a group used after its destroy_process_group | ValueError, RuntimeError |
+| NotInitializedError | the caller: init_process_group first | ValueError (as torch raises) |
+| DistTimeoutError | the world: a peer or store too slow | TimeoutError |
+| PeerError | the world: a peer died or went away | ConnectionError |
+| CollectiveMismatchError | the program: ranks disagree | RuntimeError |
+| DistStoreError | the store (one type for every store) | RuntimeError |
+| AuthenticationError | the setup: a peer without the secret | ConnectionError |
+| InternalError | accord itself: please report it | RuntimeError |
 
 Argument errors belong to several built-in classes on purpose. For one kind of mistake torch
 raises a ValueError from its Python checks, a RuntimeError from its C++ checks (a bitwise op
