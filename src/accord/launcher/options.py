@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from enum import IntFlag
 
 from .. import config
+from ..version import version
 from .elastic_options import add_node_options, add_recovery_options, elastic_from_args
 
 #: Options accepted so torchrun command lines run unchanged, but without effect here.
@@ -159,6 +160,7 @@ def get_args_parser(prog: str = "accordrun") -> argparse.ArgumentParser:
         description="Start a distributed job like torchrun: N workers per node with "
         "the torchrun environment, restarts, and a report naming the first failure.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s (accord) {version()}")
     add_node_options(parser, _add)
     _add(
         parser,
