@@ -91,9 +91,10 @@ from .launcher.spawn import ProcessException, ProcessExitedException, ProcessRai
 from .reduce_ops import ReduceOp, _make_nccl_premul_sum, reduce_op, supports_complex
 from .rendezvous import register_rendezvous_handler, rendezvous
 from .store import FileStore, HashStore, PrefixStore, Store, TCPStore
+from .version import version as _version
 from .world import GroupMember, group
 
-__version__ = "0.1.0"
+__version__ = _version()  # pyproject.toml's, read from the source tree or the installed metadata
 
 
 def _register_with_torch() -> None:

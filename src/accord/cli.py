@@ -1,5 +1,5 @@
-"""The ``accord`` command: ``accord bench …`` (the benchmark), ``accord config`` (settings) and
-``accord flight-recorder DIR`` (merge a job's flight-recorder dumps).
+"""The ``accord`` command: ``accord bench …`` (the benchmark), ``accord config`` (settings),
+``accord flight-recorder DIR`` (merge a job's flight-recorder dumps) and ``accord --version``.
 
 Owns: dispatching subcommands; each lives in its own module. Must not know what they do.
 """
@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 
 USAGE = """usage: accord <command> [options]
+       accord --version
 
 commands:
   bench    nccl-tests-style benchmark, torch's gloo (and MPI) side by side; accord bench -h
@@ -24,6 +25,11 @@ def main(argv: list[str] | None = None) -> int:
     if not args or args[0] in ("-h", "--help"):
         print(USAGE)
         return 0 if args else 2
+    if args[0] in ("-V", "--version"):
+        from .version import version
+
+        print(f"accord {version()}")
+        return 0
     command, rest = args[0], args[1:]
     if command == "bench":
         from .bench.cli import main as bench

@@ -7,8 +7,8 @@ import os
 import pytest
 
 from accord.launch import get_legacy_parser
-from accord.launcher.options import (Std, config_from_args, get_args_parser, ignored_options,
-                                     parse_endpoint, parse_nnodes, parse_nproc, parse_std)
+from accord.launcher.elastic_options import parse_endpoint, parse_nnodes
+from accord.launcher.options import Std, config_from_args, get_args_parser, ignored_options, parse_nproc, parse_std
 
 
 def _config(*argv: str):

@@ -6,14 +6,14 @@ variable written here is torch's ``THP_MEM_ALLOC_ENABLE`` (``prefer_huge_pages``
 at call time, so tests can set them with ``monkeypatch.setenv``.
 
 ``python -m accord.config`` prints the table below with the values seen now. The variables
-launchers set (``launchers.py``) and the ``Setting`` record (``setting.py``) live beside this
-module; every one is importable from here.
+launchers set (``launchers.py``), the settings a process group reads once and their
+``Tunables`` record (``tunables.py``), and the ``Setting`` record with its parsers
+(``setting.py``) live beside this module; every one is importable from here.
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 
 # Grouped by launcher (torchrun, Slurm, Open MPI, PMI, MVAPICH), not sorted or one per line:
 # isort: off
@@ -31,8 +31,32 @@ from .launchers import (  # noqa: F401 — re-exported: config.MASTER_ADDR and t
 )
 # fmt: on
 # isort: on
-from .setting import SETTINGS, Setting, describe  # noqa: F401 — re-exported
+from .setting import SETTINGS, Setting, describe, env_float, env_int, is_on  # noqa: F401 — re-exported
+from .setting import as_int as _as_int
 from .setting import register as _setting
+
+# The settings a process group reads once, and the record that carries them: tunables.py.
+from .tunables import (  # noqa: F401 — re-exported: config.Tunables, config.segment_bytes, …
+    ALGORITHM,
+    CMA,
+    FLIGHT_RECORDER_SIZE,
+    HIERARCHY,
+    HIERARCHY_PIPELINE_BYTES,
+    SEGMENT_BYTES,
+    SHM_SLOT_BYTES,
+    SMALL_MESSAGE_BYTES,
+    SPREAD,
+    TRANSPORT,
+    Tunables,
+    algorithm_overrides,
+    flight_recorder_size,
+    hierarchy_pipeline_bytes,
+    segment_bytes,
+    shm_slot_bytes,
+    small_message_bytes,
+    spread,
+    transport,
+)
 
 # -- store -----------------------------------------------------------------------------------
 STORE_EXIT_GRACE = _setting(
@@ -61,30 +85,6 @@ SOCKET_IFNAME = _setting(
     "(e.g. eth0). Default: the address this host uses to reach the store.",
     aliases=("GLOO_SOCKET_IFNAME",),
 )
-TRANSPORT = _setting(
-    "ACCORD_TRANSPORT",
-    "auto",
-    "'auto': shared memory between ranks of one host, TCP between hosts; 'tcp': TCP only "
-    "(for comparison and tests).",
-)
-SHM_SLOT_BYTES = _setting(
-    "ACCORD_SHM_SLOT_BYTES",
-    str(4 << 20),
-    "Size of each of the two shared-memory slots per rank and group; larger messages go in "
-    "chunks of this size.",
-)
-CMA = _setting(
-    "ACCORD_CMA",
-    "1",
-    "Shared-memory groups read large buffers straight from a peer's memory "
-    "(process_vm_readv) when the kernel allows it; 0 turns this off.",
-)
-SPREAD = _setting(
-    "ACCORD_SPREAD",
-    "1",
-    "A rank stalled beside a local peer on its CPU moves "
-    "to another CPU it may use (mask kept); 0 leaves placement to the kernel.",
-)
 SHM_RING_BYTES = _setting(
     "ACCORD_SHM_RING_BYTES",
     str(1 << 20),
@@ -104,41 +104,6 @@ PEER_LOST_TIMEOUT = _setting(
     "answered for by its kernel and waited for until the timeout. 0: off; else at least 2.",
 )
 
-# -- algorithms --------------------------------------------------------------------------------
-ALGORITHM = _setting(
-    "ACCORD_ALGORITHM",
-    None,
-    "Force algorithms by collective, e.g. 'all_reduce=ring,broadcast=binomial'. "
-    "Unknown names raise an error listing the known ones.",
-)
-HIERARCHY = _setting(
-    "ACCORD_HIERARCHY",
-    "1",
-    "1: a group whose members span hosts (the same number on each) runs all_reduce, "
-    "broadcast, all_gather, reduce_scatter and barrier in two levels: shared memory inside "
-    "each host, the network between hosts. 0: flat algorithms over every link.",
-)
-HIERARCHY_PIPELINE_BYTES = _setting(
-    "ACCORD_HIERARCHY_PIPELINE_BYTES",
-    "auto",
-    "Two-level all_reduce in pieces of this size (at most 32): one piece crosses the network "
-    "while the next is reduced inside each host and the one before is spread. 0: one piece. "
-    "auto: the first three all_reduces of 4 MiB or more are timed stage by stage; then the "
-    "members pipeline if the network is the slow stage (3x the host's stages, 1x where each "
-    "host has two cores per local rank), in pieces the network moves in about 2 ms "
-    "(README, hierarchy).",
-)
-SEGMENT_BYTES = _setting(
-    "ACCORD_SEGMENT_BYTES",
-    str(1 << 20),
-    "Pipelining segment of the bandwidth algorithms (ring all_reduce, pipelined broadcast).",
-)
-SMALL_MESSAGE_BYTES = _setting(
-    "ACCORD_SMALL_MESSAGE_BYTES",
-    str(64 << 10),
-    "At or below this size the latency algorithms are chosen (recursive doubling, binomial tree).",
-)
-
 # -- diagnostics -------------------------------------------------------------------------------
 DEBUG = _setting(
     "ACCORD_DEBUG",
@@ -148,11 +113,6 @@ DEBUG = _setting(
     "arguments across ranks before it runs (shapes of every list element, split sizes, ops, "
     "roots) and logs each call's time.",
     aliases=("TORCH_DISTRIBUTED_DEBUG",),
-)
-FLIGHT_RECORDER_SIZE = _setting(
-    "ACCORD_FLIGHT_RECORDER_SIZE",
-    "2000",
-    "Calls each group's flight recorder keeps (the newest ones).",
 )
 FLIGHT_RECORDER_DIR = _setting(
     "ACCORD_FLIGHT_RECORDER_DIR",
@@ -189,10 +149,6 @@ NCCL_STANDIN = _setting(
 )
 
 
-def flight_recorder_size() -> int:
-    return _as_int(FLIGHT_RECORDER_SIZE, minimum=1)
-
-
 def debug_level_name() -> str:
     """ACCORD_DEBUG / TORCH_DISTRIBUTED_DEBUG, upper-cased and checked."""
     value = (DEBUG.raw() or "OFF").upper()
@@ -219,7 +175,7 @@ def progress_interval() -> float:
 
 
 def fail_fast() -> bool:
-    return (FAIL_FAST.raw() or "1").lower() not in ("0", "false", "no", "off")
+    return is_on(FAIL_FAST)
 
 
 def nccl_standin() -> str | None:
@@ -237,20 +193,7 @@ def joining() -> bool:
 
 
 def mpi_checks() -> bool:
-    return (MPI_CHECKS.raw() or "1").lower() not in ("0", "false", "no", "off")
-
-
-def _as_int(setting: Setting, minimum: int = 0) -> int:
-    raw = setting.raw()
-    text = raw if raw is not None else setting.default
-    assert text is not None, setting.name
-    try:
-        value = int(text, 0)
-    except ValueError:
-        raise ValueError(f"{setting.name}={text!r} is not an integer") from None
-    if value < minimum:
-        raise ValueError(f"{setting.name}={value} must be >= {minimum}")
-    return value
+    return is_on(MPI_CHECKS)
 
 
 def tcp_buffer_bytes() -> int:
@@ -267,130 +210,12 @@ def peer_lost_timeout() -> float:
     return value
 
 
-def segment_bytes() -> int:
-    return _as_int(SEGMENT_BYTES, minimum=1)
-
-
-def hierarchy_pipeline_bytes() -> int | None:
-    """ACCORD_HIERARCHY_PIPELINE_BYTES; None for auto (the hierarchy measures its stages, then decides)."""
-    if (HIERARCHY_PIPELINE_BYTES.raw() or "auto").strip().lower() == "auto":
-        return None
-    return _as_int(HIERARCHY_PIPELINE_BYTES, minimum=0)
-
-
-def small_message_bytes() -> int:
-    return _as_int(SMALL_MESSAGE_BYTES, minimum=0)
-
-
-def transport() -> str:
-    value = (TRANSPORT.raw() or "auto").lower()
-    if value not in ("auto", "tcp"):
-        raise ValueError(f"ACCORD_TRANSPORT={value!r}: expected 'auto' or 'tcp'")
-    return value
-
-
-def shm_slot_bytes() -> int:
-    value = _as_int(SHM_SLOT_BYTES, minimum=4096)
-    return (value + 4095) // 4096 * 4096
-
-
 def shm_ring_bytes() -> int:
     return _as_int(SHM_RING_BYTES, minimum=4096)
 
 
-def spread() -> bool:
-    return _on(SPREAD)
-
-
 def socket_ifname() -> str | None:
     return SOCKET_IFNAME.raw()
-
-
-def algorithm_overrides() -> dict[str, str]:
-    """ACCORD_ALGORITHM parsed into {collective: algorithm name}."""
-    raw = ALGORITHM.raw()
-    if raw is None:
-        return {}
-    overrides: dict[str, str] = {}
-    for item in raw.split(","):
-        if not item.strip():
-            continue
-        collective, sep, name = item.partition("=")
-        if not sep or not collective.strip() or not name.strip():
-            raise ValueError(f"ACCORD_ALGORITHM={raw!r}: expected 'collective=algorithm[,…]', got {item!r}")
-        overrides[collective.strip()] = name.strip()
-    return overrides
-
-
-@dataclass(frozen=True)
-class Tunables:
-    """The algorithm settings a process group reads once, when it is created."""
-
-    segment_bytes: int
-    small_message_bytes: int
-    algorithms: dict[str, str]
-    transport: str = "auto"
-    shm_slot_bytes: int = 4 << 20
-    cma: bool = True
-    flight_recorder_size: int = 2000
-    hierarchy: bool = True
-    hierarchy_pipeline_bytes: int | None = None  # None: auto
-    spread: bool = True
-    #: CPUs of this host (os.cpu_count: the same for every process on it, so every member
-    #: of a group chooses alike); 0: unknown. Algorithm rules compare it with the group size.
-    host_cpus: int = 0
-
-    @classmethod
-    def from_env(cls) -> Tunables:
-        return cls(
-            segment_bytes(),
-            small_message_bytes(),
-            algorithm_overrides(),
-            transport(),
-            shm_slot_bytes(),
-            _on(CMA),
-            flight_recorder_size(),
-            _on(HIERARCHY),
-            hierarchy_pipeline_bytes(),
-            spread(),
-            os.cpu_count() or 0,
-        )
-
-
-def _on(setting: Setting) -> bool:
-    return (setting.raw() or "1").lower() not in ("0", "false", "no", "off")
-
-
-def env_int(setting: Setting) -> int | None:
-    """An integer variable of the env:// contract; None when unset.
-
-    Raises:
-        ValueError: set but not an integer (the message names the variable).
-    """
-    raw = setting.raw()
-    if raw is None:
-        return None
-    try:
-        return int(raw)
-    except ValueError:
-        raise ValueError(f"environment variable {setting.name}={raw!r} is not an integer") from None
-
-
-def env_float(setting: Setting, minimum: float = 0.0) -> float:
-    """A number of seconds (or any float) from ``setting``, else its default.
-
-    Raises:
-        ValueError: not a number, or below ``minimum`` (the message names the variable).
-    """
-    text = setting.raw() or setting.default
-    assert text is not None, setting.name
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"environment variable {setting.name}={text!r} is not a number") from None
-    if value < minimum:
-        raise ValueError(f"environment variable {setting.name}={value:g} must be >= {minimum:g}")
-    return value
 
 
 def store_exit_grace() -> float:

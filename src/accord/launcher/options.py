@@ -1,11 +1,10 @@
 """accordrun's command line: torchrun's flags, spellings and defaults, turned into a LaunchConfig.
 
 Owns: the argparse parser (dash and underscore spellings, ``PET_<OPTION>`` defaults as
-torchrun), the value syntaxes (``--nnodes MIN:MAX``, ``--nproc-per-node auto``, ``-r``/``-t``
-``0-3`` or ``local_rank:0-3,…``, ``--rdzv-conf k=v,…``, ``host:port`` endpoints), torchrun's
-rendezvous defaults (``--standalone``; a single node without ``--master-port`` gets a free
-port), and the checks that give a usage error before anything starts. Must not know how
-workers are started or how nodes meet.
+torchrun), the workers' options and their value syntaxes (``--nproc-per-node auto``, ``-r``/``-t``
+``0-3`` or ``local_rank:0-3,…``, ``--signals-to-handle``), and the checks that give a usage
+error before anything starts. The options of nodes, rendezvous and restarts are
+``elastic_options``'s. Must not know how workers are started or how nodes meet.
 """
 
 from __future__ import annotations
@@ -14,14 +13,13 @@ import argparse
 import os
 import re
 import signal
-import uuid
 from dataclasses import dataclass, field
 from enum import IntFlag
 
 from .. import config
+from ..version import version
+from .elastic_options import add_node_options, add_recovery_options, elastic_from_args
 
-DEFAULT_MASTER_PORT = 29500
-DEFAULT_C10D_PORT = 29400
 #: Options accepted so torchrun command lines run unchanged, but without effect here.
 IGNORED = (
     "start_method",
@@ -115,61 +113,7 @@ def _add(
     parser.add_argument(*short, *_spellings(name), action=action, help=text, **kwargs)  # type: ignore[arg-type]
 
 
-def _add_node_options(parser: argparse.ArgumentParser) -> None:
-    _add(
-        parser,
-        "nnodes",
-        "Number of nodes, or MIN:MAX for an elastic job (c10d): it goes on without a lost node "
-        "while MIN are left, and takes in nodes that arrive, up to MAX.",
-        default="1:1",
-    )
-    _add(
-        parser,
-        "nproc-per-node",
-        "Workers per node: an integer, 'auto' or 'cpu' (the CPUs this process may use).",
-        default="1",
-    )
-    _add(parser, "node-rank", "This node's rank (static rendezvous).", type=int, default=0)
-    _add(parser, "master-addr", "Address of node 0 (static rendezvous).", default="127.0.0.1")
-    _add(
-        parser,
-        "master-port",
-        "Port of node 0's store (static rendezvous); default 29500, or a free port on a single node.",
-        type=int,
-        default=None,
-    )
-    _add(parser, "local-addr", "Accepted for torchrun compatibility (unused).", default=None)
-    _add(parser, "standalone", "Single node: a store on a free local port.", flag=True)
-    _add(parser, "rdzv-backend", "'static' (--node-rank) or 'c10d' (ranks by arrival).", default="static")
-    _add(parser, "rdzv-endpoint", "host:port of the rendezvous store.", default="")
-    _add(parser, "rdzv-id", "Job id shared by all nodes (TORCHELASTIC_RUN_ID).", default="none")
-    _add(parser, "rdzv-conf", "key=value,…: join_timeout, last_call_timeout (seconds).", default="")
-
-
 def _add_worker_options(parser: argparse.ArgumentParser) -> None:
-    _add(
-        parser,
-        "max-restarts",
-        "Restarts of the whole job (after a failure, a lost node, or nodes joining) before giving "
-        "up; with --replace-workers, each replacement counts as one.",
-        type=int,
-        default=0,
-    )
-    _add(
-        parser,
-        "replace-workers",
-        "A worker that fails (a signal, a non-zero exit) does not stop the others: a new one "
-        "starts in its place, with ACCORD_JOIN=1 (its init_process_group joins the running job, "
-        "when the others call accord.grow_group). Each counts against --max-restarts.",
-        flag=True,
-    )
-    _add(
-        parser,
-        "monitor-interval",
-        "Seconds between checks of the workers and other nodes.",
-        type=float,
-        default=0.1,
-    )
     _add(parser, "role", "Role name of the workers (ROLE_NAME).", default="default")
     _add(parser, "module", "Run the entry point as 'python -m'.", "-m", flag=True)
     _add(parser, "no-python", "Execute the entry point directly, not with python.", flag=True)
@@ -216,7 +160,15 @@ def get_args_parser(prog: str = "accordrun") -> argparse.ArgumentParser:
         description="Start a distributed job like torchrun: N workers per node with "
         "the torchrun environment, restarts, and a report naming the first failure.",
     )
-    _add_node_options(parser)
+    parser.add_argument("--version", action="version", version=f"%(prog)s (accord) {version()}")
+    add_node_options(parser, _add)
+    _add(
+        parser,
+        "nproc-per-node",
+        "Workers per node: an integer, 'auto' or 'cpu' (the CPUs this process may use).",
+        default="1",
+    )
+    add_recovery_options(parser, _add)
     _add_worker_options(parser)
     parser.add_argument(
         "training_script",
@@ -225,17 +177,6 @@ def get_args_parser(prog: str = "accordrun") -> argparse.ArgumentParser:
     )
     parser.add_argument("training_script_args", nargs=argparse.REMAINDER)
     return parser
-
-
-def parse_nnodes(text: str) -> tuple[int, int]:
-    parts = text.split(":")
-    try:
-        low, high = (int(parts[0]),) * 2 if len(parts) == 1 else (int(parts[0]), int(parts[1]))
-    except (ValueError, IndexError):
-        raise ValueError(f"--nnodes={text!r}: expected N or MIN:MAX, e.g. 2 or 1:4") from None
-    if len(parts) > 2 or not 0 < low <= high:
-        raise ValueError(f"--nnodes={text!r}: need 0 < MIN <= MAX")
-    return low, high
 
 
 def parse_nproc(text: str) -> int:
@@ -270,26 +211,6 @@ def parse_std(text: str, option: str, nproc: int) -> dict[int, Std]:
     )
 
 
-def parse_endpoint(text: str, default_port: int) -> tuple[str, int]:
-    """'host:port', 'host', '[v6]:port' → (host, port)."""
-    match = re.fullmatch(r"\[([^\]]+)\](?::(\d+))?|([^:]+)(?::(\d+))?", text.strip())
-    if match is None:
-        raise ValueError(f"rendezvous endpoint {text!r}: expected host:port, e.g. 10.0.0.1:29400")
-    host = match.group(1) or match.group(3)
-    port = match.group(2) or match.group(4)
-    return host, int(port) if port else default_port
-
-
-def parse_rdzv_conf(text: str) -> dict[str, str]:
-    conf = {}
-    for item in filter(None, (part.strip() for part in text.split(","))):
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--rdzv-conf={text!r}: expected key=value,…; got {item!r}")
-        conf[key.strip()] = value.strip()
-    return conf
-
-
 def parse_local_ranks(text: str) -> set[int] | None:
     if not text:
         return None
@@ -315,81 +236,34 @@ def parse_signals(text: str) -> tuple[str, ...]:
     return names
 
 
-def _seconds(conf: dict[str, str], key: str, default: float) -> float:
-    try:
-        value = float(conf.get(key, default))
-    except ValueError:
-        raise ValueError(f"--rdzv-conf {key}={conf[key]!r} is not a number of seconds") from None
-    if value <= 0:
-        raise ValueError(f"--rdzv-conf {key}={value:g} must be > 0")
-    return value
-
-
-def _rendezvous(args: argparse.Namespace, max_nodes: int) -> tuple[str, str, int, str]:
-    """(backend, store host, store port, run id), with torchrun's defaults."""
-    backend = args.rdzv_backend
-    if backend not in ("static", "c10d"):
-        raise ValueError(
-            f"--rdzv-backend={backend!r}: accordrun has 'static' and 'c10d' (etcd "
-            f"backends need an etcd server; use c10d with --rdzv-endpoint)"
-        )
-    single = not args.rdzv_endpoint and args.master_port is None and max_nodes == 1
-    if args.standalone or (backend == "static" and single):
-        return "c10d", "127.0.0.1", 0, str(uuid.uuid4())
-    if backend == "static" and not args.rdzv_endpoint:
-        host = args.master_addr
-        port = DEFAULT_MASTER_PORT if args.master_port is None else args.master_port
-    else:
-        if not args.rdzv_endpoint:
-            raise ValueError(
-                "--rdzv-backend=c10d needs --rdzv-endpoint HOST:PORT (the node "
-                "that can bind HOST hosts the store)"
-            )
-        default = DEFAULT_MASTER_PORT if backend == "static" else DEFAULT_C10D_PORT
-        host, port = parse_endpoint(args.rdzv_endpoint, default)
-    if not 0 <= port < 65536:
-        raise ValueError(f"rendezvous port {port} is not a valid port")
-    return backend, "127.0.0.1" if host == "localhost" else host, port, args.rdzv_id
-
-
 def config_from_args(args: argparse.Namespace) -> LaunchConfig:
     """Check the parsed options and resolve torchrun's defaults.
 
     Raises:
         ValueError: a malformed or contradictory option (the message names it).
     """
-    min_nodes, max_nodes = parse_nnodes(str(args.nnodes))
     nproc = parse_nproc(str(args.nproc_per_node))
-    conf = parse_rdzv_conf(args.rdzv_conf)
-    backend, host, port, run_id = _rendezvous(args, max_nodes)
-    if backend == "static":
-        min_nodes = max_nodes  # as torchrun: a static job waits for MAX nodes
-        if not 0 <= args.node_rank < max_nodes:
-            raise ValueError(f"--node-rank={args.node_rank} is not in [0, --nnodes={max_nodes})")
+    elastic = elastic_from_args(args)
     if args.no_python and args.module:
         raise ValueError("Don't use both the '--no-python' flag and the '--module' flag")
-    if args.max_restarts < 0:
-        raise ValueError(f"--max-restarts={args.max_restarts} must be >= 0")
-    if args.monitor_interval <= 0:
-        raise ValueError(f"--monitor-interval={args.monitor_interval} must be > 0")
     shutdown = args.shutdown_timeout
     shutdown = config.env_float(config.SHUTDOWN_TIMEOUT) if shutdown is None else float(shutdown)
     return LaunchConfig(
         entrypoint=args.training_script,
         args=list(args.training_script_args),
-        min_nodes=min_nodes,
-        max_nodes=max_nodes,
+        min_nodes=elastic.min_nodes,
+        max_nodes=elastic.max_nodes,
         nproc_per_node=nproc,
-        node_rank=args.node_rank,
-        rdzv_backend=backend,
-        rdzv_host=host,
-        rdzv_port=port,
-        run_id=run_id,
-        join_timeout=_seconds(conf, "join_timeout", 600.0),
-        last_call_timeout=_seconds(conf, "last_call_timeout", 30.0),
-        max_restarts=args.max_restarts,
-        replace_workers=bool(getattr(args, "replace_workers", False)),
-        monitor_interval=args.monitor_interval,
+        node_rank=elastic.node_rank,
+        rdzv_backend=elastic.rdzv_backend,
+        rdzv_host=elastic.rdzv_host,
+        rdzv_port=elastic.rdzv_port,
+        run_id=elastic.run_id,
+        join_timeout=elastic.join_timeout,
+        last_call_timeout=elastic.last_call_timeout,
+        max_restarts=elastic.max_restarts,
+        replace_workers=elastic.replace_workers,
+        monitor_interval=elastic.monitor_interval,
         role=args.role,
         module=args.module,
         no_python=args.no_python,
