@@ -184,17 +184,17 @@ def stuck_report(board: ProgressBoard, group: ProcessGroup, seq: int, op: str) -
     if posts is None:
         return f"(no stuck report: the store could not be read: {why})", []
     now = time.time()
-    reached, lagging, unknown = [board.rank], [], []
+    arrived, lagging, unknown = [board.rank], [], []
     for global_rank, post in posts.items():
         if post is None:
             unknown.append(global_rank)
         elif reached(post, seq):
-            reached.append(global_rank)
+            arrived.append(global_rank)
         else:
             lagging.append((global_rank, post))
     lines = [
         f"Stuck report for {op} #{seq} on group {group.group_name!r} (ranks as last posted in "
-        f"the store): reached it: {rank_list(sorted(reached))}; not reached: "
+        f"the store): reached it: {rank_list(sorted(arrived))}; not reached: "
         f"{rank_list(sorted(r for r, _ in lagging)) if lagging else 'none that posted'}"
         + (f"; no post from {rank_list(sorted(unknown))}" if unknown else "")
         + "."

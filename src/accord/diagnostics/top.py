@@ -2,11 +2,8 @@
 
 Owns: finding the job's store (``--store``, a job file accordrun wrote, or torchrun's
 MASTER_ADDR/MASTER_PORT), attaching to it with the job's secret as every accord process
-does, reading the progress board's posts (``Snapshot``: one ``list_keys`` and one
-``multi_get`` a refresh), and what they mean per group (``analyse``: the call the ranks wait
-in, who is behind, who is silent, who failed); the command line and its refresh loop.
-Rendering is ``top_view``'s; the posts' format and wording are ``progress``'s (the stuck
-report reads them the same way).
+does, the command line and its refresh loop. What the posts say is ``job_view``'s (which
+reads them as the stuck report does, through ``progress``); drawing it is ``top_view``'s.
 
 The job pays nothing for being watched: its ranks post on the board whether or not anyone
 looks (a background thread, off the call path), and this process only reads the store. Must
@@ -19,15 +16,15 @@ import argparse
 import os
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 
 from .. import auth, config
 from ..errors import DistError
 from ..rendezvous import job_files
 from ..store.tcp_store import TCPStore
-from . import progress, top_view
+from . import top_view
+from .job_view import read_snapshot
 
 #: How long attaching (and then each read) may take before the view says the store is gone.
 CONNECT_TIMEOUT_S = 3.0
@@ -117,96 +114,6 @@ def attach(target: Target, timeout: float = CONNECT_TIMEOUT_S) -> TCPStore:
         ) from None
 
 
-# -- reading ---------------------------------------------------------------------------------
-@dataclass
-class RankRow:
-    """One member of a group, as its last post tells."""
-
-    rank: int
-    state: str  # waiting | behind | failed | idle | p2p | silent (no post)
-    post: dict[str, Any] | None
-
-
-@dataclass
-class GroupView:
-    """One group of one world: where its members are."""
-
-    world: str
-    group_id: int
-    name: str
-    size: int
-    call: dict[str, Any] | None  # the call ranks wait in (the furthest one in flight)
-    rows: list[RankRow] = field(default_factory=list)
-
-    def ranks_in(self, state: str) -> list[int]:
-        return [row.rank for row in self.rows if row.state == state]
-
-
-@dataclass
-class Snapshot:
-    """Every group's view at one instant (``now``, Unix seconds)."""
-
-    address: str
-    now: float
-    groups: list[GroupView]
-    other_worlds: int = 0  # worlds left out (older ones: earlier attempts or inits)
-
-
-def read_snapshot(store: TCPStore, address: str, every_world: bool = False) -> Snapshot:
-    """The posts in the store now, by group, of the newest world (``every_world``: of all)."""
-    keys = [k for k in store.list_keys() if progress.KEY.match(k)]
-    values = store.multi_get(keys) if keys else []
-    by_group: dict[tuple[str, int], dict[int, dict[str, Any]]] = {}
-    for key, raw in zip(keys, values, strict=True):
-        match, post = progress.KEY.match(key), progress.parse_post(raw)
-        if match is None or post is None:
-            continue
-        where = (match["world"], int(match["group"]))
-        by_group.setdefault(where, {})[int(match["rank"])] = post
-    newest: dict[str, float] = {}
-    for (world, _), posts in by_group.items():
-        newest[world] = max(newest.get(world, 0.0), *(p["t"] for p in posts.values()))
-    worlds = sorted(newest, key=lambda w: newest[w], reverse=True)
-    shown = worlds if every_world else worlds[:1]
-    now = time.time()
-    groups = [analyse(w, gid, posts, now) for (w, gid), posts in sorted(by_group.items()) if w in shown]
-    return Snapshot(address, now, groups, len(worlds) - len(shown))
-
-
-def analyse(world: str, group_id: int, posts: dict[int, dict[str, Any]], now: float) -> GroupView:
-    """Who waits in which call of the group, who is behind (has not reached it), who failed,
-    who is silent (a member that never posted)."""
-    newest = max(posts.values(), key=lambda p: p["t"])
-    size = int(newest.get("size", len(posts)))
-    members = newest.get("ranks") or (list(range(size)) if group_id == 0 else sorted(posts))
-    in_flight = [p["current"] for p in posts.values() if _in_call(p)]
-    call = max(in_flight, key=lambda c: (c["seq"], -c["start"])) if in_flight else None
-    if call is not None:  # the earliest start of that call: how long the first waiter waits
-        call = dict(call, start=min(c["start"] for c in in_flight if c["seq"] == call["seq"]))
-    rows = [RankRow(r, _state(posts.get(r), call), posts.get(r)) for r in members]
-    rows += [RankRow(r, _state(p, call), p) for r, p in sorted(posts.items()) if r not in members]
-    name = str(newest.get("group", "default_pg" if group_id == 0 else f"group {group_id}"))
-    return GroupView(world, group_id, name, size, call, rows)
-
-
-def _in_call(post: dict[str, Any]) -> bool:
-    current = post.get("current")
-    return current is not None and current.get("state") != "failed"
-
-
-def _state(post: dict[str, Any] | None, call: dict[str, Any] | None) -> str:
-    if post is None:
-        return "silent"
-    current = post.get("current")
-    if current is not None and current.get("state") == "failed":
-        return "failed"
-    if call is not None and not progress.reached(post, call["seq"]):
-        return "behind"
-    if current is not None:
-        return "waiting"
-    return "p2p" if post.get("p2p_open") else "idle"
-
-
 # -- the command -----------------------------------------------------------------------------------
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
@@ -253,6 +160,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _show(store: TCPStore, target: Target, args: argparse.Namespace) -> int:
+    try:
+        return _refresh(store, target, args)
+    except KeyboardInterrupt:
+        return 0
+
+
+def _refresh(store: TCPStore, target: Target, args: argparse.Namespace) -> int:
     live = not args.once and sys.stdout.isatty() and not args.json
     while True:
         try:
@@ -268,7 +182,4 @@ def _show(store: TCPStore, target: Target, args: argparse.Namespace) -> int:
         sys.stdout.flush()
         if args.once:
             return 0
-        try:
-            time.sleep(max(0.1, args.interval))
-        except KeyboardInterrupt:
-            return 0
+        time.sleep(max(0.1, args.interval))

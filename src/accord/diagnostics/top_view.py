@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import json
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import progress
-
-if TYPE_CHECKING:
-    from .top import GroupView, Snapshot
+from .job_view import GroupView, Snapshot
 
 #: Clears a terminal and puts the cursor at its top left (the live view redraws in place).
 CLEAR = "\x1b[H\x1b[2J"
