@@ -129,7 +129,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--store", metavar="HOST:PORT", help="the job's store (torchrun: MASTER_ADDR:MASTER_PORT)")
     p.add_argument("--job", metavar="RUN_ID", help="which accordrun job on this host (its --rdzv-id)")
     p.add_argument("--secret-file", metavar="PATH", help="a file holding the job's secret (chmod 600)")
-    p.add_argument("--interval", type=float, default=1.0, metavar="S", help="seconds between refreshes (1)")
+    p.add_argument("--interval", type=float, default=0.5, metavar="S", help="seconds between refreshes (0.5)")
     p.add_argument("--once", action="store_true", help="print one snapshot and exit")
     p.add_argument("--json", action="store_true", help="JSON instead of text (one object per refresh)")
     p.add_argument("--all", action="store_true", help="every world in the store, not only the newest")
