@@ -88,7 +88,17 @@ def test_top_shows_the_rank_behind_an_all_reduce_and_how_long_the_others_wait(la
     assert time.monotonic() - started < 15
     assert "Traceback" not in wrong.stderr + without.stderr
 
+    # the live view refreshes until the job's store goes away, then says so and ends
+    live = subprocess.Popen([sys.executable, "-m", "accord.cli", "top", "--interval", "0.3"], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = live.stdout.readline()  # the first snapshot is out (pytest-timeout bounds this)
+    assert first.startswith("accord top  store"), first + live.stderr.read()
+    time.sleep(1.0)
     job.kill()  # SIGKILL: the launcher cannot remove its job file; the next reader does
+    out, err = live.communicate(timeout=30)
+    assert live.returncode == 0, err
+    assert out.count("accord top  store") >= 2 and "BEHIND" in out, out
+    assert "the job's store is gone (the job ended?)" in out, out
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("ACCORD_JOBS_DIR", str(tmp_path / "jobs"))
         assert job_files.running() == []

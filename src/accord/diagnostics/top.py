@@ -24,7 +24,7 @@ from ..errors import DistError
 from ..rendezvous import job_files
 from ..store.tcp_store import TCPStore
 from . import top_view
-from .job_view import read_snapshot
+from .job_view import Snapshot, read_snapshot
 
 #: How long attaching (and then each read) may take before the view says the store is gone.
 CONNECT_TIMEOUT_S = 3.0
@@ -43,6 +43,7 @@ class Target:
     port: int
     source: str
     secret: str | None = None  # the job's, from its job file
+    run_id: str | None = None  # the accordrun job whose file named it
 
     @property
     def address(self) -> str:
@@ -89,7 +90,7 @@ def _nothing_found() -> Target:
 
 def _from_job_file(job: job_files.JobFile) -> Target:
     source = f"job {job.run_id} (accordrun pid {job.pid}, attempt {job.attempt})"
-    return Target(job.store_host, job.store_port, source, job.secret)
+    return Target(job.store_host, job.store_port, source, job.secret, job.run_id)
 
 
 def _listing(jobs: list[job_files.JobFile]) -> str:
@@ -149,37 +150,53 @@ def main(argv: list[str] | None = None) -> int:
         os.environ.pop(auth.SECRET.name, None)
     try:
         target = find_target(args.store, args.job)
-        store = attach(target, args.timeout)
+        return _refresh(_read(target, args), target, args)
     except (AttachError, ValueError, DistError) as exc:
         print(f"accord top: {exc}", file=sys.stderr)
         return 1
-    try:
-        return _show(store, target, args)
-    finally:
-        store.close()
-
-
-def _show(store: TCPStore, target: Target, args: argparse.Namespace) -> int:
-    try:
-        return _refresh(store, target, args)
     except KeyboardInterrupt:
         return 0
 
 
-def _refresh(store: TCPStore, target: Target, args: argparse.Namespace) -> int:
+def _read(target: Target, args: argparse.Namespace) -> Snapshot:
+    """One snapshot over a connection of its own: between refreshes this process holds no
+    connection, so a store hosted by rank 0 never waits for it when the job ends
+    (ACCORD_STORE_EXIT_GRACE waits for other processes' clients)."""
+    store = attach(target, args.timeout)
+    try:
+        return read_snapshot(store, target.address, args.all)
+    except DistError as exc:
+        raise AttachError(f"cannot read the job's store at {target.address}: {exc}") from None
+    finally:
+        store.close()
+
+
+def _refresh(snap: Snapshot, target: Target, args: argparse.Namespace) -> int:
     live = not args.once and sys.stdout.isatty() and not args.json
     while True:
-        try:
-            snap = read_snapshot(store, target.address, args.all)
-        except DistError as exc:
-            if args.once:
-                print(f"accord top: cannot read the job's store at {target.address}: {exc}", file=sys.stderr)
-                return 1
-            print(f"accord top: the job's store at {target.address} is gone (the job ended?): {exc}")
-            return 0
         text = top_view.as_json(snap) if args.json else top_view.as_text(snap, target.source)
         sys.stdout.write((top_view.CLEAR if live else "") + text + "\n")
         sys.stdout.flush()
         if args.once:
             return 0
         time.sleep(max(0.1, args.interval))
+        try:
+            snap = _read(target, args)
+        except AttachError as exc:
+            moved = _next_attempt(target)
+            if moved is None:
+                print(f"accord top: the job's store is gone (the job ended?): {exc}")
+                return 0
+            target = moved
+
+
+def _next_attempt(target: Target) -> Target | None:
+    """The store of the job's next attempt, when accordrun restarted it (its job file names
+    a new one); None: the job ended, or was not found through its job file."""
+    if target.run_id is None:
+        return None
+    try:
+        moved = find_target(None, target.run_id)
+    except AttachError:
+        return None
+    return moved if moved.address != target.address else None
