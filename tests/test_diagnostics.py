@@ -141,7 +141,7 @@ def test_a_timeout_says_who_has_not_reached_the_call_and_what_it_did_last(monkey
 
 
 def test_the_first_timeout_already_has_every_live_ranks_post(monkeypatch):
-    """No interval set (1 s), a 1 s timeout, a laggard busy since the job started: the board
+    """No interval set (0.5 s), a 1 s timeout, a laggard busy since the job started: the board
     looks every quarter of the timeout and posts a group on first sight, so the report knows
     where the laggard is instead of 'posted nothing'."""
     monkeypatch.delenv("ACCORD_PROGRESS_INTERVAL", raising=False)

@@ -1,5 +1,6 @@
 """The ``accord`` command: ``accord bench …`` (the benchmark), ``accord config`` (settings),
-``accord flight-recorder DIR`` (merge a job's flight-recorder dumps) and ``accord --version``.
+``accord flight-recorder DIR`` (merge a job's flight-recorder dumps), ``accord top`` (a live
+view of a running job) and ``accord --version``.
 
 Owns: dispatching subcommands; each lives in its own module. Must not know what they do.
 """
@@ -17,6 +18,8 @@ commands:
   config   every environment variable accord reads, with its current value
   flight-recorder DIR   merge a job's flight-recorder dumps, show where ranks diverge
                         (--trace OUT.json: a Chrome/Perfetto timeline of the job)
+  top      live view of a running job: each rank's call, for how long, who is behind;
+           accord top -h (--once: one snapshot; --json; --store HOST:PORT)
 """
 
 
@@ -39,6 +42,10 @@ def main(argv: list[str] | None = None) -> int:
         from .diagnostics.merge import main as merge
 
         return merge(rest)
+    if command == "top":
+        from .diagnostics.top import main as top
+
+        return top(rest)
     if command == "config":
         from .config import describe
 

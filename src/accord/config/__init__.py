@@ -14,6 +14,7 @@ launchers set (``launchers.py``), the settings a process group reads once and th
 from __future__ import annotations
 
 import os
+import tempfile
 
 # Grouped by launcher (torchrun, Slurm, Open MPI, PMI, MVAPICH), not sorted or one per line:
 # isort: off
@@ -123,10 +124,18 @@ FLIGHT_RECORDER_DIR = _setting(
 )
 PROGRESS_INTERVAL = _setting(
     "ACCORD_PROGRESS_INTERVAL",
-    "1.0",
+    "0.5",
     "Seconds between the checks of a background thread that publishes, in the store, where "
     "this rank is on each group once that stopped changing (what a timed-out rank's stuck "
-    "report reads). 0 turns publishing off.",
+    "report and 'accord top' read: a rank stuck in a call shows within two intervals). "
+    "0 turns publishing off.",
+)
+JOBS_DIR = _setting(
+    "ACCORD_JOBS_DIR",
+    None,
+    "Where accordrun writes a file per running job (its store's address and, for a secret "
+    "it made, the secret; mode 600) so that 'accord top' finds the job. Default: "
+    "$XDG_RUNTIME_DIR/accord-jobs, else <tmp>/accord-jobs-<uid>. 'off': write none.",
 )
 FAIL_FAST = _setting(
     "ACCORD_FAIL_FAST",
@@ -172,6 +181,17 @@ def run_id() -> str | None:
 
 def progress_interval() -> float:
     return env_float(PROGRESS_INTERVAL)
+
+
+def jobs_dir() -> str:
+    """Where job files go (``rendezvous/job_files``); "" when turned off."""
+    raw = JOBS_DIR.raw()
+    if raw is not None:
+        return "" if raw.lower() in ("off", "0", "none", "false") else raw
+    runtime = os.environ.get("XDG_RUNTIME_DIR", "")
+    if runtime and os.path.isdir(runtime):
+        return os.path.join(runtime, "accord-jobs")
+    return os.path.join(tempfile.gettempdir(), f"accord-jobs-{os.getuid()}")
 
 
 def fail_fast() -> bool:

@@ -3,7 +3,9 @@
 Owns: ``ProgressBoard`` — a background thread that publishes, in the job's store, where this
 rank is on each of its groups (the call in flight, the last one completed), and
 ``stuck_report``, which a rank whose collective timed out builds from the others' posts: who
-has reached that call, who has not, and what each laggard did last.
+has reached that call, who has not, and what each laggard did last; and the reading of posts
+for everyone else (``KEY``, ``parse_post``, ``reached``, ``where``), which ``accord top``
+(``top``) shares with the report so that both say the same thing.
 
 Publishing costs nothing on the hot path: the thread looks every ``interval`` seconds (or a
 quarter of the shortest group timeout, if shorter) and writes a group's state once when it
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import threading
 import time
@@ -31,6 +34,9 @@ from ..store.base import Store
 _MAX_REPORTED = 64  # members whose posts a report reads (the first ones, in rank order)
 STORE_WAIT_S = 2.0  # how long a timed-out call waits for the store to build its report
 _MIN_PERIOD_S = 0.05  # the board thread never looks more often than this
+#: A post's key in the store (under whatever prefixes wrap the job's store): the world's
+#: prefix, the group's id, the poster's global rank.
+KEY = re.compile(r"^(?P<world>.*)/progress/(?P<group>\d+)/(?P<rank>\d+)$")
 
 
 class ProgressBoard:
@@ -85,6 +91,9 @@ class ProgressBoard:
         """Write this rank's position on ``group`` now."""
         post = group.recorder.progress()
         post.update(t=time.time(), pid=os.getpid(), host=self._host, broken=group.is_broken())
+        post.update(group=group.group_name, size=group.size())
+        if group.ranks != list(range(group.size())) and group.size() <= _MAX_REPORTED:
+            post["ranks"] = list(group.ranks)  # the members, when not simply 0 … size-1
         self._store.set(self.key(group, self.rank), json.dumps(post))
         self._published[group.group_id] = group.recorder.stamp()
 
@@ -125,11 +134,17 @@ class ProgressBoard:
             if global_rank == self.rank:
                 continue
             key = self.key(group, global_rank)
-            if self._store.check([key]):
-                posts[global_rank] = json.loads(self._store.get(key).decode("utf-8"))
-            else:
-                posts[global_rank] = None
+            posts[global_rank] = parse_post(self._store.get(key)) if self._store.check([key]) else None
         return posts
+
+
+def parse_post(raw: bytes) -> dict[str, Any] | None:
+    """A post as the board wrote it; None for a value that is not one."""
+    try:
+        post = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None
+    return post if isinstance(post, dict) and "t" in post else None
 
 
 def _exchange(
@@ -169,26 +184,26 @@ def stuck_report(board: ProgressBoard, group: ProcessGroup, seq: int, op: str) -
     if posts is None:
         return f"(no stuck report: the store could not be read: {why})", []
     now = time.time()
-    reached, lagging, unknown = [board.rank], [], []
+    arrived, lagging, unknown = [board.rank], [], []
     for global_rank, post in posts.items():
         if post is None:
             unknown.append(global_rank)
-        elif _reached(post, seq):
-            reached.append(global_rank)
+        elif reached(post, seq):
+            arrived.append(global_rank)
         else:
             lagging.append((global_rank, post))
     lines = [
         f"Stuck report for {op} #{seq} on group {group.group_name!r} (ranks as last posted in "
-        f"the store): reached it: {_ranks(sorted(reached))}; not reached: "
-        f"{_ranks(sorted(r for r, _ in lagging)) if lagging else 'none that posted'}"
-        + (f"; no post from {_ranks(sorted(unknown))}" if unknown else "")
+        f"the store): reached it: {rank_list(sorted(arrived))}; not reached: "
+        f"{rank_list(sorted(r for r, _ in lagging)) if lagging else 'none that posted'}"
+        + (f"; no post from {rank_list(sorted(unknown))}" if unknown else "")
         + "."
     ]
     for global_rank, post in lagging:
-        lines.append(f"  rank {global_rank}: {_where(post, now)}")
+        lines.append(f"  rank {global_rank}: {where(post, now)}")
     if unknown:
         lines.append(
-            f"  {_ranks(sorted(unknown))}: posted nothing: busy without a pause since the "
+            f"  {rank_list(sorted(unknown))}: posted nothing: busy without a pause since the "
             f"job started, frozen (SIGSTOP, a debugger), or on another store"
         )
     if len(group.ranks) > _MAX_REPORTED:
@@ -216,44 +231,53 @@ def peer_report(board: ProgressBoard, group: ProcessGroup, peer: int | None) -> 
                 f"job started, frozen (SIGSTOP, a debugger), or on another store"
             )
         else:
-            lines.append(f"  rank {global_rank}: {_where(post, now)}")
+            lines.append(f"  rank {global_rank}: {where(post, now)}")
     return "\n".join(lines)
 
 
-def _reached(post: dict[str, Any], seq: int) -> bool:
+def reached(post: dict[str, Any], seq: int) -> bool:
+    """Whether the poster had entered (or completed) call #seq of its group."""
     current, done = post.get("current"), post.get("last_done")
     return bool((current and current["seq"] >= seq) or (done and done["seq"] >= seq))
 
 
-def _call(entry: dict[str, Any]) -> str:
+def describe_call(entry: dict[str, Any]) -> str:
+    """'all_reduce #12 (float32, 4 elements)', of a post's call entry."""
     parts = [p for p in (entry.get("dtype"), f"{entry['count']} elements" if "count" in entry else "") if p]
     return f"{entry['op']} #{entry['seq']}" + (f" ({', '.join(parts)})" if parts else "")
 
 
-def _where(post: dict[str, Any], now: float) -> str:
+def where(post: dict[str, Any], now: float) -> str:
+    """What the poster does (``doing``), with the post's age and the process that made it."""
+    age = f"posted {span(now - post['t'])} ago"
+    return f"{doing(post, now)} [{age}, pid {post.get('pid')} on {post.get('host')}]"
+
+
+def doing(post: dict[str, Any], now: float) -> str:
+    """What the poster was doing on its group, its spans measured to ``now``: in which call
+    and for how long, its open p2p operations, or what it did last."""
     current, done = post.get("current"), post.get("last_done")
-    age = f"posted {_span(now - post['t'])} ago"
     if current is not None and current.get("state") == "failed":
-        text = f"{_call(current)} failed: {current.get('error', '')[:200]}"
+        text = f"{describe_call(current)} failed: {current.get('error', '')[:200]}"
     elif current is not None:
-        text = f"in {_call(current)} for {_span(now - current['start'])}"
+        text = f"in {describe_call(current)} for {span(now - current['start'])}"
     elif post.get("p2p_open"):
         text = f"not in a collective of this group: {p2p_waits(post, now)}"
     elif post.get("p2p_failed"):
         failed = post["p2p_failed"]
         text = (
             f"not in a collective of this group: its {describe_p2p(failed)} failed "
-            f"{_span(now - (failed.get('end') or now))} ago: "
+            f"{span(now - (failed.get('end') or now))} ago: "
             f"{failed.get('error', '')[:200].splitlines()[0]}"
         )
     elif done is not None:
         text = (
-            f"not in a collective of this group: its last one, {_call(done)}, ended "
-            f"{_span(now - done['end'])} ago (computing, or blocked outside accord?)"
+            f"not in a collective of this group: its last one, {describe_call(done)}, ended "
+            f"{span(now - done['end'])} ago (computing, or blocked outside accord?)"
         )
     else:
         text = "has not started a collective on this group yet"
-    return f"{text} [{age}, pid {post.get('pid')} on {post.get('host')}]"
+    return text
 
 
 def describe_p2p(item: dict[str, Any]) -> str:
@@ -269,12 +293,12 @@ def p2p_waits(post: dict[str, Any], now: float) -> str:
     ops = post["p2p_open"]
     first = ops[0]
     more = post.get("p2p_open_count", len(ops)) - 1
-    return f"waiting in {describe_p2p(first)} for {_span(now - first['start'])}" + (
+    return f"waiting in {describe_p2p(first)} for {span(now - first['start'])}" + (
         f" (and {more} more open p2p operation{'s' if more > 1 else ''})" if more else ""
     )
 
 
-def _span(seconds: float) -> str:
+def span(seconds: float) -> str:
     """A duration for people: '4.0 s', '35 ms'."""
     seconds = max(0.0, seconds)
     if seconds >= 100:
@@ -284,7 +308,7 @@ def _span(seconds: float) -> str:
     return f"{seconds * 1e3:.0f} ms"
 
 
-def _ranks(ranks: list[int]) -> str:
+def rank_list(ranks: list[int]) -> str:
     if not ranks:
         return "none"
     return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))

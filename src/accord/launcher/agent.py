@@ -5,7 +5,8 @@ them and the other nodes, a failed worker replaced in place with --replace-worke
 agree on a verdict → restart, finish or report), elasticity's decisions on one node (with
 --nnodes MIN:MAX: stop every node's workers when another node is lost, or when nodes wait to
 join with room and a restart left; a node that came late waits for the running attempt to
-end, as a spare when the job has MAX nodes), and starting this launcher's heartbeat. Signals
+end, as a spare when the job has MAX nodes), starting this launcher's heartbeat, and
+the job file that tells ``accord top`` where each attempt's workers meet (``job_files``). Signals
 are ``shutdown``'s. Must not know the command line syntax (``options``) or the store keys
 (``nodes``, ``rounds``, ``liveness``).
 """
@@ -19,8 +20,9 @@ import time
 import uuid
 from dataclasses import dataclass
 
-from .. import config
+from .. import auth, config
 from ..errors import DistStoreError
+from ..rendezvous import job_files
 from ..store.tcp_store import TCPStore
 from .liveness import Heartbeat, Liveness, beat_interval
 from .local_workers import LocalWorkers
@@ -76,6 +78,7 @@ class Agent:
         console: Console | None = None,
         local_rank_arg: bool = False,
         environ: dict[str, str] | None = None,
+        made_secret: bool = False,
     ) -> None:
         self.cfg = cfg
         self.console = console or Console()
@@ -85,6 +88,8 @@ class Agent:
         self.shutdown = Shutdown()
         self.lost_after = config.env_float(config.HEARTBEAT_TIMEOUT, minimum=0.1)
         self.name = uuid.uuid4().hex[:16]  # this launcher's heartbeat (liveness)
+        self.made_secret = made_secret  # the job's secret is this launcher's: its job file has it
+        self.started = time.time()
 
     def run(self) -> int:
         """Run the job; the exit code (0 success, 1 failure) — the report is already printed."""
@@ -102,6 +107,7 @@ class Agent:
             self.console.say(self._lost_store(exc))
         finally:
             self.shutdown.restore()
+            job_files.remove(self.cfg.run_id, os.getpid())
             reaper.close()
             if store is not None:
                 store.close()
@@ -220,6 +226,7 @@ class Agent:
             self.cfg, info, self.environ, self.console, job.rundir, job.reaper, self.local_rank_arg
         )
         self.shutdown.group = workers.group
+        self._publish_job(info)
         try:
             workers.start()
             status = self._watch(workers, channel, info, job)
@@ -231,6 +238,15 @@ class Agent:
         waiting = self._waiters(job, info.restart, info.nnodes)
         mine = decide(info, statuses, self.cfg, self.lost_after, waiting, channel.replacements())
         return channel.settle(mine)
+
+    def _publish_job(self, info: RoundInfo) -> None:
+        """Write where this attempt's workers meet (their store), for ``accord top``."""
+        secret = auth.SECRET.raw() if self.made_secret else None
+        job = job_files.JobFile(
+            self.cfg.run_id, os.getpid(), self.host, info.master_addr, info.master_port,
+            info.restart, secret, self.started,
+        )  # fmt: skip
+        job_files.write(job)
 
     def _watch(self, workers: LocalWorkers, channel: RoundChannel, info: RoundInfo, job: _Job) -> NodeStatus:
         """Until the local workers end, one fails (and is not replaced in place), another node

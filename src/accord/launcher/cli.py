@@ -34,21 +34,24 @@ def run(
     except ValueError as exc:
         parser.error(str(exc))
     console = Console()
-    give_job_a_secret(cfg.max_nodes, cfg.rdzv_host)
+    made_secret = give_job_a_secret(cfg.max_nodes, cfg.rdzv_host)
     for option in ignored_options(args):
         console.say(f"accordrun: {option} is accepted for torchrun compatibility and has no effect here.")
-    return Agent(cfg, console, local_rank_arg=local_rank_arg).run()
+    return Agent(cfg, console, local_rank_arg=local_rank_arg, made_secret=made_secret).run()
 
 
-def give_job_a_secret(max_nodes: int, store_host: str) -> None:
+def give_job_a_secret(max_nodes: int, store_host: str) -> bool:
     """A job on this node alone (its store on loopback) gets a fresh secret unless the user
     gave one: this process and every worker prove it on each store and rank-to-rank
     connection (torch programs' store clients, which cannot, are admitted as this launcher's
-    descendants: see ``admission``). A multi-node job uses the secret the user sets."""
+    descendants: see ``admission``). A multi-node job uses the secret the user sets.
+    Whether it made one (the job file then has it, for ``accord top``)."""
     if max_nodes != 1 or not auth.is_loopback(store_host):
-        return
+        return False
     if auth.SECRET.raw() is None and auth.SECRET_FILE.raw() is None:
         os.environ[auth.SECRET.name] = auth.new_secret()
+        return True
+    return False
 
 
 def main(argv: Sequence[str] | None = None) -> None:
