@@ -94,7 +94,7 @@ def collectives(rank: int, n: int) -> Any:
     out["work_type"] = f"{type(work).__module__}.{type(work).__name__}"
     out["work_wait"] = work.wait()
     dist.barrier()
-    out["accord_ops"] = {op: s["calls"] for op, s in dist.comm_stats()["default_pg"].items()}
+    out["accord_ops"] = {op: s["calls"] for op, s in dist.comm_stats()["0"].items()}
     return out
 
 

@@ -236,7 +236,7 @@ def test_one_cuda_rank_world_through_real_nccl(monkeypatch: pytest.MonkeyPatch) 
         assert rst.tolist() == [5.0, 5.0] and single.tolist() == [100.0, 101.0, 102.0]
         assert b.tolist() == [9.0, 9.0] and prem.tolist() == [6.0, 6.0]
         accord.barrier()
-        assert {op: s["calls"] for op, s in accord.comm_stats()["default_pg"].items()} == \
+        assert {op: s["calls"] for op, s in accord.comm_stats()["0"].items()} == \
             {"all_reduce": 1, "barrier": 1}  # the NumPy all_reduce and the barrier, nothing else
         device_group = group.device_groups["cuda"]
     finally:
@@ -278,7 +278,7 @@ def test_one_rank_world_with_the_standin(monkeypatch: pytest.MonkeyPatch) -> Non
         group = accord.new_group([0])
         assert set(group.device_groups) == {"cuda"}
         assert "cuda" not in accord.new_group([0], backend="gloo").device_groups
-        assert accord.comm_stats()["default_pg"]["all_reduce"]["calls"] == 1  # the NumPy one
+        assert accord.comm_stats()["0"]["all_reduce"]["calls"] == 1  # the NumPy one
         device_group = group.device_groups["cuda"]
         work = device_group.broadcast(torch.ones(2), 0, True)
         work.wait()
