@@ -196,6 +196,36 @@ def everything(rank: int, n: int) -> Any:
     return {name: SCENARIOS[name](rank, n) for name in ("collectives", "p2p", "bad_input")}
 
 
+@scenario
+def multigpu(rank: int, n: int) -> Any:
+    """The *_multigpu collectives on lists of device tensors (one list element per device:
+    on a GPU machine, the list's tensors all on this rank's device), and on NumPy lists."""
+    out: dict[str, Any] = {}
+    devices = 2
+    tensors = [full(2, rank * devices + j + 1) for j in range(devices)]
+    dist.all_reduce_multigpu(tensors)
+    out["all_reduce"] = [t.tolist() for t in tensors]
+    tensors = [full(1, 10 * rank + j) for j in range(devices)]
+    dist.broadcast_multigpu(tensors, src=n - 1, src_tensor=1)
+    out["broadcast"] = [t.tolist() for t in tensors]
+    tensors = [full(1, rank * devices + j + 1) for j in range(devices)]
+    dist.reduce_multigpu(tensors, dst=0, dst_tensor=1)
+    out["reduce"] = [t.tolist() for t in tensors]
+    outputs = [[full(1, -1) for _ in range(n * devices)] for _ in range(devices)]
+    dist.all_gather_multigpu(outputs, [full(1, rank * devices + j) for j in range(devices)])
+    out["all_gather"] = [[t.item() for t in each] for each in outputs]
+    results = [full(1, 0) for _ in range(devices)]
+    inputs = [[full(1, x + i) for x in range(n * devices)] for i in range(devices)]
+    work = dist.reduce_scatter_multigpu(results, inputs, async_op=True)
+    work.wait()
+    out["reduce_scatter"] = [t.item() for t in results]
+    arrays = [np.full(2, rank * devices + j + 1.0) for j in range(devices)]
+    dist.all_reduce_multigpu(arrays)
+    out["numpy"] = [a.tolist() for a in arrays]
+    out["accord_ops"] = {op: s["calls"] for op, s in dist.comm_stats()["0"].items()}
+    return out
+
+
 def main() -> None:
     name = sys.argv[1]
     dist.init_process_group(os.environ.get("ACCORD_TEST_BACKEND", "cpu:accord,cuda:nccl"),

@@ -13,7 +13,9 @@ tensor's device; the others are copied to it and back), a list of NumPy arrays o
 tensors to accord's own backend. AVG and PREMUL_SUM combine as sums and divide (by the
 number of devices) or scale once at the end. An async call's copying back runs when its
 cross-rank half completes (on the CUDA route, an async call is waited for before it
-returns). List lengths are the caller's to keep equal: a rank whose list is longer or
+returns). Unlike torch's old NCCL form, tensors of one list may share a GPU (torch's NCCL
+now takes one device per process; each list element still counts as a device of its own).
+List lengths are the caller's to keep equal: a rank whose list is longer or
 shorter changes the size of all_gather's and reduce_scatter's messages (the ranks' call
 check then refuses it) but not all_reduce's, broadcast's or reduce's. Must not know how a
 call runs or which device group takes it.
@@ -237,8 +239,6 @@ class _TorchTensors(_Buffers):
         for i, t in enumerate(self.tensors):
             if not is_tensor(t) or t.dtype != self.dtype:
                 raise ArgumentTypeError(f"{what}[{i}]: every buffer must be a tensor of {self.dtype}")
-        if self.device.type != "cpu" and len({t.device for t in self.tensors}) != len(self.tensors):
-            raise ArgumentError(f"{what}: each tensor must be on a different {self.device.type} device")
 
     def flat(self, i: int, copy: bool = False) -> Any:
         flat = self.tensors[i].detach().reshape(-1).to(self.device)
