@@ -55,7 +55,7 @@ def test_comm_stats_and_an_on_demand_dump(tmp_path):
 
     results = run_ranks(2, body)
     stats, path = results[0]
-    ops = stats["default_pg"]
+    ops = stats["0"]
     assert ops["all_reduce"]["calls"] == 3 and ops["all_reduce"]["bytes"] == 3 * 800
     assert ops["broadcast"]["calls"] == 1 and ops["barrier"]["calls"] == 1
     assert ops["all_reduce"]["total_s"] >= ops["all_reduce"]["max_s"] > 0
@@ -86,7 +86,7 @@ def test_the_merged_report_says_how_a_changed_job_got_its_ranks() -> None:
 def _dump(rank, entries, size=3):
     return {"format": "accord-flight-recorder/1", "rank": rank, "world_size": size, "pid": 1,
             "host": "h", "time": 0, "reason": "test",
-            "groups": [{"name": "default_pg", "id": 0, "ranks": list(range(size)), "rank": rank,
+            "groups": [{"name": "0", "desc": "default_pg", "id": 0, "ranks": list(range(size)), "rank": rank,
                         "entries": [{"seq": s, "op": op, "state": st, "dtype": "float32",
                                      "count": n, "root": -1} for s, op, st, n in entries]}]}
 
@@ -310,7 +310,7 @@ def test_comm_stats_count_point_to_point():
         else:
             dist.recv(x, src=0)
             dist.irecv(x, src=0).wait()
-        return dist.comm_stats()["default_pg"]
+        return dist.comm_stats()["0"]
 
     sender, receiver = run_ranks(2, body)
     assert sender["send"]["calls"] == 1 and sender["send"]["bytes"] == 32

@@ -123,7 +123,7 @@ def test_a_collective_timeout_still_speaks_of_collectives():
 def _dump(rank, entries=(), p2p=(), size=2, at=100.0):
     return {"format": "accord-flight-recorder/1", "rank": rank, "world_size": size, "pid": 10 + rank,
             "host": "h", "time": at, "reason": "test",
-            "groups": [{"name": "default_pg", "id": 0, "ranks": list(range(size)), "rank": rank,
+            "groups": [{"name": "0", "desc": "default_pg", "id": 0, "ranks": list(range(size)), "rank": rank,
                         "entries": [{"seq": s, "op": op, "state": st, "start": t0,
                                      "end": None if st == "started" else t0 + 0.5,
                                      "dtype": "float32", "count": 4, "root": -1}
@@ -179,7 +179,7 @@ def test_the_trace_has_a_row_per_rank_and_says_who_arrived_last():
     send, recv = calls[(0, "send to 1 (tag 3)")], calls[(1, "recv from 0 (tag 3)")]
     assert send["cat"] == recv["cat"] == "p2p" and send["tid"] != first["tid"]
     threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e["name"] == "thread_name"}
-    assert threads[(0, send["tid"])] == "group default_pg: p2p"
+    assert threads[(0, send["tid"])] == "group 0 (default_pg): p2p"
     assert [e["pid"] for e in events if e["ph"] == "i"] == [0, 1]  # where each rank dumped
     assert doc["otherData"]["time_origin_unix_s"] == 10.0
 

@@ -63,8 +63,33 @@ from .api import (
     shrink_group,
     split_group,
 )
+from .api import coalesced as _coalesced
+from .api import collectives as _collectives
+from .api import handles as _handles
+from .api.coalesced import all_gather_coalesced, all_reduce_coalesced
+from .api.group_methods import ProcessGroup
+from .api.handles import breakpoint  # noqa: A004 — torch's name (torch.distributed.breakpoint)
+from .api.multigpu import (
+    all_gather_multigpu,
+    all_reduce_multigpu,
+    broadcast_multigpu,
+    reduce_multigpu,
+    reduce_scatter_multigpu,
+)
+from .api.options import (
+    AllgatherOptions,
+    AllreduceCoalescedOptions,
+    AllreduceOptions,
+    AllToAllOptions,
+    BarrierOptions,
+    BroadcastOptions,
+    GatherOptions,
+    ReduceOptions,
+    ReduceScatterOptions,
+    ScatterOptions,
+)
 from .auth import InsecureListenWarning
-from .backend_names import Backend, is_backend_available
+from .backend_names import Backend, get_default_backend_for_device, is_backend_available
 from .diagnostics.debug import DebugLevel, get_debug_level, set_debug_level, set_debug_level_from_env
 from .errors import (
     ArgumentError,
@@ -85,14 +110,24 @@ from .errors import (
     StoreLimitError,
     StoreTimeoutError,
 )
-from .group import Future, ProcessGroup, Work
+from .group import Future, Work
 from .group.pickling import ObjectPolicy
 from .launcher.spawn import ProcessException, ProcessExitedException, ProcessRaisedException, spawn
 from .reduce_ops import ReduceOp, _make_nccl_premul_sum, reduce_op, supports_complex
 from .rendezvous import register_rendezvous_handler, rendezvous
 from .store import FileStore, HashStore, PrefixStore, Store, TCPStore
+from .timeouts import DEFAULT_PG_TIMEOUT as default_pg_timeout  # noqa: N811 — torch's name
 from .version import version as _version
 from .world import GroupMember, group
+
+# torch's private names that libraries call (torch.distributed.distributed_c10d's)
+_get_default_group = _handles.default_group
+_rank_not_in_group = _handles.rank_not_in_group
+_get_process_group_name = _handles.process_group_name
+_coalescing_manager = _coalesced.coalescing_manager
+_CoalescingManager = _coalesced.CoalescingManager
+_all_gather_base = _collectives.all_gather_base
+_reduce_scatter_base = _collectives.reduce_scatter_base
 
 __version__ = _version()  # pyproject.toml's, read from the source tree or the installed metadata
 
@@ -145,6 +180,26 @@ def is_xccl_available() -> bool:
 
 
 __all__ = [
+    "AllToAllOptions",
+    "AllgatherOptions",
+    "AllreduceCoalescedOptions",
+    "AllreduceOptions",
+    "BarrierOptions",
+    "BroadcastOptions",
+    "GatherOptions",
+    "ReduceOptions",
+    "ReduceScatterOptions",
+    "ScatterOptions",
+    "all_gather_coalesced",
+    "all_gather_multigpu",
+    "all_reduce_coalesced",
+    "all_reduce_multigpu",
+    "breakpoint",
+    "broadcast_multigpu",
+    "default_pg_timeout",
+    "get_default_backend_for_device",
+    "reduce_multigpu",
+    "reduce_scatter_multigpu",
     "ArgumentError",
     "ArgumentTypeError",
     "ShortListError",

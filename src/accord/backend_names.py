@@ -120,6 +120,22 @@ DEVICE_PROVIDERS = {Backend.NCCL: "accord.devices.nccl.device_group:create"}
 _DEVICE_KINDS = {Backend.NCCL: "cuda"}
 
 
+def get_default_backend_for_device(device: Any) -> str:
+    """The backend accord uses for tensors of ``device`` (a name such as "cuda:1", or a
+    torch.device) when init_process_group names none for it: "accord" for CPU, "nccl" for
+    CUDA (torch's: "gloo" and "nccl"; accord's CPU backend also answers to "gloo").
+
+    Raises:
+        ValueError: no backend of accord's takes that device (torch's message).
+    """
+    kind = str(getattr(device, "type", device)).split(":", 1)[0]
+    backends = {**Backend.default_device_backend_map, **{k: b for b, k in _DEVICE_KINDS.items()}}
+    backend = backends.get(kind)
+    if backend is None:
+        raise ValueError(f"Default backend not registered for device : {device}")
+    return str(backend)
+
+
 def _parse(backend: str) -> tuple[str, dict[str, str]]:
     """("cpu" backend name, {device kind: device backend}) of a backend string: "nccl" and
     "cuda:nccl" keep accord's CPU backend for CPU tensors (torch would have none)."""

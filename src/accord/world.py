@@ -53,6 +53,8 @@ class World:
         #: what each of them was, oldest first (``api.membership.change``): the flight
         #: recorder's dumps and the stuck report show it (ranks were renumbered)
         self.membership: list[dict[str, Any]] = []
+        #: {(file, line): calls} of ``accord.breakpoint(skip=…)`` (``api.handles``)
+        self.breakpoint_counts: dict[tuple[str, int], int] = {}
         self._owns_store = owns_store
         self._group_counts: dict[tuple[int, ...], int] = {}
         self._lock = threading.Lock()

@@ -425,6 +425,25 @@ def ref_profiling_accord_only(dist: Any, rank: int, n: int, make: Make) -> dict:
     return {"events": events}
 
 
+def ref_multigpu_example(dist: Any, rank: int, n: int, make: Make) -> dict:
+    """The page's multi-GPU example: every rank all-reduces a list of one-element tensors, one
+    per GPU; "all 16 tensors on the two nodes will have the all-reduced value of 16". Adapted
+    to CPU lists of 2 (each list element a device of its own: n × 2 of them), the init
+    left to the runner. torch 2.13 has no all_reduce_multigpu: on torch the same reduction
+    is done with its single-tensor all_reduce (the list summed, reduced, copied back)."""
+    tensor_list = []
+    for _dev_idx in range(2):
+        tensor_list.append(make([1], "float32"))
+    if hasattr(dist, "all_reduce_multigpu"):
+        dist.all_reduce_multigpu(tensor_list)
+    else:
+        total = tensor_list[0] + tensor_list[1]
+        dist.all_reduce(total)
+        for tensor in tensor_list:
+            tensor.copy_(total)
+    return {"tensors": [float(t[0]) for t in tensor_list]}
+
+
 SCRIPTS: list[Script] = [
     Script("docs_seed000_tensor_and_string", seed000_tensor_and_string),
     Script("docs_seed000_tensors_and_lists", seed000_tensors_and_lists),
@@ -447,6 +466,7 @@ SCRIPTS: list[Script] = [
     Script("docs_ref_object_lists_longer_than_the_group", ref_object_lists_longer_than_the_group),
     Script("docs_ref_all_to_all_uneven_lists", ref_all_to_all_uneven_lists),
     Script("docs_ref_reduce_op", ref_reduce_op),
+    Script("docs_ref_multigpu_example", ref_multigpu_example),
     Script("docs_ref_profiling", ref_profiling, needs_torch=True),
     Script("docs_ref_profiling_accord_only", ref_profiling_accord_only, on_gloo=False, needs_torch=True),
 ]

@@ -179,3 +179,11 @@ def test_profiler_events_of_accord_only_calls(runs, world_size: int) -> None:
                        ["accord:reduce_scatter", [[2]] * n, ["float"] * n]])
     for res in results(runs("accord-torch", n), "docs_ref_profiling_accord_only"):
         assert res["events"] == expected
+
+
+@pytest.mark.parametrize(("world_size", "impl"), [(2, "torch-gloo"), *JOBS])
+def test_multigpu_example_gives_the_stated_value(runs, world_size: int, impl: str) -> None:
+    """"all 16 tensors on the two nodes will have the all-reduced value of 16": every one of
+    the world size × 2 list elements holds their count."""
+    for res in results(runs(impl, world_size), "docs_ref_multigpu_example"):
+        assert res["tensors"] == [float(world_size * 2)] * 2

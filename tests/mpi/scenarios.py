@@ -506,7 +506,7 @@ def stores_alongside(rank: int, n: int) -> Any:
     dump = dist.dump_flight_recorder(os.path.join(os.environ["ACCORD_TEST_DUMPS"], f"rank{rank}.json"))
     with open(dump) as f:
         recorded = [(c["op"], c["state"]) for g in json.load(f)["groups"] for c in g["entries"]]
-    stats = dist.comm_stats()["default_pg"]
+    stats = dist.comm_stats()["0"]
     world = dist.group.WORLD  # what the progress board and a peer's stuck report read
     return {"values": values, "recorded": recorded, "stats_ops": sorted(stats),
             "counted": {op: (s["calls"], s["bytes"]) for op, s in stats.items()},
@@ -527,7 +527,7 @@ def with_nccl(rank: int, n: int) -> Any:
     u = torch.full((1,), float(rank))
     dist.broadcast(u, src=n - 1, group=group)
     return {"torch": t.tolist(), "numpy": a.tolist(), "config": dist.get_backend_config(group),
-            "broadcast": u.tolist(), "mpi_ops": sorted(dist.comm_stats()["default_pg"])}
+            "broadcast": u.tolist(), "mpi_ops": sorted(dist.comm_stats()["0"])}
 
 
 from mpi.list_layouts import LIST_SCENARIOS  # noqa: E402 — (tests/ is on the path, as for this module)

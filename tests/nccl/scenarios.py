@@ -94,7 +94,7 @@ def collectives(rank: int, n: int) -> Any:
     out["work_type"] = f"{type(work).__module__}.{type(work).__name__}"
     out["work_wait"] = work.wait()
     dist.barrier()
-    out["accord_ops"] = {op: s["calls"] for op, s in dist.comm_stats()["default_pg"].items()}
+    out["accord_ops"] = {op: s["calls"] for op, s in dist.comm_stats()["0"].items()}
     return out
 
 
@@ -194,6 +194,36 @@ def bad_input(rank: int, n: int) -> Any:
 def everything(rank: int, n: int) -> Any:
     """collectives, p2p and bad_input in one job (one start-up instead of three)."""
     return {name: SCENARIOS[name](rank, n) for name in ("collectives", "p2p", "bad_input")}
+
+
+@scenario
+def multigpu(rank: int, n: int) -> Any:
+    """The *_multigpu collectives on lists of device tensors (one list element per device:
+    on a GPU machine, the list's tensors all on this rank's device), and on NumPy lists."""
+    out: dict[str, Any] = {}
+    devices = 2
+    tensors = [full(2, rank * devices + j + 1) for j in range(devices)]
+    dist.all_reduce_multigpu(tensors)
+    out["all_reduce"] = [t.tolist() for t in tensors]
+    tensors = [full(1, 10 * rank + j) for j in range(devices)]
+    dist.broadcast_multigpu(tensors, src=n - 1, src_tensor=1)
+    out["broadcast"] = [t.tolist() for t in tensors]
+    tensors = [full(1, rank * devices + j + 1) for j in range(devices)]
+    dist.reduce_multigpu(tensors, dst=0, dst_tensor=1)
+    out["reduce"] = [t.tolist() for t in tensors]
+    outputs = [[full(1, -1) for _ in range(n * devices)] for _ in range(devices)]
+    dist.all_gather_multigpu(outputs, [full(1, rank * devices + j) for j in range(devices)])
+    out["all_gather"] = [[t.item() for t in each] for each in outputs]
+    results = [full(1, 0) for _ in range(devices)]
+    inputs = [[full(1, x + i) for x in range(n * devices)] for i in range(devices)]
+    work = dist.reduce_scatter_multigpu(results, inputs, async_op=True)
+    work.wait()
+    out["reduce_scatter"] = [t.item() for t in results]
+    arrays = [np.full(2, rank * devices + j + 1.0) for j in range(devices)]
+    dist.all_reduce_multigpu(arrays)
+    out["numpy"] = [a.tolist() for a in arrays]
+    out["accord_ops"] = {op: s["calls"] for op, s in dist.comm_stats()["0"].items()}
+    return out
 
 
 def main() -> None:

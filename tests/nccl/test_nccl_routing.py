@@ -236,7 +236,7 @@ def test_one_cuda_rank_world_through_real_nccl(monkeypatch: pytest.MonkeyPatch) 
         assert rst.tolist() == [5.0, 5.0] and single.tolist() == [100.0, 101.0, 102.0]
         assert b.tolist() == [9.0, 9.0] and prem.tolist() == [6.0, 6.0]
         accord.barrier()
-        assert {op: s["calls"] for op, s in accord.comm_stats()["default_pg"].items()} == \
+        assert {op: s["calls"] for op, s in accord.comm_stats()["0"].items()} == \
             {"all_reduce": 1, "barrier": 1}  # the NumPy all_reduce and the barrier, nothing else
         device_group = group.device_groups["cuda"]
     finally:
@@ -278,7 +278,7 @@ def test_one_rank_world_with_the_standin(monkeypatch: pytest.MonkeyPatch) -> Non
         group = accord.new_group([0])
         assert set(group.device_groups) == {"cuda"}
         assert "cuda" not in accord.new_group([0], backend="gloo").device_groups
-        assert accord.comm_stats()["default_pg"]["all_reduce"]["calls"] == 1  # the NumPy one
+        assert accord.comm_stats()["0"]["all_reduce"]["calls"] == 1  # the NumPy one
         device_group = group.device_groups["cuda"]
         work = device_group.broadcast(torch.ones(2), 0, True)
         work.wait()
@@ -292,3 +292,30 @@ def test_one_rank_world_with_the_standin(monkeypatch: pytest.MonkeyPatch) -> Non
     if os.path.isdir("/proc/self/task"):
         names = [open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task")]
         assert len(names) <= threads_before, names
+
+
+def check_multigpu(results: dict[int, Any], n: int) -> None:
+    devices, total = 2, sum(range(1, 2 * n + 1))  # every device's value: rank × 2 + j + 1
+    for rank, got in results.items():
+        assert got["all_reduce"] == [[total] * 2] * devices
+        assert got["broadcast"] == [[10 * (n - 1) + 1]] * devices
+        assert got["reduce"] == ([[1], [total]] if rank == 0 else [[rank * 2 + 1], [rank * 2 + 2]])
+        assert got["all_gather"] == [list(range(n * devices))] * devices
+        # device x of the world gets the sum over ranks and i of (x + i)
+        assert got["reduce_scatter"] == [n * (2 * (rank * devices + j) + 1) for j in range(devices)]
+        assert got["numpy"] == [[total] * 2] * devices
+        # the device lists went to the device group; accord's backend saw the NumPy list only
+        assert got["accord_ops"] == {"all_reduce": 1}
+
+
+@pytest.mark.multiprocess
+def test_multigpu_lists_of_device_tensors_go_to_the_device_group() -> None:
+    check_multigpu(standin("multigpu", 2), 2)
+
+
+@pytest.mark.multiprocess
+@pytest.mark.skipif(not HAS_ONE_CUDA, reason=NO_CUDA)
+def test_one_cuda_multigpu() -> None:
+    """One rank, real NCCL: the list's tensors on the one GPU (torch's NCCL takes one device
+    per process; each list element still counts as a device of its own)."""
+    check_multigpu(run("multigpu", 1, ACCORD_TEST_DEVICE="cuda"), 1)

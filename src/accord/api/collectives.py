@@ -178,6 +178,7 @@ def all_gather_into_tensor(
 
 
 all_gather_single = all_gather_into_tensor  # torch 2.13's newer name of the same function
+all_gather_base = all_gather_into_tensor  # torch's private _all_gather_base, which libraries call
 
 
 def gather(
@@ -227,6 +228,7 @@ def reduce_scatter_tensor(
 
 
 reduce_scatter_single = reduce_scatter_tensor  # torch 2.13's newer name of the same function
+reduce_scatter_base = reduce_scatter_tensor  # torch's private _reduce_scatter_base, which libraries call
 
 
 def all_to_all(

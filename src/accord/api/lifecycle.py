@@ -23,6 +23,7 @@ from ..world import NON_GROUP_MEMBER, World, clear_scoped_world, current_world, 
 from .admission import join_process_group
 from .adoption import add_device_groups, adopt
 from .common import resolve_group
+from .group_methods import ProcessGroup as GroupMethods
 from .worlds import build_world, engine_world
 
 
@@ -72,7 +73,14 @@ def init_process_group(
         return
     if provider is not None:  # another engine (MPI): it finds its own ranks and needs no store
         world = engine_world(
-            provider(init_method=init_method, timeout=seconds, world_size=world_size, rank=rank, store=store),
+            provider(
+                init_method=init_method,
+                timeout=seconds,
+                world_size=world_size,
+                rank=rank,
+                store=store,
+                kind=GroupMethods,
+            ),
             name,
         )
         _with_devices(world, devices, device_id)

@@ -16,6 +16,7 @@ a step works inside (group, diagnostics).
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +27,12 @@ from ..world import current_world
 from .common import check_not_self, device_group, group_rank, resolve_group
 
 _scoped_get = _worlds.scoped_world.get
+
+#: The async calls made inside ``_coalescing_manager`` blocks of this thread, per group: {group:
+#: [Work]} (``api.coalesced``); None outside them (``run`` looks only when a call is async).
+collecting: contextvars.ContextVar[dict[Any, list[Any]] | None] = contextvars.ContextVar(
+    "accord_coalescing", default=None
+)
 
 #: In a row's ``detail`` names: the argument that is the call's root (compared as the root).
 ROOT = detail.ROOT
@@ -161,17 +168,29 @@ def run(call: Call, group: Any, async_op: bool, *args: Any) -> Any:
         if pg.device_groups and call.device is not None:  # one attribute read on CPU-only worlds
             dg = device_group(pg, args[call.carrier])
             if dg is not None:
-                return call.device(dg, pg, args, async_op)
+                return _collected(pg, call.device(dg, pg, args, async_op))
         if debug.DETAIL_ON and call.detail is not None:
-            return _checked(pg, call, async_op, args)
+            return _collected(pg, _checked(pg, call, async_op, args))
         if not async_op and call.short is not None and call.short(pg, args):  # no hop: done
             return None
         if call.takes_async_op:
-            return call.general(pg, *args, async_op)
+            if async_op:
+                return _collected(pg, call.general(pg, *args, True))
+            return call.general(pg, *args, False)
         return call.general(pg, *args)
     except BaseException:  # (see ProcessGroup.calls_raised)
         pg.calls_raised += 1
         raise
+
+
+def _collected(pg: ProcessGroup, work: Any) -> Any:
+    """An async call's Work, noted for the ``_coalescing_manager`` block on its group."""
+    blocks = collecting.get()
+    if blocks is not None and work is not None:
+        works = blocks.get(pg)
+        if works is not None:
+            works.append(work)
+    return work
 
 
 def _checked(pg: ProcessGroup, call: Call, async_op: bool, args: tuple[Any, ...]) -> Any:

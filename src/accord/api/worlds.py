@@ -1,6 +1,7 @@
 """Every world is built here: accord's own and an engine's that finds its own ranks.
 
-Owns: ``build_world`` (the mesh through the store, the default group on it, init's last
+Owns: ``build_world`` (the mesh through the store, the default group on it — of the API's
+class, ``group_methods.ProcessGroup``, whose subgroups are of it too —, init's last
 barrier: init_process_group's core, and the torch backend's; tests call it with a loopback
 mesh factory), ``engine_world`` (the world of an engine such as MPI from its
 ``group.engine.WorldParts``), and what both do alike (``_watch``): the world's monitor, its
@@ -19,7 +20,7 @@ from .. import config
 from ..backend_names import Backend
 from ..diagnostics.monitor import Monitor
 from ..diagnostics.progress import ProgressBoard
-from ..group.engine import WorldParts
+from ..group.engine import DEFAULT_GROUP_DESC, DEFAULT_GROUP_NAME, WorldParts
 from ..group.mesh_barrier import mesh_barrier
 from ..group.mesh_engine import mesh_group
 from ..group.process_group import ProcessGroup
@@ -28,6 +29,7 @@ from ..timeouts import Deadline
 from ..transport.bootstrap import connect_mesh
 from ..transport.mesh import Mesh
 from ..world import World
+from .group_methods import ProcessGroup as GroupMethods
 
 MeshFactory = Callable[[Store, str, int, int, Deadline], Mesh]
 
@@ -57,7 +59,9 @@ def build_world(
         func = Backend._plugins[backend][0]
         default_group = func(store, rank, world_size, timedelta(seconds=timeout))
     else:
-        default_group = mesh_group(mesh, 0, range(world_size), timeout, backend, "default_pg")
+        default_group = mesh_group(
+            mesh, 0, range(world_size), timeout, backend, DEFAULT_GROUP_NAME, DEFAULT_GROUP_DESC, GroupMethods
+        )
     world = World(store, mesh, default_group, backend, owns_store)
     world.store_prefix = prefix
     try:

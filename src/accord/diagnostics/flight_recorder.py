@@ -8,7 +8,7 @@ The file of rank N is ``<dir>/rank<N>.json``::
 
     {"format": "accord-flight-recorder/1", "rank": 2, "world_size": 4, "pid": 123,
      "host": "node-a", "time": 1790000000.0, "reason": "timeout: all_reduce #12 on rank 2 …",
-     "groups": [{"name": "default_pg", "id": 0, "ranks": [0, 1, 2, 3], "rank": 2,
+     "groups": [{"name": "0", "desc": "default_pg", "id": 0, "ranks": [0, 1, 2, 3], "rank": 2,
                  "broken": true, "entries": [{"seq": 11, "op": "broadcast", "state":
                  "completed", "start": …, "end": …, "duration_s": …, "dtype": "float32",
                  "count": 1024, "root": 0, "algo": 1, "nbytes": 4096}, …],

@@ -193,7 +193,7 @@ def stuck_report(board: ProgressBoard, group: ProcessGroup, seq: int, op: str) -
         else:
             lagging.append((global_rank, post))
     lines = [
-        f"Stuck report for {op} #{seq} on group {group.group_name!r} (ranks as last posted in "
+        f"Stuck report for {op} #{seq} on group {group.group_name!r}{_desc(group)} (ranks as last posted in "
         f"the store): reached it: {rank_list(sorted(arrived))}; not reached: "
         f"{rank_list(sorted(r for r, _ in lagging)) if lagging else 'none that posted'}"
         + (f"; no post from {rank_list(sorted(unknown))}" if unknown else "")
@@ -312,3 +312,9 @@ def rank_list(ranks: list[int]) -> str:
     if not ranks:
         return "none"
     return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
+
+
+def _desc(group: Any) -> str:
+    """' (default_pg)' where a group's description says more than its name."""
+    desc = getattr(group, "group_desc", None)
+    return f" ({desc})" if desc and desc != group.group_name else ""

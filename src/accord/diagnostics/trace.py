@@ -53,7 +53,9 @@ def trace(dumps: dict[int, dict[str, Any]]) -> dict[str, Any]:
         )
         dumped_at = dump["time"]
         for group in dump["groups"]:
-            gid, name = group["id"], group["name"]
+            gid, name, desc = group["id"], group["name"], group.get("desc")
+            if desc and desc != name:
+                name = f"{name} ({desc})"  # the default group: "0 (default_pg)"
             for p2p, label in ((False, f"group {name}"), (True, f"group {name}: p2p")):
                 events.append(
                     {

@@ -143,6 +143,11 @@ class Planner(Engine, Protocol):
         ...
 
 
+#: The default group's name and description, torch's: ``group_name`` "0" (torch numbers its
+#: groups from 0 in the order they are made), ``group_desc`` "default_pg"
+DEFAULT_GROUP_NAME, DEFAULT_GROUP_DESC = "0", "default_pg"
+
+
 @dataclass
 class WorldParts:
     """What an engine that finds its own ranks gives the API for a world (backend "mpi":

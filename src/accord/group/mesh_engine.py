@@ -45,9 +45,11 @@ def mesh_group(
     backend: str,
     name: str,
     desc: str | None = None,
+    kind: type[ProcessGroup] = ProcessGroup,
 ) -> ProcessGroup:
-    """A process group of ``ranks`` (mesh ranks, this one among them) on accord's engine."""
-    return ProcessGroup(
+    """A process group of ``ranks`` (mesh ranks, this one among them) on accord's engine;
+    ``kind``: its class (the API hands out a subclass with torch's method-level API)."""
+    return kind(
         lambda group: MeshEngine(group, mesh),
         ranks,
         list(ranks).index(mesh.rank),
@@ -183,13 +185,23 @@ class MeshEngine(MeshCalls):
     def twin(self, group_id: int, name: str) -> ProcessGroup:
         """A new group of the same ranks (every member makes it, in the same order), for
         checks that must not disturb this group's calls (DETAIL's argument check)."""
-        return mesh_group(self.mesh, group_id, self.members, self.calls.timeout, self.group.backend, name)
+        return mesh_group(
+            self.mesh,
+            group_id,
+            self.members,
+            self.calls.timeout,
+            self.group.backend,
+            name,
+            None,
+            type(self.group),
+        )
 
     def subgroup(
         self, group_id: int, ranks: Sequence[int], timeout: float, backend: str, name: str, desc: str | None
     ) -> ProcessGroup:
-        """A group of ``ranks`` on the same mesh (new_group: every member makes it)."""
-        return mesh_group(self.mesh, group_id, ranks, timeout, backend, name, desc)
+        """A group of ``ranks`` on the same mesh (new_group: every member makes it), of this
+        group's class."""
+        return mesh_group(self.mesh, group_id, ranks, timeout, backend, name, desc, type(self.group))
 
     def _destroyed(self, op: str) -> DestroyedGroupError:
         return DestroyedGroupError(

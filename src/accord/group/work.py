@@ -8,13 +8,14 @@ caller's thread, on the group's async worker, or completes when somebody drives 
 
 from __future__ import annotations
 
+import enum
 import threading
 import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-from ..errors import ArgumentError, DistTimeoutError
+from ..errors import ArgumentError, DistTimeoutError, PeerError
 from ..timeouts import format_seconds, to_seconds
 
 Drive = Callable[["float | None"], None]
@@ -145,6 +146,14 @@ class Future:
         return chained
 
 
+def _quietly(work: Work) -> None:
+    """Wait for ``work``; its error is the joined Work's to report."""
+    try:
+        work.wait()
+    except BaseException:  # noqa: BLE001 — reported through the joined future
+        pass
+
+
 def _run_callback(callback: Callable[[Future], Any], fut: Future) -> None:
     try:
         callback(fut)
@@ -152,6 +161,15 @@ def _run_callback(callback: Callable[[Future], Any], fut: Future) -> None:
         import logging
 
         logging.getLogger("accord").exception("a Future callback raised")
+
+
+class WorkResult(enum.IntEnum):
+    """What ``Work.get_future_result`` completes with (torch's ``WorkResult``, its values)."""
+
+    SUCCESS = 0
+    TIMEOUT = 1
+    COMM_ERROR = 2
+    UNKNOWN = 100
 
 
 class Work:
@@ -178,6 +196,39 @@ class Work:
         work = cls(name, result, source=(lambda: source) if source is not None else None)
         work._future.set_result(result)
         return work
+
+    @classmethod
+    def joined(cls, name: str, result: list[Any], works: list[Work]) -> Work:
+        """One Work for several (the coalesced calls): complete when all are, with the
+        first one's error that failed; waiting for it waits for each in turn."""
+        if not works:
+            return cls.completed(name, result)
+        remaining = [len(works)]
+        lock = threading.Lock()
+
+        def drive(timeout: float | None) -> None:
+            for work in works:
+                if timeout is None:
+                    _quietly(work)
+                else:
+                    work._future.drive(timeout)
+
+        joined = Future(drive=drive)
+
+        def one_done(_: Future) -> None:
+            with lock:
+                remaining[0] -= 1
+                if remaining[0]:
+                    return
+            error = next((w._future.error for w in works if w._future.error is not None), None)
+            if error is None:
+                joined.set_result(result)
+            else:
+                joined.set_exception(error)
+
+        for work in works:
+            work._future.add_done_callback(one_done)
+        return cls(name, result, joined)
 
     def wait(self, timeout: timedelta | float | None = None) -> bool:
         """Block until done, or at most ``timeout``; re-raise the operation's error.
@@ -212,6 +263,22 @@ class Work:
         if self._on_future is not None and not self._future.settled:
             self._on_future()
         return self._future
+
+    def get_future_result(self) -> Future:
+        """A Future completed with the call's ``WorkResult`` (an int), never with an error:
+        SUCCESS, TIMEOUT (a DistTimeoutError), COMM_ERROR (a peer lost or the group
+        broken) or UNKNOWN (any other error). torch implements it for NCCL only."""
+        future = self.get_future()
+
+        def classify(done: Future) -> WorkResult:
+            error = done.error
+            if error is None:
+                return WorkResult.SUCCESS
+            if isinstance(error, DistTimeoutError):
+                return WorkResult.TIMEOUT
+            return WorkResult.COMM_ERROR if isinstance(error, PeerError) else WorkResult.UNKNOWN
+
+        return future.then(classify)
 
     def result(self) -> list[Any]:
         self.wait()

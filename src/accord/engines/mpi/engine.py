@@ -66,9 +66,11 @@ def mpi_group(
     timeout: timedelta | float,
     name: str,
     desc: str | None = None,
+    kind: type[ProcessGroup] = ProcessGroup,
 ) -> ProcessGroup:
-    """A process group of ``ranks`` (global ranks) on MPI communicator ``comm`` (backend "mpi")."""
-    return ProcessGroup(
+    """A process group of ``ranks`` (global ranks) on MPI communicator ``comm`` (backend "mpi");
+    ``kind``: its class (the API hands out a subclass with torch's method-level API)."""
+    return kind(
         lambda group: MpiEngine(group, comm), ranks, comm.Get_rank(), group_id, timeout, "mpi", name, desc
     )
 
@@ -112,7 +114,9 @@ class MpiEngine(AsyncCalls):
 
     def twin(self, group_id: int, name: str) -> ProcessGroup:
         self._settle_queued("new_group")
-        return mpi_group(self.comm.Dup(), self.group.members, group_id, self.calls.timeout, name)
+        return mpi_group(
+            self.comm.Dup(), self.group.members, group_id, self.calls.timeout, name, None, type(self.group)
+        )
 
     def _settle_queued(self, op: str) -> None:
         """Before a collective MPI call outside the collectives (a new communicator)."""
@@ -138,7 +142,7 @@ class MpiEngine(AsyncCalls):
                 f"new_group on rank {self.group.global_rank}: MPI made no communicator for "
                 f"ranks {list(ranks)}"
             )
-        return mpi_group(comm, ranks, group_id, timeout, name, desc)
+        return mpi_group(comm, ranks, group_id, timeout, name, desc, type(self.group))
 
     # -- running a collective ----------------------------------------------------------------
     def run_collective(

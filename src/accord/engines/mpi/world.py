@@ -24,7 +24,8 @@ from datetime import timedelta
 from typing import Any
 
 from ... import config
-from ...group.engine import WorldParts
+from ...group.engine import DEFAULT_GROUP_DESC, DEFAULT_GROUP_NAME, WorldParts
+from ...group.process_group import ProcessGroup
 from ...store.base import Store
 from ...store.tcp_store import TCPStore
 from . import engine, runtime
@@ -37,13 +38,22 @@ _FORWARD_S = 0.5
 
 
 def init_world(
-    *, init_method: str | None, timeout: float, world_size: int, rank: int, store: Store | None
+    *,
+    init_method: str | None,
+    timeout: float,
+    world_size: int,
+    rank: int,
+    store: Store | None,
+    kind: type[ProcessGroup] = ProcessGroup,
 ) -> WorldParts:
-    """The parts of this MPI rank's world (``init_method`` is not needed: MPI knows the ranks)."""
+    """The parts of this MPI rank's world (``init_method`` is not needed: MPI knows the ranks);
+    ``kind``: the class of its default group (the API's, with torch's method-level API)."""
     mpi = runtime.load()
     size, me = mpi.COMM_WORLD.Get_size(), mpi.COMM_WORLD.Get_rank()
     _check_launch(size, me, world_size, rank)
-    default = mpi_group(mpi.COMM_WORLD.Dup(), range(size), 0, timeout, "default_pg")
+    default = mpi_group(
+        mpi.COMM_WORLD.Dup(), range(size), 0, timeout, DEFAULT_GROUP_NAME, DEFAULT_GROUP_DESC, kind
+    )
     diagnostics, owns_store = (
         (store, False) if store is not None else (_diagnostics_store(size, me, timeout), True)
     )
