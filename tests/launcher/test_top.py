@@ -68,7 +68,7 @@ def test_top_shows_the_rank_behind_an_all_reduce_and_how_long_the_others_wait(la
     time.sleep(1.0)  # the wait grows while the job is stuck, without new posts
     text = _top("--once", env=env)
     assert text.returncode == 0, text.stderr
-    summary = next(line for line in text.stdout.splitlines() if line.startswith("group default_pg"))
+    summary = next(line for line in text.stdout.splitlines() if line.startswith("group 0 (default_pg)"))
     assert "ranks 0, 1, 3 wait in all_reduce #2 (float32, 4 elements) for" in summary, text.stdout
     assert "BEHIND (not in it yet): rank 2 (last done: all_reduce #1" in summary, text.stdout
     seconds = float(summary.split(" for ")[1].split(" s;")[0])

@@ -85,7 +85,9 @@ def analyse(world: str, group_id: int, posts: dict[int, dict[str, Any]], now: fl
         call = dict(call, start=min(c["start"] for c in in_flight if c["seq"] == call["seq"]))
     rows = [RankRow(r, _state(posts.get(r), call), posts.get(r)) for r in members]
     rows += [RankRow(r, _state(p, call), p) for r, p in sorted(posts.items()) if r not in members]
-    name = str(newest.get("group", "default_pg" if group_id == 0 else f"group {group_id}"))
+    name = str(newest.get("group", str(group_id)))
+    if newest.get("desc"):
+        name = f"{name} ({newest['desc']})"
     return GroupView(world, group_id, name, size, call, rows)
 
 

@@ -92,6 +92,8 @@ class ProgressBoard:
         post = group.recorder.progress()
         post.update(t=time.time(), pid=os.getpid(), host=self._host, broken=group.is_broken())
         post.update(group=group.group_name, size=group.size())
+        if group.group_desc and group.group_desc != group.group_name:
+            post["desc"] = group.group_desc  # torch's default group: name "0", desc "default_pg"
         if group.ranks != list(range(group.size())) and group.size() <= _MAX_REPORTED:
             post["ranks"] = list(group.ranks)  # the members, when not simply 0 … size-1
         self._store.set(self.key(group, self.rank), json.dumps(post))
