@@ -6,8 +6,9 @@ variable written here is torch's ``THP_MEM_ALLOC_ENABLE`` (``prefer_huge_pages``
 at call time, so tests can set them with ``monkeypatch.setenv``.
 
 ``python -m accord.config`` prints the table below with the values seen now. The variables
-launchers set (``launchers.py``) and the ``Setting`` record (``setting.py``) live beside this
-module; every one is importable from here.
+launchers set (``launchers.py``), those of accord beside other frameworks (``integrations.py``)
+and the ``Setting`` record (``setting.py``) live beside this module; every one is importable
+from here.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from .launchers import (  # noqa: F401 — re-exported: config.MASTER_ADDR and t
 )
 # fmt: on
 # isort: on
+from .integrations import TORCH_DEFAULT_GROUP, torch_default_group  # noqa: F401 — re-exported
 from .setting import SETTINGS, Setting, describe  # noqa: F401 — re-exported
 from .setting import register as _setting
 
