@@ -97,14 +97,16 @@ def torch_calls(rank: int, world_size: int, backend: str) -> dict[str, Any]:
     return out
 
 
-def destroy_and_reinit(rank: int, world_size: int, backend: str) -> dict[str, Any]:
+def destroy_and_reinit(rank: int, world_size: int, backend: str, folder: str) -> dict[str, Any]:
     """accord's destroy ends torch's default group; torch's destroy ends accord's world; init
-    again works after each."""
+    again works after each. Each round meets in a FileStore of its own (env:// again on the
+    same port races with rank 0's store still serving its last clients: not what this tests)."""
     import accord as dist
 
     seen = []
     for round_ in range(3):
-        dist.init_process_group(backend)
+        url = f"file://{folder}/round{round_}"
+        dist.init_process_group(backend, init_method=url, rank=rank, world_size=world_size)
         t = torch.tensor([float(rank + round_)])
         tdist.all_reduce(t)
         seen.append(t.item())
@@ -148,3 +150,4 @@ def torch_initialized_first(rank: int, world_size: int, backend: str) -> dict[st
     still = tdist.is_initialized()
     tdist.destroy_process_group()
     return {"warnings": messages, "torch_backend": torch_backend, "torch_still_initialized": still}
+

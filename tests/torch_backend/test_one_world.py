@@ -54,8 +54,8 @@ def test_torch_functions_subgroups_and_device_mesh_run_on_accords_world() -> Non
         assert r["mesh_group"] == [2.0]
 
 
-def test_destroy_through_either_api_ends_both_and_init_works_again() -> None:
-    got = harness.run("one_world:destroy_and_reinit", "gloo", 2, self_init=True)
+def test_destroy_through_either_api_ends_both_and_init_works_again(tmp_path: pathlib.Path) -> None:
+    got = harness.run("one_world:destroy_and_reinit", "gloo", 2, self_init=True, folder=str(tmp_path))
     for r in got:
         assert r["seen"] == [1.0, [False, False], 3.0, [False, False], 5.0, [False, False]]
 

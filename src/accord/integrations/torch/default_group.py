@@ -14,9 +14,11 @@ down. Where the world cannot be torch's (torch's default group exists already, a
 world such as MPI's, a torch without a usable ``torch.distributed``) a ``RuntimeWarning``
 says what to write instead; accord's own world is unaffected.
 
-CUDA: accord's torch backend takes CPU tensors; a world made with ``"cpu:accord,cuda:nccl"``
-(or ``"nccl"``) is published for its CPU tensors, with a warning that torch's code on CUDA
-tensors needs ``torch.distributed.init_process_group("cpu:accord,cuda:nccl")`` of its own.
+CUDA: accord's torch backend takes CPU tensors, and torch cannot put its NCCL beside a Python
+process group in one default group (its ``_new_process_group_helper`` keeps the Python group
+alone). A world made with ``"cpu:accord,cuda:nccl"`` (or ``"nccl"``) is published for its
+CPU tensors, with a warning that torch's code on CUDA tensors needs torch's own
+``init_process_group("nccl")``; accord's own functions route CUDA tensors to NCCL as before.
 
 When is decided in ``api.sharing``. Must not know about the launcher or how the world was
 made.
@@ -79,9 +81,11 @@ def publish(world: World) -> None:
         return
     if world.device_backends:
         warnings.warn(
-            f"accord: torch's default group is accord's world for CPU tensors only; for torch's "
-            f"code on {', '.join(world.device_backends)} tensors call torch.distributed."
-            f"init_process_group('cpu:accord,cuda:nccl') instead of accord's init_process_group",
+            f"accord: torch's default group is accord's world for CPU tensors only (accord's "
+            f"torch backend takes no {', '.join(world.device_backends)} tensors; accord's own "
+            f"functions still send them to NCCL). For torch's code (DDP, FSDP) on CUDA "
+            f"tensors call torch.distributed.init_process_group('nccl') instead of accord's "
+            f"init_process_group",
             RuntimeWarning,
             stacklevel=4,
         )
@@ -139,10 +143,12 @@ def _cannot(world: World) -> str | None:
             "torch's default group was initialized already (torch.distributed.init_process_group), "
             "so torch's code uses that group, not accord's world"
         )
-    if world.mesh is None or world.store is None or not isinstance(world.default_group, ProcessGroup):
+    if not isinstance(world.default_group, ProcessGroup):
+        return f"backend {world.backend!r} is a plugin's group, which torch's default group cannot wrap"
+    if world.mesh is None or world.store is None:  # (DDP's reducer hangs on MPI's engine today)
         return (
-            f"backend {world.backend!r} runs this world on another engine, which torch's "
-            f"default group cannot wrap"
+            f"backend {world.backend!r} runs this world on another engine, which torch's default "
+            f"group does not take (torch's DDP on it is not supported)"
         )
     if not hasattr(tdist.Backend, "register_backend"):
         return "this torch cannot take third-party backends (torch 2.x needed)"
