@@ -2,13 +2,15 @@
 
 ``run(program, backend, world_size, **kwargs)`` starts ``world_size`` processes (spawn), each
 joining torch.distributed's default group over env:// on ``backend`` ("gloo" or "accord"),
-then calling ``programs.<program>(rank, world_size, **kwargs)``; the return values (plain
-Python data) come back over a pipe in rank order. A failure on any rank raises
+then calling ``programs.<program>(rank, world_size, **kwargs)`` (``"<module>:<function>"``: that
+function of this package's module); the return values (plain Python data) come back over a
+pipe in rank order. A failure on any rank raises
 ``ProgramFailed`` with every failing rank's traceback; every process is killed at the end.
 """
 
 from __future__ import annotations
 
+import importlib
 import multiprocessing as mp
 import os
 import socket
@@ -47,7 +49,11 @@ def _child(program: str, backend: str, rank: int, world_size: int, port: int, kw
         else:
             dist.init_process_group(backend, timeout=timeout)
         try:
-            value = getattr(programs, program)(rank, world_size, **kwargs)
+            module = programs
+            if ":" in program:  # "<module of this package>:<function>"
+                name, program = program.split(":")
+                module = importlib.import_module(f"{__package__}.{name}")
+            value = getattr(module, program)(rank, world_size, **kwargs)
         finally:
             if dist.is_initialized():
                 dist.destroy_process_group()

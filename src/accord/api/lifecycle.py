@@ -3,8 +3,10 @@
 Owns: init_process_group (rendezvous → store → the world, which ``worlds`` builds; or, in a
 process started to replace a lost rank — ``ACCORD_JOIN=1`` — joining the running job through
 ``admission``), destroy_process_group, new_group, the rank/size/backend queries and rank
-translation. The world becomes the process's, with its exit hook, in ``adoption``. Must not
-know about the launcher (``ACCORD_JOIN`` is a variable of ``config``, as ``RANK`` is).
+translation. The world becomes the process's, with its exit hook, in ``adoption``; in a
+program that has torch it becomes torch's default group too, and is destroyed as one, through
+``sharing``. Must not know about the launcher (``ACCORD_JOIN`` is a variable of ``config``, as
+``RANK`` is).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from .admission import join_process_group
 from .adoption import add_device_groups, adopt
 from .common import resolve_group
 from .group_methods import ProcessGroup as GroupMethods
+from .sharing import share, unshare
 from .worlds import build_world, engine_world
 
 
@@ -39,6 +42,10 @@ def init_process_group(
     device_id: Any = None,
 ) -> None:
     """Join the job: rendezvous, connect every rank, create the default group.
+
+    In a program that has imported torch, the world is torch.distributed's default group too
+    (torch's DDP, FSDP and DeviceMesh find it; ``ACCORD_TORCH_DEFAULT_GROUP=0`` turns that off):
+    see docs/guides/torch-default-group.md.
 
     ``init_method`` is ``env://`` (default), ``tcp://host:port`` or ``file:///path``;
     alternatively pass ``store`` with ``rank`` and ``world_size``. ``backend`` None, "gloo"
@@ -85,6 +92,7 @@ def init_process_group(
         )
         _with_devices(world, devices, device_id)
         adopt(world)
+        share(world)
         return
     owns_store = store is None
     if store is None:
@@ -99,6 +107,7 @@ def init_process_group(
     world = build_world(store, rank, world_size, name, seconds, owns_store)
     _with_devices(world, devices, device_id)
     adopt(world)
+    share(world)
 
 
 def _with_devices(world: World, devices: dict[str, str], device_id: Any) -> None:
@@ -126,6 +135,7 @@ def destroy_process_group(group: Any = None) -> None:
             "was not called, or the world was destroyed already)"
         )
     if group is None or group is world.default_group:
+        unshare(world)  # torch's default group, if it is this world, ends first
         if not clear_scoped_world():
             set_process_world(None)
         world.destroy()

@@ -6,9 +6,10 @@ variable written here is torch's ``THP_MEM_ALLOC_ENABLE`` (``prefer_huge_pages``
 at call time, so tests can set them with ``monkeypatch.setenv``.
 
 ``python -m accord.config`` prints the table below with the values seen now. The variables
-launchers set (``launchers.py``), the settings a process group reads once and their
-``Tunables`` record (``tunables.py``), and the ``Setting`` record with its parsers
-(``setting.py``) live beside this module; every one is importable from here.
+launchers set (``launchers.py``), those of accord beside other frameworks (``integrations.py``),
+the settings a process group reads once and their ``Tunables`` record (``tunables.py``), and
+the ``Setting`` record with its parsers (``setting.py``) live beside this module; every one is
+importable from here.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from .launchers import (  # noqa: F401 — re-exported: config.MASTER_ADDR and t
 )
 # fmt: on
 # isort: on
+from .integrations import TORCH_DEFAULT_GROUP, torch_default_group  # noqa: F401 — re-exported
 from .setting import SETTINGS, Setting, describe, env_float, env_int, is_on  # noqa: F401 — re-exported
 from .setting import as_int as _as_int
 from .setting import register as _setting

@@ -1,12 +1,14 @@
 """accord as a torch.distributed backend: ``init_process_group("accord")``.
 
 Owns: ``register()``, which tells torch about the backend (name "accord", CPU), and what it
-needs: the creator (``context``), the ProcessGroup subclass, torch's c10d backend (``backend``), the Work
-bridge (``work``), the tensor checks (``tensors``), sparse all_reduce (``sparse``) and the
-torch Store adapter (``store``). ``import accord`` registers it when torch is already
-imported; the ``torch.backends`` entry point (``_accord_torch_entry``) registers it when
-torch is imported later, without importing accord until the first group is made. Importing
-this package imports torch. Must not know about the launcher.
+needs: the creator (``context``), the ProcessGroup subclass, torch's c10d backend
+(``backend``), the Work bridge (``work``), the tensor checks (``tensors``), sparse all_reduce
+(``sparse``) and the torch Store adapter (``store``); and accord's own world as torch's
+default group (``default_group``, after ``accord.init_process_group`` in a program that has
+torch). ``import accord`` registers it when torch is already imported; the ``torch.backends``
+entry point (``_accord_torch_entry``) registers it when torch is imported later, without
+importing accord until the first group is made. Importing this package imports torch. Must not
+know about the launcher.
 """
 
 from __future__ import annotations

@@ -7,7 +7,9 @@ extra port), and every later group of the same job is an accord subgroup on that
 default group is not accord's gets a world of its own. Also the process-level hooks (GOODBYE
 at exit, SIGUSR1 dumps, fail-fast) for that world. The one piece of module state here is the
 current backend world, the counterpart of torch's own default group (and, per thread, whether
-``membership`` is making the next one: ``moving``). In a process that is to join a running
+``membership`` is making the next one: ``moving``, or whether ``default_group`` is handing
+torch a world accord made already: ``adopting``, when the default group wraps that world's
+default group and nothing new is built). In a process that is to join a running
 job (``ACCORD_JOIN=1``: a replacement accordrun started) torch's own ``init_process_group``
 is refused at once — it cannot join, and would wait out its timeout for ranks that never
 come — with a pointer to ``join_process_group``. Must not know about the launcher.
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
@@ -34,6 +36,7 @@ from .store import TorchStore
 _lock = threading.Lock()
 _default: World | None = None  # the world behind torch's default group, while it is accord's
 _moving = threading.local()  # .active: membership is making torch's next default group
+_adopting = threading.local()  # .world, .ended: torch's next default group is that world
 
 
 def current_world(required: bool = False) -> World | None:
@@ -47,6 +50,9 @@ def create(options: Any, backend_options: Any = None) -> AccordProcessGroup:
     name = str(getattr(options, "group_id", "") or "")
     seconds = _seconds(getattr(options, "timeout", None))
     rank, size = int(options.group_rank), int(options.group_size)
+    adopted = getattr(_adopting, "world", None)
+    if adopted is not None and not ranks:
+        return _adopt(adopted, rank, size, _adopting.ended)
     with _lock:
         world = _default
     if world is not None and ranks and len(ranks) <= world.size and max(ranks) < world.size:
@@ -67,6 +73,38 @@ def moving() -> Iterator[None]:
         yield
     finally:
         _moving.active = False
+
+
+@contextmanager
+def adopting(world: World, ended: Callable[[], None]) -> Iterator[None]:
+    """While torch's ``init_process_group`` makes its default group from ``world`` (accord's
+    own, already running); ``ended`` is called when torch shuts that group down."""
+    _adopting.world, _adopting.ended = world, ended
+    try:
+        yield
+    finally:
+        _adopting.world = _adopting.ended = None
+
+
+def _adopt(world: World, rank: int, size: int, ended: Callable[[], None]) -> AccordProcessGroup:
+    """torch's default group over ``world``'s own default group: no second rendezvous."""
+    global _default
+    if (rank, size) != (world.rank, world.size):
+        raise InternalError(
+            f"torch asked for rank {rank} of {size} as its default group, and accord's world is "
+            f"rank {world.rank} of {world.size}; please report it"
+        )
+
+    def shutdown(_: AccordProcessGroup) -> None:
+        global _default
+        with _lock:
+            if _default is world:
+                _default = None
+        ended()
+
+    with _lock:
+        _default = world
+    return AccordProcessGroup(world.default_group, on_shutdown=shutdown)
 
 
 def _own_world(
