@@ -149,13 +149,13 @@ def accelerate_train(rank: int, world_size: int, backend: str, steps: int = 4) -
     """accelerate on CPU. On gloo, Accelerator(cpu=True) makes the group itself. On any other
     backend it refuses the name (it allows only gloo and mpi on CPU), so the recipe makes the
     group first, then Accelerator(cpu=True) uses the one it finds. Returns the refusal's text
-    (as seen here), accelerate's idea of the backend and the real one, every step's loss
+    (as seen here), how many processes Accelerator() without cpu=True sees, accelerate's idea of the backend and the real one, every step's loss
     gathered from both ranks, and the final parameters."""
     from accelerate import Accelerator
     from accelerate.state import AcceleratorState
     from accelerate.utils import InitProcessGroupKwargs
 
-    refusal = ""
+    refusal, without_cpu = "", 0
     if backend != "gloo":
         try:
             Accelerator(cpu=True, kwargs_handlers=[InitProcessGroupKwargs(backend=backend)])
@@ -163,6 +163,8 @@ def accelerate_train(rank: int, world_size: int, backend: str, steps: int = 4) -
             refusal = str(exc)
         AcceleratorState._reset_state(reset_partial_state=True)
         dist.init_process_group(backend)  # the workaround: the group first, then Accelerator
+        without_cpu = Accelerator().num_processes  # cpu=True left out: 1, each rank alone
+        AcceleratorState._reset_state(reset_partial_state=True)
     accelerator = Accelerator(cpu=True)
 
     model = _mlp()
@@ -181,7 +183,7 @@ def accelerate_train(rank: int, world_size: int, backend: str, steps: int = 4) -
         accelerator.backward(loss)
         opt.step()
         losses.append(accelerator.gather(loss.detach()).tolist())
-    return {"refusal": refusal, "state_backend": accelerator.state.backend, "backend": dist.get_backend(),
+    return {"refusal": refusal, "without_cpu": without_cpu, "state_backend": accelerator.state.backend, "backend": dist.get_backend(),
             "processes": accelerator.num_processes, "losses": losses,
             "params": _params(accelerator.unwrap_model(model))}
 
