@@ -150,9 +150,10 @@ def warn_if_exposed(address: str, what: str, ranks_on_this_host: int | None = No
             f"loopback)."
         )
     else:
+        ranks = f"all {ranks_on_this_host} ranks run" if ranks_on_this_host > 1 else "its one rank runs"
         text = (
             f"{what} listens on {where}, an address other hosts can reach, and the job has no "
-            f"secret, yet all {ranks_on_this_host} ranks run on this host (as under Ray Train, "
+            f"secret, yet {ranks} on this host (as under Ray Train, "
             f"which sets {MASTER_ADDR.name} to the node's address): any process that can reach it "
             f"can join the job. On every rank, either set {SOCKET_IFNAME.name}=lo (accord then "
             f'listens on 127.0.0.1 only; under Ray: ray.init(runtime_env={{"env_vars": '
