@@ -9,6 +9,7 @@ from __future__ import annotations
 import glob
 import json
 import os
+import shutil
 from typing import Any
 
 import pytest
@@ -50,6 +51,12 @@ def _warnings(context: Any) -> list[str]:
     return found
 
 
+def _shutdown(ray: Any, context: Any) -> None:
+    """Stop the Ray session and remove its directory (logs, sockets) from Ray's temp dir."""
+    ray.shutdown()
+    shutil.rmtree(context.address_info["session_dir"], ignore_errors=True)
+
+
 def test_torch_trainer_on_accord_trains_as_on_gloo_and_the_warning_says_what_to_do(
     tmp_path, monkeypatch
 ) -> None:
@@ -67,7 +74,7 @@ def test_torch_trainer_on_accord_trains_as_on_gloo_and_the_warning_says_what_to_
         accord = _fit("accord", tmp_path, "accord")
         warned = _warnings(context)
     finally:
-        ray.shutdown()
+        _shutdown(ray, context)
     assert [r["backend"] for r in gloo + accord] == ["gloo", "gloo", "accord", "accord"]
     address = accord[0]["master_addr"]
     assert address not in ("127.0.0.1", "localhost", None), address  # Ray's node address
@@ -83,6 +90,6 @@ def test_torch_trainer_on_accord_trains_as_on_gloo_and_the_warning_says_what_to_
         advised = _fit("accord", tmp_path, "advised")
         warned = _warnings(context)
     finally:
-        ray.shutdown()
+        _shutdown(ray, context)
     assert [r["warned"] for r in advised] == [False, False] and warned == []
     assert_same(gloo, advised, ignore=("backend", "warned"))
