@@ -10,11 +10,25 @@ def pytest_addoption(parser):
     parser.addoption("--long", action="store_true", default=False,
                      help="run the long variants (many repetitions, soak; torch's own suite): "
                           "CI runs a representative slice of each without it")
+    parser.addoption("--frameworks", action="store_true", default=False,
+                     help="run the framework recipes of docs/guides/frameworks.md on backend accord "
+                          "and on gloo (Lightning, Ray Train, accelerate, transformers TP, DCP; "
+                          "pip install the extra 'frameworks'): CI runs the pipelining one without it")
 
 
 def pytest_configure(config):
     if config.getoption("--long"):  # one switch for the tests that read the variable too
         os.environ["ACCORD_LONG_TESTS"] = "1"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``frameworks`` run only with ``--frameworks``."""
+    if config.getoption("--frameworks"):
+        return
+    skip = pytest.mark.skip(reason="a framework recipe: run it with pytest --frameworks")
+    for item in items:
+        if item.get_closest_marker("frameworks") is not None:
+            item.add_marker(skip)
 
 
 @pytest.fixture

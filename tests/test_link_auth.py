@@ -7,13 +7,16 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+import warnings
 
 import pytest
 
 import accord
+from accord import auth
 from accord.store.hash_store import HashStore
 from accord.timeouts import Deadline
 from accord.transport import bootstrap, handshake
+from accord.transport.addresses import default_route_address
 from accord.transport.bootstrap import PeerRecord, connect_mesh
 
 PREFIX = "job/links"
@@ -125,3 +128,52 @@ def test_a_process_that_cannot_prove_the_secret_is_not_taken_for_a_rank(monkeypa
     sock.close()
     thread.join(10)
     impostor.close()
+
+
+# -- the warning of a job without a secret that listens beyond loopback ----------------------------
+def _listen_without_secret(monkeypatch, hosts: tuple[str, ...] = ()) -> list[warnings.WarningMessage]:
+    """Build a 2-rank mesh with no secret on this host's network address (where the store
+    sends it when nothing else is set); ``hosts`` poses the ranks as on those hosts. The
+    InsecureListenWarnings the process got."""
+    address = default_route_address()
+    if address is None or auth.is_loopback(address):
+        pytest.skip("this host has no network address beyond loopback")
+    monkeypatch.delenv("ACCORD_SECRET", raising=False)
+    monkeypatch.setattr(auth, "_warned", threading.Event())  # once per process: this test's
+    if hosts:
+        names = {f"rank{r}": host for r, host in enumerate(hosts)}
+        monkeypatch.setattr(bootstrap, "host_identity", lambda: names[threading.current_thread().name])
+    store = HashStore()
+    meshes, errors = {}, {}
+    threads = [threading.Thread(target=_build, args=(store, r, 2, meshes, errors), name=f"rank{r}")
+               for r in range(2)]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+    assert not errors and sorted(meshes) == [0, 1]
+    for mesh in meshes.values():
+        mesh.close()
+    return [w for w in caught if issubclass(w.category, accord.InsecureListenWarning)]
+
+
+def test_a_one_host_job_on_a_network_address_is_told_how_to_stay_on_loopback(monkeypatch):
+    """Ray Train's case: every rank on one node, MASTER_ADDR the node's address. The warning
+    names the variables that fix it, and the first of them does."""
+    (warned,) = _listen_without_secret(monkeypatch)
+    text = str(warned.message)
+    assert f"listens on {default_route_address()}" in text and "all 2 ranks run on this host" in text
+    assert "set ACCORD_SOCKET_IFNAME=lo" in text and "listens on 127.0.0.1 only" in text
+    assert 'ray.init(runtime_env={"env_vars": {"ACCORD_SOCKET_IFNAME": "lo"}})' in text
+    assert "or set ACCORD_SECRET (or ACCORD_SECRET_FILE) to the same value" in text
+    monkeypatch.setenv("ACCORD_SOCKET_IFNAME", "lo")
+    assert _listen_without_secret(monkeypatch) == []
+
+
+def test_a_job_across_hosts_is_told_to_set_a_secret(monkeypatch):
+    (warned,) = _listen_without_secret(monkeypatch, hosts=("host-a", "host-b"))
+    text = str(warned.message)
+    assert "and the job has no secret" in text and "run on this host" not in text
+    assert "Set ACCORD_SECRET (or ACCORD_SECRET_FILE) to the same value on every rank" in text

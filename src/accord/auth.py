@@ -25,7 +25,7 @@ import stat
 import threading
 import warnings
 
-from .config import SETTINGS, Setting
+from .config import MASTER_ADDR, SETTINGS, SOCKET_IFNAME, Setting
 from .errors import AuthenticationError
 
 SECRET = Setting(
@@ -131,16 +131,33 @@ def is_loopback(address: str) -> bool:
         return False
 
 
-def warn_if_exposed(address: str, what: str) -> None:
-    """Once per process: ``what`` listens on ``address`` (beyond loopback) with no secret."""
+def warn_if_exposed(address: str, what: str, ranks_on_this_host: int | None = None) -> None:
+    """Once per process: ``what`` listens on ``address`` (beyond loopback) with no secret.
+
+    ``ranks_on_this_host``: the job's size when every rank is known to run on this host (a
+    launcher such as Ray Train hands a one-host job the node's network address); the warning
+    then says how to keep the job on loopback instead."""
     if _warned.is_set() or is_loopback(address):
         return
     _warned.set()
-    warnings.warn(
-        f"{what} listens on {address or 'every interface'} and the job has no secret: any "
-        f"process that can reach it can join the job, read and write its store. Set "
-        f"ACCORD_SECRET (or ACCORD_SECRET_FILE) to the same value on every rank "
-        f"(accordrun on one node makes one per job).",
-        InsecureListenWarning,
-        stacklevel=3,
-    )
+    where = address or "every interface"
+    if ranks_on_this_host is None:
+        text = (
+            f"{what} listens on {where} and the job has no secret: any process that can reach it "
+            f"can join the job, read and write its store. Set {SECRET.name} (or {SECRET_FILE.name}) "
+            f"to the same value on every rank (accordrun on one node makes one per job); a job on "
+            f"one host can use {MASTER_ADDR.name}=127.0.0.1 instead (nothing then listens beyond "
+            f"loopback)."
+        )
+    else:
+        ranks = f"all {ranks_on_this_host} ranks run" if ranks_on_this_host > 1 else "its one rank runs"
+        text = (
+            f"{what} listens on {where}, an address other hosts can reach, and the job has no "
+            f"secret, yet {ranks} on this host (as under Ray Train, "
+            f"which sets {MASTER_ADDR.name} to the node's address): any process that can reach it "
+            f"can join the job. On every rank, either set {SOCKET_IFNAME.name}=lo (accord then "
+            f'listens on 127.0.0.1 only; under Ray: ray.init(runtime_env={{"env_vars": '
+            f'{{"{SOCKET_IFNAME.name}": "lo"}}}})), or set {SECRET.name} (or '
+            f"{SECRET_FILE.name}) to the same value."
+        )
+    warnings.warn(text, InsecureListenWarning, stacklevel=3)

@@ -2,9 +2,9 @@
 
 ``run(program, backend, world_size, **kwargs)`` starts ``world_size`` processes (spawn), each
 joining torch.distributed's default group over env:// on ``backend`` ("gloo" or "accord"),
-then calling ``programs.<program>(rank, world_size, **kwargs)`` (``"<module>:<function>"``: that
-function of this package's module); the return values (plain Python data) come back over a
-pipe in rank order. A failure on any rank raises
+then calling ``programs.<program>(rank, world_size, **kwargs)`` (or, for a ``program`` spelled
+"package.module:function", that module's function; "module:function" names a module of this
+package); the return values (plain Python data) come back over a pipe in rank order. A failure on any rank raises
 ``ProgramFailed`` with every failing rank's traceback; every process is killed at the end.
 """
 
@@ -37,10 +37,17 @@ def _child(program: str, backend: str, rank: int, world_size: int, port: int, kw
                       WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank), OMP_NUM_THREADS="1",
                       LOCAL_WORLD_SIZE=str(world_size), TORCH_CPP_LOG_LEVEL="ERROR", **env)
     try:
+        import importlib
+
         import torch
         import torch.distributed as dist
 
         from . import programs
+
+        module, _, program = program.rpartition(":")
+        if module and "." not in module:  # "<module of this package>:<function>"
+            module = f"{__package__}.{module}"
+        where = importlib.import_module(module) if module else programs
 
         torch.set_num_threads(1)
         timeout = timedelta(seconds=kwargs.pop("pg_timeout", 60))
@@ -49,11 +56,7 @@ def _child(program: str, backend: str, rank: int, world_size: int, port: int, kw
         else:
             dist.init_process_group(backend, timeout=timeout)
         try:
-            module = programs
-            if ":" in program:  # "<module of this package>:<function>"
-                name, program = program.split(":")
-                module = importlib.import_module(f"{__package__}.{name}")
-            value = getattr(module, program)(rank, world_size, **kwargs)
+            value = getattr(where, program)(rank, world_size, **kwargs)
         finally:
             if dist.is_initialized():
                 dist.destroy_process_group()

@@ -229,13 +229,14 @@ def connect_mesh(store: Store, prefix: str, rank: int, size: int, deadline: Dead
     lost_after = config.peer_lost_timeout()
     address = choose_address(store.local_address())
     listener = _listen(address, size)
-    if secret is None:
-        auth.warn_if_exposed(address, "accord's rank-to-rank listener")
     sockets: dict[int, socket.socket] = {}
     token = prefix.encode()
     try:
         me = PeerRecord(rank, address, listener.getsockname()[1], host_identity(), os.getpid())
         records = gather_records(store, prefix, me, size, deadline)
+        if secret is None:  # (once the records tell whether the whole job is on this host)
+            one_host = all(r.host_id == me.host_id for r in records)
+            auth.warn_if_exposed(address, "accord's rank-to-rank listener", size if one_host else None)
         for peer in range(rank):
             sock = _connect(records[peer], rank, deadline)
             sockets[peer] = sock
