@@ -369,3 +369,29 @@ def test_multigpu_refuses_bad_lists_before_anything_moves() -> None:
 
     for errors, x, non_member in run_ranks(2, body):
         assert len(errors) == 6 and x == [3] and non_member is None
+
+
+def test_multigpu_lists_of_different_lengths_raise_on_every_rank() -> None:
+    """all_reduce's, broadcast's and reduce's messages do not change with the list's length:
+    the ranks agree on it first, so a mismatch is an error everywhere, never a wrong sum."""
+
+    def body(rank: int):
+        devices = 2 + rank  # rank 0 passes 2 buffers, rank 1 passes 3
+        messages = []
+        for call in (
+            lambda: accord.all_reduce_multigpu([np.ones(2)] * devices, accord.ReduceOp.AVG),
+            lambda: accord.broadcast_multigpu([np.ones(2)] * devices, src=0),
+            lambda: accord.reduce_multigpu([np.ones(2)] * devices, dst=1),
+        ):
+            with pytest.raises(ValueError) as info:
+                call()
+            messages.append(str(info.value))
+        x = [np.ones(1), np.ones(1)]
+        accord.all_reduce_multigpu(x)  # equal lengths again: the group still works
+        return messages, x[0].tolist()
+
+    for rank, (messages, x) in enumerate(run_ranks(2, body)):
+        assert x == [4.0]
+        for what, message in zip(("all_reduce", "broadcast", "reduce"), messages):
+            assert message.startswith(f"{what}_multigpu: every rank must pass a list of the same length")
+            assert f"this rank passed {2 + rank}, the group's lists are 2 to 3 long" in message

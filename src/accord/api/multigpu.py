@@ -15,10 +15,12 @@ number of devices) or scale once at the end. An async call's copying back runs w
 cross-rank half completes (on the CUDA route, an async call is waited for before it
 returns). Unlike torch's old NCCL form, tensors of one list may share a GPU (torch's NCCL
 now takes one device per process; each list element still counts as a device of its own).
-List lengths are the caller's to keep equal: a rank whose list is longer or
-shorter changes the size of all_gather's and reduce_scatter's messages (the ranks' call
-check then refuses it) but not all_reduce's, broadcast's or reduce's. Must not know how a
-call runs or which device group takes it.
+List lengths must be equal on every rank: a rank whose list is longer or shorter changes the
+size of all_gather's and reduce_scatter's messages, which the ranks' call check refuses; for
+all_reduce, broadcast and reduce, whose messages it does not change, the ranks first agree on
+the length (a MAX all_reduce of two integers, one round more) and every rank raises
+``ArgumentError`` naming the lengths when they differ: never a silently wrong result. Must not
+know how a call runs or which device group takes it.
 """
 
 from __future__ import annotations
@@ -61,6 +63,7 @@ def broadcast_multigpu(
         raise ArgumentError(
             f"broadcast_multigpu: src_tensor={src_tensor} is out of range for {len(tensor_list)}"
         )
+    _same_length(pg, len(tensor_list), "broadcast_multigpu")
     carrier = local.flat(src_tensor, copy=True) if pg.global_rank == src else local.empty(1)
     work = collectives.broadcast(carrier, src, pg, async_op)
     return _after(work, "broadcast_multigpu", list(tensor_list), lambda: local.store_all(carrier))
@@ -74,6 +77,7 @@ def all_reduce_multigpu(
     if pg is None:
         return None
     local, reduction = _local(tensor_list, "tensor_list", "all_reduce_multigpu"), as_reduce_op(op)
+    _same_length(pg, len(tensor_list), "all_reduce_multigpu")
     acc = local.combined(reduction)
     work = collectives.all_reduce(acc, _across(reduction), pg, async_op)
 
@@ -102,6 +106,7 @@ def reduce_multigpu(
         raise ArgumentError(
             f"reduce_multigpu: dst_tensor={dst_tensor} is out of range for {len(tensor_list)}"
         )
+    _same_length(pg, len(tensor_list), "reduce_multigpu")
     acc = local.combined(reduction)
     work = collectives.reduce(acc, dst, _across(reduction), pg, async_op)
 
@@ -165,6 +170,18 @@ def reduce_scatter_multigpu(
         outputs.scatter_from(mine)
 
     return _after(work, "reduce_scatter_multigpu", list(output_tensor_list), finish)
+
+
+def _same_length(pg: Any, length: int, what: str) -> None:
+    """Raise on every rank unless every rank of ``pg`` passed ``length`` buffers."""
+    seen = np.array([length, -length], dtype=np.int64)
+    collectives.all_reduce(seen, ReduceOp.MAX, pg)
+    most, fewest = int(seen[0]), -int(seen[1])
+    if most != fewest:
+        raise ArgumentError(
+            f"{what}: every rank must pass a list of the same length (one buffer per device); "
+            f"this rank passed {length}, the group's lists are {fewest} to {most} long"
+        )
 
 
 # -- the local half ---------------------------------------------------------------------------
