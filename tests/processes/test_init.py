@@ -39,6 +39,23 @@ def test_init_run_collectives_destroy_and_init_again(start_job, tmp_path, kind, 
         assert not any(os.path.exists(spec["path"]) for spec in rounds)
 
 
+@pytest.mark.parametrize("kind", ["env", "tcp"])
+def test_init_again_on_the_same_port(start_job, kind) -> None:
+    """destroy, then init again at once on the same MASTER_PORT: a rank that starts over
+    sooner than rank 0 (whose process runs the store) may reach rank 0's old server, still
+    retiring; it serves on for the new world instead of closing under that rank (before, half
+    of such runs failed with "lost the connection to the server")."""
+    port = free_port()
+    rounds = [{"kind": kind, "port": port}] * 4
+    job = start_job("collectives", 2, rounds=rounds)
+    for i in range(len(rounds)):
+        reports = job.expect(f"round{i}", timeout=30)
+        assert {r: rep.info for r, rep in reports.items()} == {r: {"rank": r, "size": 2} for r in range(2)}
+    job.set("release")
+    job.expect("done", timeout=30)
+    assert job.join(timeout=30) == {0: 0, 1: 0}
+
+
 def test_a_world_of_one_over_tcp() -> None:
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0,
                             world_size=1, timeout=timedelta(seconds=30))

@@ -116,8 +116,9 @@ def test_close_returns_and_the_server_serves_on_until_the_others_leave(
     assert "waited" in caplog.text and "1 client(s) of other processes" in caplog.text
 
 
-def test_a_new_master_on_the_port_takes_over_from_a_retiring_server(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_new_master_on_the_port_revives_a_retiring_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    """init again on the same MASTER_PORT: the retiring server serves on, with its keys and its
+    clients (another process that started over sooner may be one of them, mid-rendezvous)."""
     monkeypatch.setenv("ACCORD_STORE_EXIT_GRACE", "30")
     first = TCPStore(HOST, 0, is_master=True, wait_for_workers=False, timeout=TIMEOUT)
     first.set("old", "1")
@@ -126,7 +127,25 @@ def test_a_new_master_on_the_port_takes_over_from_a_retiring_server(
     assert server is not None and server.retiring
     with TCPStore(HOST, first.port, is_master=True, wait_for_workers=False, multi_tenant=True,
                   timeout=TIMEOUT) as second:  # init again on the same MASTER_PORT
-        assert not server.running
+        assert second._server is server and server.running and not server.retiring
+        assert second.get("old") == b"1"
+        peer.sendall(p.request(p.Command.PING, number=8))  # the other process's client
+        assert peer.recv(4, socket.MSG_WAITALL) == p.reply_u32(8)
+    assert server.retiring  # closed again: retiring again, for the peer still connected
+    peer.close()
+
+
+def test_a_new_master_for_another_address_takes_over_from_a_retiring_server(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ACCORD_STORE_EXIT_GRACE", "30")
+    first = TCPStore(HOST, 0, is_master=True, wait_for_workers=False, timeout=TIMEOUT)
+    first.set("old", "1")
+    peer, server = _peer(first.port), first._server
+    first.close()
+    assert server is not None and server.retiring
+    with TCPStore("localhost", first.port, is_master=True, wait_for_workers=False,
+                  timeout=TIMEOUT) as second:  # told another address: a server of its own
+        assert not server.running and second._server is not server
         assert second.num_keys() == 0
     peer.close()
 

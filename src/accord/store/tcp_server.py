@@ -90,17 +90,28 @@ def acquire(port: int, multi_tenant: bool, listen_fd: int | None, host: str | No
     """A server for a master TCPStore: a new one, or with ``multi_tenant`` the one this
     process already runs on ``port``. ``host``: the address clients are told (a loopback
     one keeps the server on loopback)."""
+    revived = None
     if port and listen_fd is None:
         for old in list(_LIVE_SERVERS):
             if old.port == port and old.retiring:
-                old.close()  # the program started over: the new server takes the port
+                # The program started over on this port (destroy, then init again): the
+                # retiring server serves again, keeping its keys and its clients — a peer
+                # that started over sooner may already be connected to it, and closing the
+                # server under it would fail its rendezvous. One that cannot be revived
+                # (its grace just ran out, or another host or secret) makes way.
+                if revived is None and old.revive(host, auth.job_secret()):
+                    revived = old
+                else:
+                    old.close()
     if not multi_tenant:
-        return TCPStoreServer(port, listen_fd=listen_fd, host=host)
+        return revived or TCPStoreServer(port, listen_fd=listen_fd, host=host)
     with _SHARED_LOCK:
         entry = _SHARED_SERVERS.get(port) if port and listen_fd is None else None
         if entry is None:
-            server = TCPStoreServer(port, listen_fd=listen_fd, host=host)
+            server = revived or TCPStoreServer(port, listen_fd=listen_fd, host=host)
             entry = _SHARED_SERVERS[server.port] = [server, 0]
+        elif revived is not None:  # another master runs a server on this port already
+            revived.close()
         entry[1] += 1
         shared: TCPStoreServer = entry[0]
         return shared
@@ -167,7 +178,10 @@ class TCPStoreServer:
         self._selector.register(self._listener, selectors.EVENT_READ, _LISTENER)
         self._selector.register(self._wake_r, selectors.EVENT_READ, _WAKER)
         self._stopping = False
+        self._host = host
         self._drain_until: float | None = None
+        self._drain_lock = threading.Lock()  # retiring's end against ``revive``
+        self._drain_over = False
         self._drain_started = 0.0
         self._drain_waited_for = 0
         self._thread = threading.Thread(
@@ -209,6 +223,18 @@ class TCPStoreServer:
         self._drain_until = self._drain_started + grace
         self._wake()
 
+    def revive(self, host: str | None, secret: bytes | None) -> bool:
+        """A retiring server serves on as before (True), if it still runs and was made with
+        the same ``host`` and ``secret``; else nothing changes (False)."""
+        if host != self._host or secret != self._secret or self._admit is not None:
+            return False
+        with self._drain_lock:
+            if self._stopping or self._drain_over or not self.running:
+                return False
+            self._drain_until = None
+        self._wake()
+        return True
+
     def close(self, wait: bool = False) -> None:
         """Stop serving now and close every socket; with ``wait``, a retiring server is
         given the rest of its grace first. Idempotent."""
@@ -247,11 +273,13 @@ class TCPStoreServer:
 
     def _drained(self) -> bool:
         """While closing with a grace period: whether it is over (logged once, at debug)."""
-        if self._drain_until is None:
-            return False
-        left, now = self.remote_connections(), time.monotonic()
-        if left and now < self._drain_until:
-            return False
+        with self._drain_lock:
+            if self._drain_until is None:
+                return False
+            left, now = self.remote_connections(), time.monotonic()
+            if left and now < self._drain_until:
+                return False
+            self._drain_over = True  # decided: ``revive`` can no longer bring it back
         if self._drain_waited_for:
             log.debug(
                 "TCPStore server on port %d: closed with %d client(s) of other processes "
