@@ -121,12 +121,14 @@ def test_list_forms_uneven_sizes_and_every_root(n: int) -> None:
 
 @needs_mpi
 @pytest.mark.parametrize("n", [1, 2, 3, 4])
-def test_list_forms_reach_the_arrays_where_they_lie(n: int) -> None:
+def test_list_forms_reach_the_arrays_where_they_lie(n: int, long_run: bool) -> None:
     """all_gather, reduce_scatter and all_to_all on lists (layouts.py): every dtype, small
     blocks (through scratch) and large ones (MPI's v-forms at byte offsets), separate arrays,
     views in reversed address order, views with guarded holes, strided views, arrays more
     than 2 GiB apart; in place, uneven with empty blocks, an input inside the outputs, async,
     and ranks mixing the list and tensor forms: each rank's closed-form results."""
+    if n == 4 and not long_run:  # 5 s on 2 cores; ranks 1-3 take every path of the layouts
+        pytest.skip("world 4 of the list forms: pytest --long")
     pytest.importorskip("torch")
     results = complete("placed_lists", n)
     for rank, got in results.items():
@@ -289,7 +291,9 @@ def test_mismatch_is_an_error_on_every_rank_and_the_group_goes_on() -> None:
 
 @needs_mpi
 @pytest.mark.parametrize("op", ["all_reduce", "gather"])
-def test_a_stalled_rank_is_named_by_the_others(op: str) -> None:
+def test_a_stalled_rank_is_named_by_the_others(op: str, long_run: bool) -> None:
+    if op == "gather" and not long_run:  # (the same naming as all_reduce's: CI runs that)
+        pytest.skip("the rooted variant of the all_reduce case: pytest --long")
     results = complete("stuck", 3, ACCORD_TEST_TIMEOUT="3", ACCORD_PROGRESS_INTERVAL="0.2",
                        ACCORD_TEST_STUCK_OP=op)
     assert results[2] == {"skipped": True}

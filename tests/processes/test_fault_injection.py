@@ -223,13 +223,15 @@ STORE_WAIT_S = 2.0
 @pytest.mark.parametrize("run", range(FREEZE_RUNS))
 @pytest.mark.parametrize("victim", ["last", "store_host"])
 @pytest.mark.parametrize("transport", TRANSPORTS)
-def test_a_frozen_rank_times_out_the_others(fault_job, request, transport, victim, run) -> None:
+def test_a_frozen_rank_times_out_the_others(fault_job, request, transport, victim, run, long_run) -> None:
     """3 ranks loop mixed collectives with a 2.5 s group timeout; one is SIGSTOPped at a
     random point. The survivors raise DistTimeoutError (or a PeerError relaying such a timeout
     from the other survivor) naming their call and the frozen rank, 2.5 s (+ a margin) after
     the stop (when the frozen rank is rank 0, which hosts the store, the stuck report waits
     for it at most STORE_WAIT_S more). Then the frozen rank is resumed: its group is broken
     too, and everybody leaves."""
+    if transport == "tcp" and victim == "store_host" and not long_run:
+        pytest.skip("the store host frozen over TCP: the shm variant runs the same report; pytest --long")
     rng, seed = rng_for(request)
     n, timeout = 3, 2.5
     frozen = n - 1 if victim == "last" else 0
