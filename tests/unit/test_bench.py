@@ -121,3 +121,28 @@ def test_several_runs_give_the_median_of_medians_with_ranges_and_ratios_run_by_r
 def test_runs_must_be_positive(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["--runs", "0", "--quiet"]) == 2
     assert "--runs" in capsys.readouterr().err
+
+
+def test_ddp_rows_step_the_model_and_reduce_its_buckets() -> None:
+    """ddp_step, ddp_floor (a hook that sends nothing) and ddp_reduction (the all_reduce of
+    the step's buckets alone): each runs on torch's API, at world 1 over gloo here."""
+    torch = pytest.importorskip("torch")
+    dist = torch.distributed
+    for op in ("ddp_step", "ddp_floor", "ddp_reduction"):
+        assert COLLECTIVES[op].runs_on("torch-accord", True) and not COLLECTIVES[op].runs_on("accord", False)
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        reduced: list[int] = []
+        real = dist.all_reduce
+        dist.all_reduce = lambda t, *a, **k: (reduced.append(t.numel()), real(t, *a, **k))[1]
+        try:
+            for op in ("ddp_step", "ddp_floor", "ddp_reduction"):
+                call = workloads.make_call(dist, op, 1, 0, 1, torch)
+                call()
+                call()
+        finally:
+            dist.all_reduce = real
+        params = 1024 * 4096 + 4096 + 4096 * 1024 + 1024 + 1024 * 2048 + 2048 + 2048 * 1024 + 1024
+        assert sum(reduced) == 2 * params  # ddp_reduction: every gradient, once per call
+    finally:
+        dist.destroy_process_group()

@@ -66,8 +66,14 @@ COLLECTIVES: dict[str, Collective] = {
         # torch's functional collectives and wait_tensor (DTensor, tensor parallelism, compile)
         Collective("all_reduce_functional", lambda n: 2 * (n - 1) / n, torch_only=True),
         Collective("all_gather_functional", _part, total_size=True, torch_only=True),
-        # one DDP training step of a communication-bound model (≈12 M parameters, batch 2)
+        # one DDP training step of a communication-bound model (≈12 M parameters, batch 2);
+        # its floor: the same step with a comm hook that sends nothing; and its reduction
+        # alone: all_reduce of the same gradient buckets, back to back. With one core per
+        # rank, the reduction's CPU time cannot hide behind backward's: floor + reduction is
+        # the step's bound (docs/guides/performance.md)
         Collective("ddp_step", lambda n: 0.0, sized=False, torch_only=True, step=True),
+        Collective("ddp_floor", lambda n: 0.0, sized=False, torch_only=True, step=True),
+        Collective("ddp_reduction", lambda n: 0.0, sized=False, torch_only=True, step=True),
         # one loopback TCP socket pair, both directions at once, and one way: what the transport
         # could move at best (busbw = bytes each way per second, comparable with world-2
         # all_reduce's and broadcast's busbw)
@@ -139,8 +145,8 @@ def make_call(api: Any, op: str, count: int, rank: int, world: int, torch: Any =
         if op == "gather":
             return lambda: api.gather(data, at_root, dst=0)
         return lambda: api.scatter(data, at_root, src=0)
-    if op == "ddp_step":
-        return _ddp_step(torch)
+    if op in ("ddp_step", "ddp_floor", "ddp_reduction"):
+        return _ddp_step(torch, op)
     if COLLECTIVES[op].ceiling:
         from . import limits
 
@@ -148,9 +154,11 @@ def make_call(api: Any, op: str, count: int, rank: int, world: int, torch: Any =
     raise ValueError(f"unknown collective {op!r}; known: {sorted(COLLECTIVES)}")
 
 
-def _ddp_step(torch: Any) -> Callable[[], None]:
+def _ddp_step(torch: Any, op: str) -> Callable[[], None]:
     """One DDP step (forward, backward with the gradient all_reduce, SGD) of an MLP of about
-    12 M parameters on a batch of 2: its time is mostly communication."""
+    12 M parameters on a batch of 2: its time is mostly communication. ``ddp_floor``: the
+    same step with a comm hook that sends nothing; ``ddp_reduction``: only the all_reduce of
+    DDP's gradient buckets (their sizes taken from a step's buckets), one after another."""
     from torch.nn.parallel import DistributedDataParallel
 
     torch.manual_seed(0)
@@ -166,6 +174,17 @@ def _ddp_step(torch: Any) -> Callable[[], None]:
             nn.Linear(2048, 1024),
         )
     )
+    buckets: list[int] = []
+
+    # torch checks a hook's annotations against its own types (strings here): none at all
+    def sends_nothing(state, bucket):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN202
+        buckets.append(bucket.buffer().numel())
+        done = torch.futures.Future()
+        done.set_result(bucket.buffer())
+        return done
+
+    if op != "ddp_step":
+        model.register_comm_hook(None, sends_nothing)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     x, y = torch.randn(2, 1024), torch.randn(2, 1024)
 
@@ -174,4 +193,14 @@ def _ddp_step(torch: Any) -> Callable[[], None]:
         torch.nn.functional.mse_loss(model(x), y).backward()
         opt.step()
 
-    return step
+    if op != "ddp_reduction":
+        return step
+    step()  # one step with the hook: the buckets' sizes, in the order DDP reduces them
+    grads = [torch.ones(n) for n in buckets]
+    dist = torch.distributed
+
+    def reduction() -> None:
+        for grad in grads:
+            dist.all_reduce(grad)
+
+    return reduction
