@@ -146,3 +146,26 @@ def test_ddp_rows_step_the_model_and_reduce_its_buckets() -> None:
         assert sum(reduced) == 2 * params  # ddp_reduction: every gradient, once per call
     finally:
         dist.destroy_process_group()
+
+
+def test_barrier_timing_puts_a_barrier_before_each_timed_call() -> None:
+    """--timing barrier (OSU style): one barrier after the warm-up, then one before each call;
+    the loop (nccl-tests style) has only the first."""
+    from accord.bench import runner
+
+    events: list[str] = []
+
+    class Api:
+        def barrier(self) -> None:
+            events.append("barrier")
+
+    def call() -> None:
+        events.append("call")
+
+    assert len(runner._time_calls(call, 3, 1, Api(), "barrier")) == 3
+    assert events == ["call", "barrier"] + ["barrier", "call"] * 3
+    events.clear()
+    runner._time_calls(call, 3, 1, Api())
+    assert events == ["call", "barrier", "call", "call", "call"]
+    assert cli.build_parser().parse_args(["--timing", "barrier"]).timing == "barrier"
+    assert cli.build_parser().parse_args([]).timing == "loop"

@@ -78,6 +78,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="accord's transport: auto (shared memory on one host) or tcp "
         "(default: ACCORD_TRANSPORT, else auto)",
     )
+    p.add_argument(
+        "--timing",
+        choices=["loop", "barrier"],
+        default="loop",
+        help="loop: calls back to back (nccl-tests); barrier: a barrier before each call, "
+        "the call timed alone (OSU's micro-benchmarks)",
+    )
     p.add_argument("--plot", help="draw busbw vs size to this PNG (needs matplotlib)")
     p.add_argument("--json", help="write the rows to this JSON file")
     p.add_argument("--quiet", action="store_true", help="no progress display")
@@ -130,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         print("--runs must be at least 1", file=sys.stderr)
         return 2
     env = {"ACCORD_TRANSPORT": args.transport}
-    plan = runner.Plan(ops, sizes, args.iters, args.warmup, args.world, env)
+    plan = runner.Plan(ops, sizes, args.iters, args.warmup, args.world, env, args.timing)
     total = args.runs * sum(
         len(sizes) if COLLECTIVES[op].sized else 1
         for op in ops
@@ -168,6 +175,8 @@ def main(argv: list[str] | None = None) -> int:
     rows = runs[0] if args.runs == 1 else report.combine(runs)
     where = "backend mpi" if args.backend == "mpi" else f"accord transport {args.transport}"
     title = f"world {args.world}, {where}, median of {args.iters} iterations (slowest rank)"
+    if args.timing == "barrier":
+        title += ", each call timed alone after a barrier (OSU style)"
     if args.runs > 1:
         title += f", median of {args.runs} runs (range)"
     print(

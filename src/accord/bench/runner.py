@@ -29,6 +29,7 @@ class Plan:
     warmup: int
     world: int
     env: dict[str, str] = field(default_factory=dict)
+    timing: str = "loop"  # "barrier": a barrier before each timed call (OSU style)
 
 
 def free_port() -> int:
@@ -51,13 +52,17 @@ def _init(impl: str) -> tuple[Any, Any]:
     return tdist, torch
 
 
-def _time_calls(call: Any, iters: int, warmup: int, api: Any) -> list[float]:
+def _time_calls(call: Any, iters: int, warmup: int, api: Any, timing: str = "loop") -> list[float]:
+    """Each call's time: back to back ("loop"), or each after a barrier ("barrier")."""
     for _ in range(warmup):
         call()
     api.barrier()
     times = []
     clock = time.perf_counter
+    barrier = api.barrier if timing == "barrier" else None
     for _ in range(iters):
+        if barrier is not None:
+            barrier()
         start = clock()
         call()
         times.append(clock() - start)
@@ -87,7 +92,7 @@ def worker(impl: str, rank: int, plan: Plan, port: int, results: Any) -> None:
                 if COLLECTIVES[op].step:
                     iters = max(plan.iters // 10, 5)
                 call = make_call(api, op, count, rank, plan.world, torch)
-                times = _time_calls(call, iters, plan.warmup, api)
+                times = _time_calls(call, iters, plan.warmup, api, plan.timing)
                 results.put(("row", impl, rank, op, nbytes, times))
         api.barrier()
         api.destroy_process_group()
