@@ -177,7 +177,7 @@ def _ddp_step(torch: Any, op: str) -> Callable[[], None]:
     buckets: list[int] = []
 
     # torch checks a hook's annotations against its own types (strings here): none at all
-    def sends_nothing(state, bucket):  # type: ignore[no-untyped-def]  # noqa: ANN001, ANN202
+    def sends_nothing(state, bucket):  # noqa: ANN001, ANN202
         buckets.append(bucket.buffer().numel())
         done = torch.futures.Future()
         done.set_result(bucket.buffer())
