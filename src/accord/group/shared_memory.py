@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -19,6 +19,7 @@ import numpy as np
 from ..config import Tunables
 from ..errors import CollectiveMismatchError, DistError, PeerError, with_context
 from ..timeouts import Deadline
+from ..transport.channel import PeerState
 from ..transport.mesh import Channel, Mesh
 from ..transport.shm import (
     DETAIL_OFFSET,
@@ -146,10 +147,25 @@ def _checker(mesh: Mesh, channel: Channel) -> Callable[[object, list[int]], None
         if channel.error is not None:
             raise with_context(channel.error, what)
         gone = mesh.gone_error(lagging, what) or mesh.left_error(channel, lagging, what)
+        if gone is not None and not _died(mesh, channel.members):
+            # A member that left may have left because another one died (its own call
+            # failed first): read what the links still hold before blaming the leaver.
+            mesh.drive_until(lambda: channel.error is not None or _died(mesh, channel.members), _SETTLE_S)
+            if channel.error is not None:
+                raise with_context(channel.error, what)
+            gone = mesh.gone_error(lagging, what) or mesh.left_error(channel, lagging, what) or gone
         if gone is not None:
             raise gone
 
     return check
+
+
+#: How long a wait that found a member gone reads the links for the root cause first.
+_SETTLE_S = 0.25
+
+
+def _died(mesh: Mesh, members: Iterable[int]) -> bool:
+    return any(mesh.peer_state[peer] is PeerState.DEAD for peer in members)
 
 
 def _give_up(segments: Sequence[Segment | None]) -> None:
