@@ -15,7 +15,7 @@ from typing import Iterator
 import pytest
 
 from accord.errors import DistStoreError, StoreTimeoutError
-from accord.store import TCPStore, tcp_client, tcp_server, tcp_store
+from accord.store import TCPStore, tcp_client, tcp_servers, tcp_store
 from accord.store import tcp_protocol as p
 
 HOST = "127.0.0.1"
@@ -248,7 +248,7 @@ def test_multi_tenant_masters_share_one_server() -> None:
     assert second.get("shared") == b"yes"  # the server lives while a tenant remains
     second.close()
     assert server is not None and not server.running
-    assert first.port not in tcp_server._SHARED_SERVERS
+    assert first.port not in tcp_servers._SHARED_SERVERS
 
 
 def test_lost_server_names_host_and_port() -> None:

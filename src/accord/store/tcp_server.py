@@ -16,7 +16,8 @@ serving, in the background, until every connection from *another* process has cl
 most ``grace`` seconds, so that a rank which finishes first does not pull the store from
 under ranks still reading it; at interpreter exit the process waits for that (and retires
 the servers nobody closed). This process's own clients (``note_local_client``) do not hold it
-up. A new server on the port of a retiring one stops it at once (the program started over).
+up. Sharing a port between the masters of one process, and reviving a retiring server when
+the program starts over on its port, are ``tcp_servers``'s.
 """
 
 from __future__ import annotations
@@ -49,13 +50,13 @@ _RECV_BYTES = 1 << 16
 _LISTENER, _WAKER = object(), object()
 
 # Every running server, so that interpreter exit drains the ones nobody closed.
-_LIVE_SERVERS: weakref.WeakSet[TCPStoreServer] = weakref.WeakSet()
+LIVE_SERVERS: weakref.WeakSet[TCPStoreServer] = weakref.WeakSet()
 
 
 def drain_at_exit(grace: float) -> None:
     """Retire every server of this process still running and wait until each has stopped
     (its peers left, or its grace passed)."""
-    servers = [s for s in list(_LIVE_SERVERS) if s.running]
+    servers = [s for s in list(LIVE_SERVERS) if s.running]
     for server in servers:
         server.retire(grace)
     for server in servers:
@@ -75,58 +76,6 @@ def _drain_servers_at_exit() -> None:
     """At interpreter exit (daemon threads still run in atexit handlers), stop the servers
     nobody closed only once other processes' clients have left, bounded by the grace."""
     drain_at_exit(exit_grace())
-
-
-# Why module-level state: torch promises that every ``TCPStore(is_master=True,
-# multi_tenant=True)`` of one process on one port shares one server. Such objects are created
-# independently (often by different libraries), so the process is the only place they can
-# meet. Port → [server, number of TCPStores using it]; guarded by the lock; an entry goes
-# away when its last TCPStore closes.
-_SHARED_SERVERS: dict[int, list] = {}
-_SHARED_LOCK = threading.Lock()
-
-
-def acquire(port: int, multi_tenant: bool, listen_fd: int | None, host: str | None = None) -> TCPStoreServer:
-    """A server for a master TCPStore: a new one, or with ``multi_tenant`` the one this
-    process already runs on ``port``. ``host``: the address clients are told (a loopback
-    one keeps the server on loopback)."""
-    revived = None
-    if port and listen_fd is None:
-        for old in list(_LIVE_SERVERS):
-            if old.port == port and old.retiring:
-                # The program started over on this port (destroy, then init again): the
-                # retiring server serves again, keeping its keys and its clients — a peer
-                # that started over sooner may already be connected to it, and closing the
-                # server under it would fail its rendezvous. One that cannot be revived
-                # (its grace just ran out, or another host or secret) makes way.
-                if revived is None and old.revive(host, auth.job_secret()):
-                    revived = old
-                else:
-                    old.close()
-    if not multi_tenant:
-        return revived or TCPStoreServer(port, listen_fd=listen_fd, host=host)
-    with _SHARED_LOCK:
-        entry = _SHARED_SERVERS.get(port) if port and listen_fd is None else None
-        if entry is None:
-            server = revived or TCPStoreServer(port, listen_fd=listen_fd, host=host)
-            entry = _SHARED_SERVERS[server.port] = [server, 0]
-        elif revived is not None:  # another master runs a server on this port already
-            revived.close()
-        entry[1] += 1
-        shared: TCPStoreServer = entry[0]
-        return shared
-
-
-def release(server: TCPStoreServer) -> None:
-    """A master TCPStore is done with ``server``: retire it once no other master shares it."""
-    with _SHARED_LOCK:
-        entry = _SHARED_SERVERS.get(server.port)
-        if entry is not None and entry[0] is server:
-            entry[1] -= 1
-            if entry[1] > 0:
-                return
-            del _SHARED_SERVERS[server.port]
-    server.retire(exit_grace())
 
 
 class _Connection:
@@ -188,7 +137,7 @@ class TCPStoreServer:
             target=self._serve, name=f"accord-tcpstore-server:{self.port}", daemon=True
         )
         self._thread.start()
-        _LIVE_SERVERS.add(self)
+        LIVE_SERVERS.add(self)
 
     def __repr__(self) -> str:
         return f"TCPStoreServer(port={self.port}, clients={len(self._conns)})"
@@ -248,7 +197,7 @@ class TCPStoreServer:
         # would hang forever, and the process is about to close every socket anyway.
         if not here and not finalizing:
             self._thread.join()
-        _LIVE_SERVERS.discard(self)
+        LIVE_SERVERS.discard(self)
         self._wake_w.close()
 
     def _wake(self) -> None:
@@ -424,4 +373,4 @@ class TCPStoreServer:
         self._listener.close()
         self._wake_r.close()
         self._wake_w.close()
-        _LIVE_SERVERS.discard(self)
+        LIVE_SERVERS.discard(self)

@@ -4,8 +4,8 @@ Owns: the Store operations in terms of torch's TCPStore protocol, as torch's C++
 them (keys get a "/" prefix on the wire; ``get`` is WAIT then GET; timeouts are the client's,
 ended by CANCEL_WAIT; ``wait_for_workers`` adds 1 under "init/" and the master polls it), so
 that accord's and torch's clients and servers mix freely; and errors that name the cause.
-The connection is ``tcp_client``'s, the bytes ``tcp_protocol``'s, the server (and the
-sharing of one between masters) ``tcp_server``'s. Must not know ranks or transports.
+The connection is ``tcp_client``'s, the bytes ``tcp_protocol``'s, the server ``tcp_server``'s
+(and which master gets which server ``tcp_servers``'s). Must not know ranks or transports.
 
 Threads: a TCPStore may be used from several threads; their operations take turns on the one
 connection, so a blocking ``get`` holds up the other threads' calls until it returns. A thread
@@ -23,7 +23,7 @@ from typing import TypeVar
 from ..errors import DistStoreError, ProtocolError, QueueEmptyError, StoreTimeoutError
 from ..timeouts import Deadline, format_seconds
 from . import tcp_protocol as p
-from . import tcp_server
+from . import tcp_server, tcp_servers
 from .base import Store, Value, check_keys, to_bytes
 from .tcp_client import ClientConnection, Lost, TimedOut, missing, refusal, wire_key
 
@@ -73,7 +73,7 @@ class TCPStore(Store):
         self._closing = False
         self._unanswered: str | None = None  # the last request sent that has no reply
         if is_master:
-            self._server = tcp_server.acquire(self._port, multi_tenant, master_listen_fd, host_name)
+            self._server = tcp_servers.acquire(self._port, multi_tenant, master_listen_fd, host_name)
             self._port = self._server.port
         try:
             self._conn = ClientConnection(host_name, self._port, self._seconds(None))
@@ -391,7 +391,7 @@ class TCPStore(Store):
         if conn is not None:
             conn.close()
         if server is not None:
-            tcp_server.release(server)
+            tcp_servers.release(server)
 
     def __del__(self) -> None:
         try:
