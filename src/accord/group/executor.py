@@ -12,11 +12,19 @@ use, and a thread round trip costs 8–20× a small call's own time. So a waiter
 itself (with the calls queued before it), and so does a blocking call on the group before it
 starts. The worker starts only calls that nobody took within ``pickup_delay`` of their
 submission (``DEFAULT_PICKUP_DELAY``): DDP's gradient buckets and FSDP's prefetches, whose
-caller goes on computing, start that much later, in the background as before. While calls
-keep coming the worker looks at the queue now and then (a few wake-ups per 10 ms, not one
-per call: ``_LINGER``) and then sleeps until a submission wakes it; a call submitted while
-it lingers waits at most 8 pickup delays for it. ``hurry()`` (somebody asked for the call's
-Future: DDP's hooks) lets the worker start the queued calls now.
+caller goes on computing, start that much later, in the background as before.
+
+Each look the worker takes costs the ranks of the host: it needs a core and the GIL, which a
+waiter holds, so the hand-over is forced (a call-then-wait loop of functional all_reduces at
+world 2 spent 8 % of its iterations at over twice the median, with the worker looking about
+700 times a second). So while its looks find nothing it must start (its waiters take every
+call first), the worker backs off: each such look doubles the spacing of its looks and the
+age at which it takes a call, up to ``MAX_BACKED_OFF`` seconds; the first call it does start
+(nobody took it), or a ``hurry``, brings it back to the pickup delay. After ``_LINGER``
+seconds of looks without work it sleeps until a submission wakes it (and starts again at
+the pickup delay). ``hurry()`` (somebody
+asked for the call's Future: DDP's hooks) lets the worker start the queued calls now, from
+any of its waits.
 
 Blocking calls of accord's own API never come here: they run in the caller's thread (after
 the queued calls, ``drain``). Must not know about collectives.
@@ -39,10 +47,11 @@ DEFAULT_PICKUP_DELAY = 200e-6
 #: between a call and its wait, and a worker that took the call then (a third thread on a
 #: busy core, and a hand-back to the waiter) costs more than the overlap it could buy.
 OVERSUBSCRIBED_PICKUP_DELAY = 2e-3
-#: Empty looks at the queue before the worker sleeps until a submission: 1, 2, 4, then 8
-#: pickup delays apart (about 9 ms in all; with more ranks than cores each wake-up takes a
-#: core from a rank, so they thin out while nothing is left for the worker).
-_LINGER = 8
+#: The longest the worker's looks are apart, and the oldest a call gets before it takes it,
+#: while it backs off (its looks found nothing it had to start; see the module docstring).
+MAX_BACKED_OFF = 10e-3
+#: Seconds of looks without work before the worker sleeps until a submission wakes it.
+_LINGER = 0.1
 
 _get_ident = threading.get_ident
 _clock = time.monotonic
@@ -161,45 +170,51 @@ class AsyncExecutor:
             self._cond.notify()
 
     def _run(self) -> None:
-        empty_looks = 0
         items = self.items
+        delay = self._delay  # the pickup delay now: longer while the worker backs off
+        longest = max(self._delay, MAX_BACKED_OFF)
+        lingered = 0.0  # seconds of looks since the worker last started a call
         while True:
             if not items:
                 if self._stopped:
                     return
-                empty_looks += 1
-                if empty_looks < _LINGER:  # looks spaced out: 1, 2, 4, 8, 8… pickup delays
-                    time.sleep(self._delay * (1 << min(empty_looks - 1, 3)))
+                if lingered < _LINGER:
+                    with self._cond:  # (hurry and shutdown set their flag and notify under it)
+                        if not self._hurry and not self._stopped:
+                            self._cond.wait(delay)
+                    lingered += delay
+                    delay = min(delay * 2, longest)  # nothing to start: look less often
                     continue
                 with self._cond:
                     self._idle = True
                     if not items and not self._stopped:
                         self._cond.wait()  # once: a submission wakes it, taken or not
                     self._idle = False
-                empty_looks = 0
+                delay, lingered = self._delay, 0.0  # a quiet worker starts at its pace
                 continue
-            empty_looks = 0
             try:
                 head = items[0]
             except IndexError:  # a waiter took it meanwhile
                 continue
             age = _clock() - head.submitted
-            if age < self._delay and not self._hurry and not self._stopped:
-                with self._cond:  # (hurry and shutdown set their flag and notify under it)
+            if age < delay and not self._hurry and not self._stopped:
+                with self._cond:
                     if not self._hurry and not self._stopped:
-                        self._cond.wait(self._delay - age)
+                        self._cond.wait(delay - age)
+                if not items or items[0] is not head:  # a waiter took it: back off
+                    lingered += delay - age
+                    delay = min(delay * 2, longest)
                 continue
             later: list[Any] = []
             with self._running:
                 self.runner = _get_ident()
                 try:
-                    while items and (
-                        self._hurry or self._stopped or _clock() - items[0].submitted >= self._delay
-                    ):
+                    while items and (self._hurry or self._stopped or _clock() - items[0].submitted >= delay):
                         _execute(items.popleft(), later)
                     self._hurry = False
                 finally:
                     self.runner = 0
+            delay, lingered = self._delay, 0.0  # the worker was needed: back to its pace
             if later:  # not here: a callback that waits for a later call would wait for us
                 self._callbacks.hand_over(later)
 
