@@ -19,7 +19,7 @@ import pytest
 import accord as dist
 from accord.api.common import resolve_group
 from accord.group import collective_ops
-from accord.group.executor import AsyncExecutor
+from accord.group.executor import MAX_BACKED_OFF, AsyncExecutor
 from accord.group.work import Future
 from harness import run_ranks
 
@@ -179,6 +179,29 @@ def test_the_worker_starts_a_call_after_the_pickup_delay_and_hurry_starts_it_at_
     assert hurried.block(5) and log == ["late", "now"]
     executor.shutdown()
     slow.shutdown()
+
+def test_a_worker_backed_off_by_waiters_still_starts_a_call_nobody_waits_for():
+    """A call-then-wait loop (the waiter takes every call first) makes the worker look less
+    often; a call nobody waits for then still starts, within MAX_BACKED_OFF of its
+    submission (plus scheduling), and a hurry still starts one at once."""
+    executor = AsyncExecutor("test", pickup_delay=0.001)
+    log: list[object] = []
+    give_up = time.monotonic() + 0.3
+    while time.monotonic() < give_up:  # the waiter takes each call before the worker looks
+        _queued(executor, "waited", log).wait()
+    started = time.monotonic()
+    left = _queued(executor, "left", log)
+    assert left.block(5) and log[-1] == "left"
+    assert time.monotonic() - started < MAX_BACKED_OFF + 0.5
+    while time.monotonic() < give_up + 0.6:
+        _queued(executor, "waited", log).wait()
+    hurried = _queued(executor, "hurried", log)
+    started = time.monotonic()
+    executor.hurry()
+    assert hurried.block(5) and log[-1] == "hurried"
+    assert time.monotonic() - started < 0.5
+    executor.shutdown()
+
 
 
 def test_shutdown_runs_what_is_queued_and_refuses_more():
