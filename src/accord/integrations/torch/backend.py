@@ -98,7 +98,7 @@ class AccordProcessGroup(dist.ProcessGroup):
         """Run ``call`` (an API row) with ``args`` through the pipeline on this group. Roots
         and peers are group ranks: passed as ``group_src``/``group_dst`` (after a None)."""
         work = run(call, self.accord_group, bool(getattr(opts, "asyncOp", True)), *args)
-        return completed(call.name, outputs) if work is None else TorchWork(call.name, outputs, [work])
+        return completed(call.name, outputs) if work is None else TorchWork(call.name, outputs, work)
 
     def _run_each(
         self, name: str, opts: Any, outputs: list[Any], calls: Sequence[Callable[[bool], AccordWork | None]]
@@ -106,7 +106,7 @@ class AccordProcessGroup(dist.ProcessGroup):
         """Several operations as one Work (the coalesced forms), in order."""
         async_op = bool(getattr(opts, "asyncOp", True))
         works = [w for w in (call(async_op) for call in calls) if w is not None]
-        return TorchWork(name, outputs, works)
+        return TorchWork(name, outputs, AccordWork.joined(name, outputs, works) if works else None)
 
     # -- all_reduce ----------------------------------------------------------------------------
     def allreduce(self, tensors: Any, opts: Any = None) -> TorchWork | None:
@@ -118,7 +118,7 @@ class AccordProcessGroup(dist.ProcessGroup):
                     return _finished(tensors)
                 work = collective_ops.all_reduce_queued(self.accord_group, array, op, tensors)
                 if work is not None:
-                    return TorchWork("all_reduce", tensors, [work])
+                    return TorchWork("all_reduce", tensors, work)
         if isinstance(tensors, torch.Tensor):  # allreduce(tensor, op) overload
             tensors, opts = [tensors], _options(dist.AllreduceOptions, opts)
         opts = opts if opts is not None else dist.AllreduceOptions()
@@ -154,7 +154,7 @@ class AccordProcessGroup(dist.ProcessGroup):
                     return _finished(tensors)
                 work = collective_ops.broadcast_queued(self.accord_group, array, opts.rootRank, tensors)
                 if work is not None:
-                    return TorchWork("broadcast", tensors, [work])
+                    return TorchWork("broadcast", tensors, work)
         if isinstance(tensors, torch.Tensor):  # broadcast(tensor, root) overload
             tensors, root = [tensors], int(opts or 0)
             opts = dist.BroadcastOptions()
@@ -313,17 +313,17 @@ class AccordProcessGroup(dist.ProcessGroup):
     def send(self, tensors: Any, dst: int, tag: int = 0) -> TorchWork:
         check_tensors(tensors, "send")
         work = run(api_p2p.ISEND, self.accord_group, False, as_array(tensors[0]), None, int(dst), int(tag))
-        return TorchWork("send", list(tensors), [work])
+        return TorchWork("send", list(tensors), work)
 
     def recv(self, tensors: Any, src: int, tag: int = 0) -> TorchWork:
         check_tensors(tensors, "recv")
         work = run(api_p2p.IRECV, self.accord_group, False, as_array(tensors[0]), None, int(src), int(tag))
-        return TorchWork("recv", list(tensors), [work])
+        return TorchWork("recv", list(tensors), work)
 
     def recv_anysource(self, tensors: Any, tag: int = 0) -> TorchWork:
         check_tensors(tensors, "recv")
         work = run(api_p2p.IRECV, self.accord_group, False, as_array(tensors[0]), None, None, int(tag))
-        return TorchWork("recv", list(tensors), [work])
+        return TorchWork("recv", list(tensors), work)
 
     # -- lifetime ------------------------------------------------------------------------------
     def abort(self) -> None:

@@ -1,11 +1,12 @@
 """torch's Work and Future for accord's operations.
 
 Owns: ``TorchWork`` — a ``torch.distributed.Work`` (through torch's Python trampoline, so C++
-callers such as DDP's reducer reach ``wait`` and ``get_future``) over an accord Work or an
-already finished result. ``wait`` from Python raises accord's own error (its class and
-message); the torch Future (made only when somebody asks for it) completes from accord's
-completion callback, on whatever thread finishes the operation, with the list of output
-tensors as its value, or with the error. Must not know about collectives or the store.
+callers such as DDP's reducer reach ``wait`` and ``get_future``) over one accord Work (the
+coalesced forms join theirs into one: ``Work.joined``) or an already finished result.
+``wait`` from Python raises accord's own error (its class and message); the torch Future
+(made only when somebody asks for it) completes from accord's completion callback, on
+whatever thread finishes the operation, with the list of output tensors as its value, or
+with the error. Must not know about collectives or the store.
 """
 
 from __future__ import annotations
@@ -23,19 +24,27 @@ from ...group.work import Work as AccordWork
 _MAKING_FUTURES = threading.Lock()
 
 
-class TorchWork(dist.Work):
-    """The handle torch's API returns for one accord operation (or a coalesced few)."""
+_init_work = dist.Work.__init__
 
+
+class TorchWork(dist.Work):
+    """The handle torch's API returns for one accord operation (or a coalesced few, joined
+    into one accord Work).
+
+    Made once per async call, so it is slotted and calls torch's constructor directly
+    (0.46 µs to make, against 0.75 with ``super().__init__`` and an instance dict)."""
+
+    __slots__ = ("_name", "_outputs", "_work", "__dict__")  # (__dict__: the rare ones below)
     _source: int | None = None
     _future: torch.futures.Future | None = None  # made on the first get_future
 
     def __init__(
-        self, name: str, outputs: list[Any], works: list[AccordWork] | None = None, source: int | None = None
+        self, name: str, outputs: list[Any], work: AccordWork | None = None, source: int | None = None
     ) -> None:
-        super().__init__()  # (one per async call: set only what every Work needs)
+        _init_work(self)
         self._name = name
         self._outputs = outputs
-        self._works = works or []  # empty: finished in the caller's thread already
+        self._work = work  # None: finished in the caller's thread already
         if source is not None:
             self._source = source
 
@@ -44,18 +53,22 @@ class TorchWork(dist.Work):
 
     # -- waiting ----------------------------------------------------------------------------
     def wait(self, timeout: timedelta = timedelta(0)) -> bool:
-        for work in self._works:
+        work = self._work
+        if work is not None:
             work.wait(timeout if timeout else None)
         return True
 
     def is_completed(self) -> bool:
-        return all(work.is_completed() for work in self._works)
+        work = self._work
+        return work is None or work.is_completed()
 
     def is_success(self) -> bool:
-        return all(work.is_success() for work in self._works)
+        work = self._work
+        return work is None or work.is_success()
 
     def exception(self) -> BaseException | None:
-        return next((e for e in (w.exception() for w in self._works) if e is not None), None)
+        work = self._work
+        return None if work is None else work.exception()
 
     def result(self) -> list[Any]:
         self.wait()
@@ -64,9 +77,9 @@ class TorchWork(dist.Work):
     def source_rank(self) -> int:
         if self._source is not None:
             return self._source
-        if len(self._works) != 1:
+        if self._work is None:
             raise ValueError(f"{self._name}: source_rank() is only defined for receives")
-        return self._works[0].source_rank()
+        return self._work.source_rank()
 
     def _source_rank(self) -> int:
         return self.source_rank()
@@ -80,7 +93,7 @@ class TorchWork(dist.Work):
     # -- the torch Future -------------------------------------------------------------------
     def get_future(self) -> torch.futures.Future:
         """A torch Future whose value is the list of output tensors (made on first call);
-        it completes on the thread that finishes the last operation.
+        it completes on the thread that finishes the operation.
 
         A failed operation's Future is failed in C++, not only in Python: a Python Future's
         ``set_exception`` completes it *successfully* with the exception object as its
@@ -88,34 +101,25 @@ class TorchWork(dist.Work):
         gradients, found no tensor in it and crashed the process). So the Future returned is
         the ``then`` of the one we complete: a callback that raises fails it properly, and
         ``wait()`` raises (a RuntimeError naming accord's error, as torch's backends raise)."""
+        work = self._work
         with _MAKING_FUTURES:
             if self._future is not None:
                 return self._future
-            if not self._works:
+            if work is None:
                 done = self._future = torch.futures.Future()
                 done.set_result(self._outputs)
                 return done
             future: torch.futures.Future[list[Any]] = torch.futures.Future()
-            self._future = future.then(_value_or_raise)
-        result = self._future
-        pending = [len(self._works)]
-        first_error: list[BaseException] = []
-        lock = threading.Lock()
+            result = self._future = future.then(_value_or_raise)
+        outputs = self._outputs
 
-        def one_done(done: Any) -> None:
-            with lock:
-                if done.error is not None and not first_error:
-                    first_error.append(done.error)
-                pending[0] -= 1
-                last = pending[0] == 0
-            if last:
-                if first_error:
-                    future.set_exception(first_error[0])  # type: ignore[arg-type]  # (torch types it as T)
-                else:
-                    future.set_result(self._outputs)
+        def finished(done: Any) -> None:
+            if done.error is not None:
+                future.set_exception(done.error)
+            else:
+                future.set_result(outputs)
 
-        for work in self._works:
-            work.get_future().add_done_callback(one_done)
+        work.get_future().add_done_callback(finished)
         return result
 
 
