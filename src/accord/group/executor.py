@@ -64,10 +64,20 @@ class Queued(Future):
     __slots__ = ("run", "submitted", "_executor")
 
     def __init__(self, executor: AsyncExecutor, run: Callable[[], Any]) -> None:
-        Future.__init__(self)
+        Future.__init__(self, None, None, executor.futures_lock)
         self.run = run
         self.submitted = _clock()
         self._executor = executor
+
+    def wait(self) -> Any:
+        """``Future.wait`` with the drive written out (it runs on every call-then-wait)."""
+        if not self.settled:
+            self._executor.run_until(self)
+            if not self.settled:
+                self.block()
+        if self._error is not None:
+            raise self._error
+        return self._value
 
     def drive(self, timeout: float | None) -> None:
         if timeout is None:
@@ -80,6 +90,7 @@ class AsyncExecutor:
     def __init__(self, name: str, pickup_delay: float = DEFAULT_PICKUP_DELAY) -> None:
         self._name = name
         self.items: deque[Queued] = deque()
+        self.futures_lock = threading.Lock()  # the queued calls' futures share it
         #: the thread running queued calls now (its ident), else 0: a blocking call made by
         #: another thread waits for it (``drain``); one made inside a queued call does not
         self.runner = 0

@@ -31,9 +31,16 @@ class Future:
 
     __slots__ = ("settled", "_lock", "_event", "_value", "_error", "_callbacks", "_drive", "_poll")
 
-    def __init__(self, drive: Drive | None = None, poll: Callable[[], object] | None = None) -> None:
+    def __init__(
+        self,
+        drive: Drive | None = None,
+        poll: Callable[[], object] | None = None,
+        lock: threading.Lock | None = None,
+    ) -> None:
         self.settled = False
-        self._lock = threading.Lock()
+        #: guards completion against callbacks and blockers; held only for a few stores, so
+        #: many futures may share one (the async queue's do: one lock less per call)
+        self._lock = lock if lock is not None else threading.Lock()
         self._event: threading.Event | None = None
         self._value: Any = None
         self._error: BaseException | None = None
