@@ -26,8 +26,8 @@ PLANS = {
 }
 #: Programs on backend accord alone (gloo refuses their calls, or they are about accord's
 #: timing) that leave the group working, of test_torch_api and test_diagnostics_and_bad_input:
-#: one job at world 2. (The ones that break their group or need their own settings have a
-#: job each.)
+#: they run after PLANS[2] in accord's world-2 job. (The ones that break their group or need
+#: their own settings have a job each.)
 ACCORD_PLAN = [(name, name, {}) for name in (
     "ops_and_dtypes", "async_returns_at_once", "backend_calls_without_options", "profiled_async",
     "ddp_overlap", "bad_inputs")]
@@ -47,16 +47,20 @@ def _cached(cache: dict, key: tuple, backend: str, world_size: int, plan: list) 
     return cache[key]
 
 
+def _plan(backend: str, world_size: int) -> list:
+    return PLANS[world_size] + (ACCORD_PLAN if (backend, world_size) == ("accord", 2) else [])
+
+
 @pytest.fixture(scope="session")
 def jobs() -> Any:
-    """(backend, world size) → every rank's {label: result} of ``PLANS[world size]``."""
+    """(backend, world size) → every rank's {label: result} of its plan: ``PLANS[world
+    size]``, and ``ACCORD_PLAN`` after it on accord at world 2."""
     cache: dict[tuple, Any] = {}
     return lambda backend, world_size: _cached(cache, (backend, world_size), backend, world_size,
-                                               PLANS[world_size])
+                                               _plan(backend, world_size))
 
 
 @pytest.fixture(scope="session")
-def accord_programs() -> Any:
+def accord_programs(jobs) -> Any:
     """label of ``ACCORD_PLAN`` → every rank's result of that program (world 2, accord)."""
-    cache: dict[tuple, Any] = {}
-    return lambda label: [r[label] for r in _cached(cache, ("accord", 2), "accord", 2, ACCORD_PLAN)]
+    return lambda label: [r[label] for r in jobs("accord", 2)]

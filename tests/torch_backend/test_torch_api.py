@@ -2,8 +2,9 @@
 strided views written back in place, async calls that return at once and finish in the
 background (futures and then()), subgroups (DDP over one), group names and descriptions.
 
-Most programs run in jobs shared with the other modules (conftest.py: ACCORD_PLAN, and the
-world-4 jobs of PLANS); those that need a group of their own start one each."""
+Most programs run in the jobs test_training's comparisons run in (conftest.py: ACCORD_PLAN
+after PLANS[2] in accord's world-2 job, and PLANS[4]); those that need a group of their own
+start one each."""
 
 from __future__ import annotations
 
