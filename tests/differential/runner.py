@@ -78,7 +78,7 @@ INIT = "<init_process_group>"
 FINISH = "<barrier+destroy_process_group>"
 PG_TIMEOUT_S = 15.0     # the process group's timeout in the children: a stuck collective raises
 STALL_TIMEOUT_S = 25.0  # the parent gives up on a job when no message came for this long
-JOB_TIMEOUT_S = 90.0    # and on any job after this long
+JOB_TIMEOUT_S = 240.0   # and on any job after this long (a shared one runs several modules' scripts)
 GRACE_S = 1.0           # after a failure, how long to collect the other ranks' reports
 START_ATTEMPTS = 3      # init_process_group failures (a port taken meanwhile) are retried
 
@@ -459,6 +459,58 @@ def job_cache(names_for: Any = None) -> Any:
         return job
 
     return get
+
+
+class SharedJobs:
+    """A module's share of the session's jobs: for each of its ``pairs`` ((world size,
+    implementation), as the modules list their jobs), one job runs the scripts of every
+    module that shares that pair, one module's after another's (most of a job's time is
+    starting its processes, seconds each where they import torch; its scripts take a
+    fraction of that). ``tests/differential/conftest.py`` has every collected module that
+    has one ``join()`` before any test runs. ``cache()`` is a ``job_cache``: a pair outside
+    ``pairs``, or whose shared job was started before this module joined, gets a job of
+    this module's own."""
+
+    #: Session-wide: the modules that joined, in collection order, and the shared jobs run.
+    members: list["SharedJobs"] = []
+    jobs: dict[tuple[str, int], JobResult | RunnerError] = {}
+
+    def __init__(self, names_for: Any, pairs: Any) -> None:
+        self.names_for = names_for
+        self.pairs = frozenset((impl, world_size) for world_size, impl in pairs)
+
+    def join(self) -> None:
+        if self not in SharedJobs.members:
+            SharedJobs.members.append(self)
+
+    def cache(self) -> Any:
+        """The ``get(impl, world_size)`` of a module fixture."""
+        import pytest
+
+        own = job_cache(self.names_for)
+
+        def get(impl: str, world_size: int) -> JobResult:
+            key = (impl, world_size)
+            if key not in self.pairs or (key in SharedJobs.jobs and self not in SharedJobs.members):
+                return own(impl, world_size)
+            if IMPLEMENTATIONS[impl].mpiexec and mpiexec() is None:
+                pytest.skip(f"{impl} needs mpi4py and mpiexec (pip install 'accord[mpi]')")
+            self.join()
+            if key not in SharedJobs.jobs:
+                names: list[str] = []
+                for member in SharedJobs.members:
+                    if key in member.pairs:
+                        names += [n for n in member.names_for(impl) if n not in names]
+                try:
+                    SharedJobs.jobs[key] = run_job(impl, world_size, names)
+                except RunnerError as exc:
+                    SharedJobs.jobs[key] = exc
+            job = SharedJobs.jobs[key]
+            if isinstance(job, RunnerError):
+                pytest.fail(str(job), pytrace=False)
+            return job
+
+        return get
 
 
 def script_results(job: JobResult, name: str) -> list[Any]:

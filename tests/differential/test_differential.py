@@ -2,10 +2,11 @@
 and on accord: with NumPy arrays (backend=None) over shared memory and over TCP, and with torch
 tensors (backend="gloo") over TCP with the bandwidth algorithms (see runner.IMPLEMENTATIONS).
 
-Each implementation runs once per world size (one job: all its scripts in one process group),
-cached by a module-scoped fixture; the tests then compare script by script. Where gloo errors
-or lacks the feature (integer AVG, PREMUL_SUM, int16/uint16/uint32/uint64, p2p futures,
-strided views, mismatched counts), accord is checked against closed forms instead.
+Each implementation runs once per world size (one job: all its scripts in one process group,
+with the other differential modules' scripts: runner.SharedJobs), cached for the session;
+the tests then compare script by script. Where gloo errors or lacks the feature (integer
+AVG, PREMUL_SUM, int16/uint16/uint32/uint64, p2p futures, strided views, mismatched
+counts), accord is checked against closed forms instead.
 """
 
 from __future__ import annotations
@@ -28,10 +29,15 @@ ALL_IMPLS = ("torch-gloo", *ACCORD)
 wanted = runner.wanted
 
 
+#: The jobs this module asks for, each shared with the other differential modules that do.
+SHARED_JOBS = runner.SharedJobs(runner.names_for, [
+    (ws, impl) for ws in WORLD_SIZES for impl in (*ALL_IMPLS, "torch-accord") if wanted(ws, impl)])
+
+
 @pytest.fixture(scope="module")
 def runs() -> Callable[[str, int], runner.JobResult]:
-    """``runs(impl, world_size)``: the job's results, run at most once per module."""
-    return runner.job_cache()
+    """``runs(impl, world_size)``: the job's results, run at most once per session."""
+    return SHARED_JOBS.cache()
 
 
 results = runner.script_results

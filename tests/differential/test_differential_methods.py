@@ -26,9 +26,12 @@ def names_for(impl: str) -> list[str]:
     return scripts_methods.names_for(on_torch_gloo=spec.is_torch_gloo, torch_tensors=spec.torch_tensors)
 
 
+SHARED_JOBS = runner.SharedJobs(names_for, JOBS + [(ws, "torch-gloo") for ws, _ in JOBS])
+
+
 @pytest.fixture(scope="module")
 def runs() -> Callable[[str, int], runner.JobResult]:
-    return runner.job_cache(names_for)
+    return SHARED_JOBS.cache()
 
 
 @pytest.mark.parametrize(("world_size", "impl", "name"),

@@ -2,10 +2,11 @@
 script gives the same per-rank results on torch.distributed (gloo) and on accord, with NumPy
 arrays (latency algorithms) and torch tensors (bandwidth algorithms in tiny segments).
 
-Reuses ``runner.run_job`` unchanged: one job per implementation and world size, cached for
-the module. Where gloo rejects a call (uneven all_gather and all_to_all lists, stacked
-outputs, split_group), accord is checked against the docs' stated outputs or closed forms;
-the docs' examples are checked against their stated outputs on gloo too.
+Reuses ``runner.run_job`` unchanged: one job per implementation and world size, shared
+with the other differential modules for the session (runner.SharedJobs). Where gloo
+rejects a call (uneven all_gather and all_to_all lists, stacked outputs, split_group),
+accord is checked against the docs' stated outputs or closed forms; the docs' examples are
+checked against their stated outputs on gloo too.
 """
 
 from __future__ import annotations
@@ -34,10 +35,15 @@ def names_for(impl: str) -> list[str]:
     return scripts_rooted_exchanges.names_for(on_torch_gloo=spec.is_torch_gloo, torch_tensors=spec.torch_tensors)
 
 
+SHARED_JOBS = runner.SharedJobs(names_for, [
+    (ws, impl) for ws in WORLD_SIZES for impl in ALL_IMPLS if wanted(ws, impl)] + list(EXTRA_JOBS))
+
+
 @pytest.fixture(scope="module")
 def runs() -> Callable[[str, int], runner.JobResult]:
-    """``runs(impl, world_size)``: that job's results, run at most once per module."""
-    return runner.job_cache(names_for)
+    """``runs(impl, world_size)``: that job's results, run at most once per session (the
+    jobs are shared with the other differential modules: runner.SharedJobs)."""
+    return SHARED_JOBS.cache()
 
 
 results = runner.script_results

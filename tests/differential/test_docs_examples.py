@@ -33,10 +33,14 @@ def names_for(impl: str) -> list[str]:
     return scripts_docs.names_for(on_torch_gloo=spec.is_torch_gloo, torch_tensors=spec.torch_tensors)
 
 
+SHARED_JOBS = runner.SharedJobs(names_for, JOBS + [(ws, "torch-gloo") for ws in WORLD_SIZES])
+
+
 @pytest.fixture(scope="module")
 def runs() -> Callable[[str, int], runner.JobResult]:
-    """``runs(impl, world_size)``: that job's results, run at most once per module."""
-    return runner.job_cache(names_for)
+    """``runs(impl, world_size)``: that job's results, run at most once per session (the
+    jobs are shared with the other differential modules: runner.SharedJobs)."""
+    return SHARED_JOBS.cache()
 
 
 results = runner.script_results

@@ -48,9 +48,16 @@ TORCH_ONLY: dict[tuple[str, int], str] = {
 AFTER_TORCH_DIES = "ArgumentError"
 
 
+def names_for(impl: str) -> list[str]:
+    return scripts_errors.names(on_torch_gloo=impl == "torch-gloo")
+
+
+SHARED_JOBS = runner.SharedJobs(names_for, [(WORLD_SIZE, impl) for impl in ("torch-gloo", *ACCORD)])
+
+
 @pytest.fixture(scope="module")
 def runs() -> Callable[[str], runner.JobResult]:
-    get = runner.job_cache(lambda impl: scripts_errors.names(on_torch_gloo=impl == "torch-gloo"))
+    get = SHARED_JOBS.cache()
     return lambda impl: get(impl, WORLD_SIZE)
 
 def outcomes(job: runner.JobResult, case: str) -> list[dict]:

@@ -164,11 +164,15 @@ def test_max_restarts_bounds_a_node_that_arrives(launch, tmp_path):
 
 def test_a_host_cut_off_the_network_is_lost_and_the_job_goes_on(launch, two_hosts):
     """No connection is reset when a host drops off the network: the workers of the other host
-    hang in their all_reduce, and only the heartbeat tells. Host a serves the store."""
+    hang in their all_reduce, and only the heartbeat tells. Host a serves the store, with
+    ACCORD_STORE_EXIT_GRACE=0: at the end it would otherwise serve on for the default 5 s,
+    waiting for host b's launcher to disconnect, which it cannot (tests/store/test_exit_grace.py
+    tests the grace)."""
     a, b = two_hosts
     args = ["--nnodes", "1:2", "--nproc-per-node", "1", "--rdzv-backend", "c10d",
             "--rdzv-endpoint", f"{a.rdzv_addr}:29500", "--max-restarts", "1", ELASTIC]
-    job_a = launch(*args, prefix=a.prefix, env=clean_env(ACCORD_SOCKET_IFNAME=a.data_if, **QUICK))
+    job_a = launch(*args, prefix=a.prefix, env=clean_env(ACCORD_SOCKET_IFNAME=a.data_if,
+                                                         ACCORD_STORE_EXIT_GRACE="0", **QUICK))
     job_b = launch(*args, prefix=b.prefix, env=clean_env(ACCORD_SOCKET_IFNAME=b.data_if, **QUICK))
     for job in (job_a, job_b):
         job.wait_for(_seen(job, 0, 2), 30, "attempt 0 on 2 hosts")

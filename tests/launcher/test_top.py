@@ -88,14 +88,21 @@ def test_top_shows_the_rank_behind_an_all_reduce_and_how_long_the_others_wait(la
     assert time.monotonic() - started < 15
     assert "Traceback" not in wrong.stderr + without.stderr
 
-    # the live view refreshes until the job's store goes away, then says so and ends
-    live = subprocess.Popen([sys.executable, "-m", "accord.cli", "top", "--interval", "0.3"], env=env,
+    # the live view refreshes until the job's store goes away, then says so and ends (each
+    # read gives up after --timeout: 1 s instead of the default 3 once the store is gone)
+    live = subprocess.Popen([sys.executable, "-m", "accord.cli", "top", "--interval", "0.3",
+                             "--timeout", "1"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     first = live.stdout.readline()  # the first snapshot is out (pytest-timeout bounds this)
     assert first.startswith("accord top  store"), first + live.stderr.read()
-    time.sleep(1.0)
+    lines = [first]
+    while sum(line.startswith("accord top  store") for line in lines) < 2:  # a refresh is out
+        lines.append(live.stdout.readline())
+        if not lines[-1]:
+            break
     job.kill()  # SIGKILL: the launcher cannot remove its job file; the next reader does
     out, err = live.communicate(timeout=30)
+    out = "".join(lines) + out
     assert live.returncode == 0, err
     assert out.count("accord top  store") >= 2 and "BEHIND" in out, out
     assert "the job's store is gone (the job ended?)" in out, out
@@ -108,9 +115,9 @@ def test_top_shows_the_rank_behind_an_all_reduce_and_how_long_the_others_wait(la
 def test_top_without_a_job_at_the_address_says_so_within_seconds():
     env = clean_env(ACCORD_JOBS_DIR="off")
     started = time.monotonic()
-    done = _top("--once", "--store", f"127.0.0.1:{free_port()}", "--timeout", "2", env=env)
+    done = _top("--once", "--store", f"127.0.0.1:{free_port()}", "--timeout", "1", env=env)
     assert done.returncode == 1
-    assert "could not reach the store within 2 s" in done.stderr, done.stderr
+    assert "could not reach the store within 1 s" in done.stderr, done.stderr
     assert time.monotonic() - started < 10
     nothing = _top("--once", env=env)
     assert nothing.returncode == 1 and "no running job found" in nothing.stderr, nothing.stderr

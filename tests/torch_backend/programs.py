@@ -383,14 +383,21 @@ def dead_peer(rank: int, world_size: int) -> dict[str, Any]:
 
 
 def frozen_peer(rank: int, world_size: int) -> dict[str, Any]:
-    import time
+    """The last rank skips call #2 until the others have timed out in it (they say so on a
+    store connection of their own: no fixed sleep to outlast the timeout), then leaves."""
+    import os
+    from datetime import timedelta
 
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
+                          is_master=False, timeout=timedelta(seconds=60))
     t = torch.ones(4)
     dist.all_reduce(t)
     if rank == world_size - 1:
-        time.sleep(6)  # misses the others' timeout, then leaves
+        store.wait([f"frozen_peer/timed_out/{r}" for r in range(world_size - 1)])
         return {"type": None}
-    return _caught(lambda: dist.all_reduce(t))
+    report = _caught(lambda: dist.all_reduce(t))
+    store.set(f"frozen_peer/timed_out/{rank}", "1")
+    return report
 
 
 def detail_size_mismatch(rank: int, world_size: int) -> dict[str, Any]:

@@ -1,6 +1,10 @@
 """torch's API on backend "accord", beyond gloo: AVG and PREMUL_SUM, every element type,
 strided views written back in place, async calls that return at once and finish in the
-background (futures and then()), subgroups (DDP over one), group names and descriptions."""
+background (futures and then()), subgroups (DDP over one), group names and descriptions.
+
+Most programs run in the jobs test_training's comparisons run in (conftest.py: ACCORD_PLAN
+after PLANS[2] in accord's world-2 job, and PLANS[4]); those that need a group of their own
+start one each."""
 
 from __future__ import annotations
 
@@ -13,8 +17,8 @@ from . import harness  # noqa: E402
 pytestmark = [pytest.mark.torch, pytest.mark.multiprocess, pytest.mark.timeout(300)]
 
 
-def test_avg_premul_sum_dtypes_and_views() -> None:
-    got = harness.run("ops_and_dtypes", "accord", 2)
+def test_avg_premul_sum_dtypes_and_views(accord_programs) -> None:
+    got = accord_programs("ops_and_dtypes")
     for res in got:
         assert res["avg"] == [3.0, 6.0]
         assert res["premul_sum"] == [1.5, 3.0]
@@ -25,16 +29,19 @@ def test_avg_premul_sum_dtypes_and_views() -> None:
         assert res["strided_view"] == [2.0, 10.0, 18.0]
 
 
-def test_async_calls_return_at_once_and_finish_in_the_background() -> None:
-    got = harness.run("async_returns_at_once", "accord", 2)
+def test_async_calls_return_at_once_and_finish_in_the_background(accord_programs) -> None:
+    got = accord_programs("async_returns_at_once")
     first = got[0]
     assert first["returned_s"] < 0.5 and first["pending_at_return"], first
     assert first["then"] == [3.0] and first["value"] == 3.0, first
 
 
-def test_subgroups_ddp_over_a_subgroup_and_names() -> None:
-    expected = harness.run("groups_and_names", "gloo", 4)
-    got = harness.run("groups_and_names", "accord", 4)
+@pytest.mark.timeout(600)  # (when it runs first, it starts test_training's world-4 jobs)
+def test_subgroups_ddp_over_a_subgroup_and_names(jobs) -> None:
+    """In the world-4 jobs of conftest.PLANS (one per backend, shared with test_training:
+    starting four processes that import torch and DDP takes most of a job's time)."""
+    expected = [r["groups_and_names"] for r in jobs("gloo", 4)]
+    got = [r["groups_and_names"] for r in jobs("accord", 4)]
     assert got == expected
     assert got[0]["evens"] == {"sum": 2.0, "desc": "evens", "size": 2, "name_is_str": True}
 
@@ -48,21 +55,21 @@ def test_rendezvous_over_the_store_torch_hands_over(tmp_path, kind: str) -> None
     assert got == [{"sum": 6.0}, {"sum": 6.0}]
 
 
-def test_backend_methods_called_without_options_make_torchs_defaults() -> None:
-    for got in harness.run("backend_calls_without_options", "accord", 2):
+def test_backend_methods_called_without_options_make_torchs_defaults(accord_programs) -> None:
+    for got in accord_programs("backend_calls_without_options"):
         assert got == {"allgather": [[1.0, 1.0], [2.0, 2.0]], "base": [1.0, 1.0, 2.0, 2.0]}, got
 
 
-def test_async_calls_leave_one_profiler_event_each_whoever_runs_them() -> None:
-    for got in harness.run("profiled_async", "accord", 2):
+def test_async_calls_leave_one_profiler_event_each_whoever_runs_them(accord_programs) -> None:
+    for got in accord_programs("profiled_async"):
         assert got["waited"] == got["future"] == got["functional"] == got["blocking"] == \
             {"accord:all_reduce": 3}, got
         assert got["gather_waited"] == {"accord:all_gather": 3}, got
 
 
-def test_ddp_gradient_all_reduce_overlaps_backward() -> None:
+def test_ddp_gradient_all_reduce_overlaps_backward(accord_programs) -> None:
     """The queued async calls still start in the background when DDP asks for their
     Future: the first bucket is reduced before backward hands over the last one."""
-    for got in harness.run("ddp_overlap", "accord", 2):
+    for got in accord_programs("ddp_overlap"):
         assert got["buckets"] > 2 and got["grads"]
         assert any(got["overlapped"]), got  # (any of 8 steps: a descheduled rank may delay one)

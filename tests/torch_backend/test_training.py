@@ -16,8 +16,6 @@ import pytest
 
 pytest.importorskip("torch")
 
-from . import harness  # noqa: E402
-
 pytestmark = [pytest.mark.torch, pytest.mark.multiprocess, pytest.mark.timeout(600)]
 
 
@@ -35,41 +33,6 @@ def close(expected: Any, got: Any, path: str = "") -> list[str]:
         return [] if math.isclose(expected, got, rel_tol=1e-5, abs_tol=1e-7) else \
             [f"{path}: {expected!r} vs {got!r}"]
     return [] if expected == got else [f"{path}: {expected!r} vs {got!r}"]
-
-
-#: The programs, in two jobs per backend (world 2 and world 4): (label, program, kwargs).
-PLANS = {
-    2: [("ddp", "ddp_train", {}), ("ddp_allreduce_hook", "ddp_train", {"hook": "allreduce"}),
-        ("ddp_fp16_hook", "ddp_train", {"hook": "fp16"}),
-        ("ddp_powersgd_hook", "ddp_powersgd", {}),
-        ("ddp_sparse", "ddp_sparse_embedding", {}), ("fsdp2", "fsdp2_train", {}),
-        ("fsdp1", "fsdp1_train", {}), ("dtensor", "dtensor_redistribute", {}),
-        ("functional", "functional_collectives", {}), ("async", "async_overlap", {}),
-        ("coalesced", "coalesced_forms", {}), ("async_patterns", "async_patterns", {})],
-    4: [("ddp_static", "ddp_train", {"static_graph": True, "accumulate": 1}),
-        ("async_patterns_4", "async_patterns", {}),
-        ("hsdp", "fsdp2_train", {"mesh_shape": (2, 2)}), ("mesh_2d", "device_mesh_2d", {})],
-}
-
-
-@pytest.fixture(scope="module")
-def jobs() -> Any:
-    """(backend, world size) → every rank's {label: result}, each job run once."""
-    cache: dict[tuple[str, int], Any] = {}
-
-    def get(backend: str, world_size: int) -> list[dict[str, Any]]:
-        key = (backend, world_size)
-        if key not in cache:
-            try:
-                cache[key] = harness.run("several", backend, world_size, timeout=300,
-                                         plan=PLANS[world_size])
-            except harness.ProgramFailed as exc:
-                cache[key] = exc
-        if isinstance(cache[key], Exception):
-            pytest.fail(str(cache[key]), pytrace=False)
-        return cache[key]
-
-    return get
 
 
 def same_as_gloo(jobs: Any, label: str, world_size: int = 2) -> list[Any]:
