@@ -1,7 +1,8 @@
 """Programs for the backend "mpi" tests, each run by ``mpiexec -n N python -m
 mpi.scenarios NAME`` (tests/ on PYTHONPATH). Every rank writes one JSON document
 with what it saw into ``$ACCORD_TEST_OUT/rank<N>.json``; the tests read those (and the job's
-exit code and stderr).
+exit code and stderr). ``NAME1+NAME2+…`` runs several in one job, one after another: the
+document is then {name: what that one saw}.
 """
 
 from __future__ import annotations
@@ -552,10 +553,13 @@ def main() -> None:
         runtime._saturating[:] = [True]
     dist.init_process_group(os.environ.get("ACCORD_TEST_BACKEND", "mpi"), timeout=timedelta(seconds=float(os.environ.get("ACCORD_TEST_TIMEOUT", "20"))))
     rank, n = dist.get_rank(), dist.get_world_size()
-    try:
-        result = SCENARIOS[name](rank, n)
-    except dist.DistError as exc:
-        result = {"raised": failure(exc)}
+    results = {}
+    for one in name.split("+"):
+        try:
+            results[one] = SCENARIOS[one](rank, n)
+        except dist.DistError as exc:
+            results[one] = {"raised": failure(exc)}
+    result = results if "+" in name else results[name]
     with open(os.path.join(os.environ["ACCORD_TEST_OUT"], f"rank{rank}.json"), "w") as f:
         json.dump(result, f, default=str)
     dist.destroy_process_group()

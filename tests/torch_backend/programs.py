@@ -517,11 +517,16 @@ def init_with_store(rank: int, world_size: int, backend: str, kind: str, path: s
 
 def several(rank: int, world_size: int, plan: list) -> dict[str, Any]:
     """Run several programs in one process group, in order: ``plan`` is a list of
-    (label, program name, kwargs); returns {label: result}. One job instead of one per
-    program (most of a job's time is starting processes and importing torch)."""
+    (label, program name, kwargs), a name of this module or "package.module:function";
+    returns {label: result}. One job instead of one per program (most of a job's time is
+    starting processes and importing torch)."""
+    import importlib
+
     results = {}
     for label, name, kwargs in plan:
-        results[label] = globals()[name](rank, world_size, **kwargs)
+        module, _, function = name.rpartition(":")
+        program = getattr(importlib.import_module(module), function) if module else globals()[name]
+        results[label] = program(rank, world_size, **kwargs)
         dist.barrier()
     return results
 

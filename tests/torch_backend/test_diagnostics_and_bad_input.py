@@ -55,7 +55,7 @@ def test_torch_distributed_debug_detail_checks_before_sending() -> None:
 
 
 def test_bad_input_is_refused_on_the_calling_rank(accord_programs) -> None:
-    """(In accord's world-2 job of conftest.py, after the other programs of ACCORD_PLAN.)"""
+    """(In accord's world-2 job of shared_jobs.py, after the other programs of ACCORD_PLAN.)"""
     got = accord_programs("bad_inputs")
     mine = got[0]
     for case in ("meta_device", "sparse_csr", "float8", "sparse_max", "band_float"):

@@ -2,9 +2,9 @@
 strided views written back in place, async calls that return at once and finish in the
 background (futures and then()), subgroups (DDP over one), group names and descriptions.
 
-Most programs run in the jobs test_training's comparisons run in (conftest.py: ACCORD_PLAN
-after PLANS[2] in accord's world-2 job, and PLANS[4]); those that need a group of their own
-start one each."""
+Most programs run in the jobs test_training's comparisons run in (shared_jobs.py:
+ACCORD_PLAN after PLANS[2] in accord's world-2 job, and PLANS[4]); those that need a group
+of their own start one each."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def test_async_calls_return_at_once_and_finish_in_the_background(accord_programs
 
 @pytest.mark.timeout(600)  # (when it runs first, it starts test_training's world-4 jobs)
 def test_subgroups_ddp_over_a_subgroup_and_names(jobs) -> None:
-    """In the world-4 jobs of conftest.PLANS (one per backend, shared with test_training:
+    """In the world-4 jobs of shared_jobs.PLANS (one per backend, shared with test_training:
     starting four processes that import torch and DDP takes most of a job's time)."""
     expected = [r["groups_and_names"] for r in jobs("gloo", 4)]
     got = [r["groups_and_names"] for r in jobs("accord", 4)]
