@@ -22,9 +22,8 @@ call first), the worker backs off: each such look doubles the spacing of its loo
 age at which it takes a call, up to ``MAX_BACKED_OFF`` seconds; the first call it does start
 (nobody took it), or a ``hurry``, brings it back to the pickup delay. After ``_LINGER``
 seconds of looks without work it sleeps until a submission wakes it (and starts again at
-the pickup delay). ``hurry()`` (somebody
-asked for the call's Future: DDP's hooks) lets the worker start the queued calls now, from
-any of its waits.
+the pickup delay). ``hurry()`` (somebody asked for the call's Future: DDP's hooks) lets the
+worker start the queued calls now, from any of its waits.
 
 Blocking calls of accord's own API never come here: they run in the caller's thread (after
 the queued calls, ``drain``). Must not know about collectives.
