@@ -25,7 +25,8 @@ pytestmark = pytest.mark.timeout(60)
 #: torch.distributed's public names accord does not have, and why (docs/reference/torch-compatibility.md)
 NOT_PROVIDED = {
     "BackendConfig", "BuiltinCommHookType", "DeviceMesh", "GradBucket", "GroupName", "Logger",
-    "ProcessGroupGloo", "RankType", "Reducer", "algorithms", "autograd", "c10d_logger", "constants",
+    "ProcessGroupGloo", "ProcessGroupNCCL", "RankType", "Reducer", "algorithms", "autograd",
+    "c10d_logger", "constants",
     "device_mesh", "distributed_c10d", "init_device_mesh", "log", "logging", "logging_handlers",
     "record_comm", "remote_device", "rpc", "sys", "timedelta", "torch", "traceback", "typing", "utils",
 }
