@@ -76,6 +76,11 @@ class Slots(Protocol):
         """Copy ``dst.nbytes`` bytes from ``rank``'s exposed array, at byte ``offset``."""
         ...
 
+    def put(self, rank: int, round_: int, offset: int, src: np.ndarray) -> None:
+        """Copy ``src`` into ``rank``'s exposed array, at byte ``offset`` (a range of it that
+        ``rank`` leaves alone until this rank is done)."""
+        ...
+
     def expose_blocks(self, round_: int, blocks: Sequence[np.ndarray]) -> None:
         """Let the others read each of ``blocks`` (at most 96) during ``round_``."""
         ...

@@ -30,8 +30,8 @@ SHM_SLOT_BYTES = _setting(
 CMA = _setting(
     "ACCORD_CMA",
     "1",
-    "Shared-memory groups read large buffers straight from a peer's memory "
-    "(process_vm_readv) when the kernel allows it; 0 turns this off.",
+    "Shared-memory groups read and write large buffers straight in a peer's memory "
+    "(process_vm_readv, process_vm_writev) when the kernel allows it; 0 turns this off.",
 )
 SPREAD = _setting(
     "ACCORD_SPREAD",

@@ -345,6 +345,12 @@ class CallSlots:
         except PeerError as exc:
             raise self._read_failed(rank, exc) from exc
 
+    def put(self, rank: int, round_: int, offset: int, src: np.ndarray) -> None:
+        try:
+            self.domain.put(rank, round_, offset, src)
+        except PeerError as exc:
+            raise self._read_failed(rank, exc, "writing") from exc
+
     def expose_blocks(self, round_: int, blocks: Sequence[np.ndarray]) -> None:
         self.domain.expose_blocks(round_, blocks)
 
@@ -366,17 +372,17 @@ class CallSlots:
         except PeerError as exc:
             raise self._read_failed(rank, exc) from exc
 
-    def _read_failed(self, rank: int, exc: PeerError) -> PeerError:
-        """A single-copy read of ``rank``'s memory failed: name the call and the rank (ESRCH:
-        its process is gone)."""
+    def _read_failed(self, rank: int, exc: PeerError, doing: str = "reading") -> PeerError:
+        """A single-copy read (or write) of ``rank``'s memory failed: name the call and the
+        rank (ESRCH: its process is gone)."""
         name = self.domain.names[rank]
         if "ESRCH" in str(exc):
             return PeerError(
                 f"{self}: rank {name} is gone: its process no longer exists (it died "
-                f"while this rank was reading its buffer)",
+                f"while this rank was {doing} its buffer)",
                 peer=name,
             )
-        return PeerError(f"{self}: reading rank {name}'s buffer failed: {exc}", peer=name)
+        return PeerError(f"{self}: {doing} rank {name}'s buffer failed: {exc}", peer=name)
 
     def scratch(self, count: int, dtype: np.dtype, which: int = 0) -> np.ndarray:
         return self._scratch(count, dtype, which)

@@ -298,6 +298,12 @@ class ShmDomain:
         if dst.nbytes:
             self.cma.read(self.pids[rank], self.words[rank][EXPOSED + (round_ & 1)] + offset, dst)
 
+    def put(self, rank: int, round_: int, offset: int, src: np.ndarray) -> None:
+        """Write ``src`` at ``offset`` of ``rank``'s exposed buffer."""
+        assert self.cma is not None
+        if src.nbytes:
+            self.cma.write(self.pids[rank], self.words[rank][EXPOSED + (round_ & 1)] + offset, src)
+
     def expose_blocks(self, round_: int, blocks: Sequence[np.ndarray]) -> None:
         """Publish where each of ``blocks`` (at most LIST_MAX) is and how many bytes it holds."""
         base = _LIST + (round_ & 1) * 2 * LIST_MAX
