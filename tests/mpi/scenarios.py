@@ -329,6 +329,66 @@ def async_then_messages(rank: int, n: int) -> Any:
 
 
 @scenario
+def future_callbacks(rank: int, n: int) -> Any:
+    """An async call whose Future is asked for completes without anybody waiting for it (as
+    DDP's reducer does: it waits on the torch Future in C++): its callbacks run, a ``then``
+    chain completes, and a later call's Future too, in order."""
+    import threading
+
+    seen: list[Any] = []
+    done = threading.Event()
+    x = np.full(4, rank + 1.0)
+    work = dist.all_reduce(x, async_op=True)
+    future = work.get_future()
+    future.add_done_callback(lambda f: (seen.append(f.value()[0].tolist()), done.set()))
+    chained = dist.all_reduce(np.full(2, float(rank)), async_op=True).get_future().then(
+        lambda f: f.value()[0].sum()
+    )
+    arrived = done.wait(10)  # nobody calls work.wait(): the completer must finish it
+    waited = threading.Event()
+    chained.add_done_callback(lambda f: waited.set())
+    return {"callback_ran": arrived, "seen": seen, "chained": float(chained.wait()) if waited.wait(10) else None,
+            "completed": work.is_completed()}
+
+
+@scenario
+def ddp(rank: int, n: int) -> Any:
+    """torch's DDP on backend mpi (accord's MPI world is torch's default group): small buckets,
+    so several all_reduces overlap with backward and DDP waits on their Futures in C++. Each
+    rank checks the result against the same steps done by hand (the ranks' gradients
+    averaged)."""
+    import torch
+    import torch.distributed as tdist
+
+    def model() -> torch.nn.Module:
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Linear(256, 1024), torch.nn.Tanh(), torch.nn.Linear(1024, 64))
+
+    def batch(r: int, step: int) -> torch.Tensor:
+        return torch.arange(8 * 256, dtype=torch.float32).reshape(8, 256).sin() * (r + 1) + step
+
+    net = torch.nn.parallel.DistributedDataParallel(model(), bucket_cap_mb=0.25)  # 1.3 MB of parameters
+    opt = torch.optim.SGD(net.parameters(), lr=0.05)
+    ref = model()
+    ref_opt = torch.optim.SGD(ref.parameters(), lr=0.05)
+    def all_reduces() -> int:
+        return int(dist.comm_stats()["0"].get("all_reduce", {}).get("calls", 0))
+
+    before = all_reduces()
+    for step in range(3):
+        opt.zero_grad()
+        net(batch(rank, step)).pow(2).mean().backward()
+        opt.step()
+        ref_opt.zero_grad()
+        for r in range(n):
+            (ref(batch(r, step)).pow(2).mean() / n).backward()
+        ref_opt.step()
+    gap = max(float((a - b).abs().max()) for a, b in zip(net.module.parameters(), ref.parameters()))
+    return {"default_group": tdist.is_initialized() and tdist.get_backend() == "accord",
+            "gap": gap, "all_reduces": all_reduces() - before}
+
+
+@scenario
 def point_to_point(rank: int, n: int) -> Any:
     out: dict[str, Any] = {}
     right, left = (rank + 1) % n, (rank - 1) % n

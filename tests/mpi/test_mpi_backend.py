@@ -59,8 +59,8 @@ def complete(scenario: str, n: int, **env: str) -> dict[int, Any]:
 #: Scenarios that tests run on these world sizes without settings of their own, each leaving
 #: the group working: one job per world size runs them one after another (their ranks import
 #: torch, which takes seconds per job on 2 cores).
-SHARED = {2: ("placed_lists", "others_mixed"),
-          3: ("torch_tensors", "placed_lists", "others_mixed", "carried")}
+SHARED = {2: ("placed_lists", "others_mixed", "future_callbacks", "ddp"),
+          3: ("torch_tensors", "placed_lists", "others_mixed", "carried", "future_callbacks", "ddp")}
 _shared: dict[int, Any] = {}
 
 
@@ -265,6 +265,28 @@ def test_async_calls_in_flight_together(n: int) -> None:
         assert got["lists"] == [[r] * 3 for r in range(n)]
         assert got["bcast"] == [n - 1] * 5 and got["all_done"] and got["polled_type"]
         assert got["future"] == [float(n)] * 2
+
+
+@needs_mpi
+@pytest.mark.parametrize("n", [2, 3])
+def test_a_future_asked_for_completes_without_a_wait(n: int) -> None:
+    """MPI's requests complete only when tested: the Future of an async call that nobody
+    waits for (DDP's reducer waits on it in C++) is driven to its end by the group."""
+    for got in complete_shared("future_callbacks", n).values():
+        assert got["callback_ran"] and got["completed"]
+        assert got["seen"] == [[float(sum(range(1, n + 1)))] * 4]
+        assert got["chained"] == 2.0 * sum(range(n))
+
+
+@needs_mpi
+@pytest.mark.parametrize("n", [2, 3])
+def test_ddp_on_backend_mpi(n: int) -> None:
+    """accord's MPI world is torch's default group: DDP trains on it (its buckets' Futures
+    complete without a wait) and matches the same steps done by hand."""
+    pytest.importorskip("torch")
+    for got in complete_shared("ddp", n).values():
+        assert got["default_group"] and got["all_reduces"] > 3  # several buckets a step, after the first
+        assert got["gap"] < 1e-5
 
 
 @needs_mpi

@@ -6,10 +6,13 @@ group, its call state ``calls``, the queue ``unstarted`` with its locks and star
 part started — in the calls' order, by whoever needs it first (its Work's wait, the group's
 next blocking call: ``_start_until``) or by the group's starter thread ``_START_AFTER``
 seconds after it was made (``_start_late``) — and the Work that waits for it (``_work``);
-and ``Started``, one queued call. An async call's check waits for the other ranks, so it
-never runs in the caller. Split from ``engine`` (which owns the communicators, running a
-call and the check that every rank called the same) so each stays under 400 lines. Must not
-know about the API.
+``Started``, one queued call; and the group's completer thread, which drives to their end
+the calls whose Future somebody asked for (``get_future``: DDP's reducer, a callback) and
+nobody may ever wait for: MPI's requests complete only when tested, and a Future's callbacks
+run only once they have (``_complete_later``). An async call's check waits for the other
+ranks, so it never runs in the caller. Split from ``engine`` (which owns the communicators,
+running a call and the check that every rank called the same) so each stays under 400 lines.
+Must not know about the API.
 """
 
 from __future__ import annotations
@@ -40,6 +43,9 @@ class AsyncCalls:
     _start_lock: threading.Lock
     _starter: threading.Thread | None
     _starter_lock: threading.Lock
+    _completer: threading.Thread | None
+    _watched: deque[Callable[[bool], None]]
+    _watch_ready: threading.Condition
     destroyed: bool
 
     if TYPE_CHECKING:
@@ -89,6 +95,37 @@ class AsyncCalls:
                         self._starter = None
                         return
 
+    def _complete_later(self, settle: Callable[[bool], None]) -> None:
+        """Have the group's completer drive a call to its end (``settle(True)``): somebody
+        asked for its Future, whose callbacks must run without a ``wait``."""
+        with self._watch_ready:
+            self._watched.append(settle)
+            if self._completer is None:
+                self._completer = threading.Thread(
+                    target=self._complete, daemon=True, name=f"accord-mpi-{self.group.group_name}-complete"
+                )
+                self._completer.start()
+            else:
+                self._watch_ready.notify()
+
+    def _complete(self) -> None:
+        """The group's completer: settles the watched calls in order (each bounded by its
+        own deadline; its error goes to its Future); ends after ``_STARTER_IDLE`` seconds
+        with nothing to watch, or when the group is shut down."""
+        watched = self._watched
+        while True:
+            with self._watch_ready:
+                if not watched and not self.destroyed:
+                    self._watch_ready.wait(_STARTER_IDLE)
+                if not watched or self.destroyed:
+                    self._completer = None
+                    return
+                settle = watched.popleft()
+            try:
+                settle(True)
+            except BaseException:  # noqa: BLE001 — settle hands every error to its Future
+                pass
+
     def _work(
         self,
         call: MpiCall,
@@ -129,7 +166,7 @@ class AsyncCalls:
                 future.set_result(result)
 
         future = Future(drive=lambda _timeout: settle(True), poll=lambda: settle(False))
-        return Work(context, result, future)
+        return Work(context, result, future, on_future=lambda: self._complete_later(settle))
 
 
 #: Seconds after which the group's starter starts an async call nobody has waited for.

@@ -96,6 +96,11 @@ class MpiEngine(AsyncCalls):
         self._start_lock = threading.Lock()  # held while queued calls are started
         self._starter: threading.Thread | None = None
         self._starter_lock = threading.Lock()  # (the starter may be deciding to stop)
+        #: settle functions of the async calls whose Future was asked for (``get_future``),
+        #: driven to their end by the completer thread (``AsyncCalls._complete``)
+        self._watched: deque[Callable[[bool], None]] = deque()
+        self._watch_ready = threading.Condition()
+        self._completer: threading.Thread | None = None
         self.checks = config.mpi_checks()
         self._abandoned: list[Any] = []  # requests of failed calls, and their buffers
         self.destroyed = False  # shut down on this rank (destroy_process_group)
@@ -294,6 +299,8 @@ class MpiEngine(AsyncCalls):
             except DistTimeoutError:
                 pass
         self.destroyed = True
+        with self._watch_ready:  # the completer ends (a call it drives ends by its deadline)
+            self._watch_ready.notify()
         if self.group.group_id == 0:
             global _live_worlds
             _live_worlds -= 1

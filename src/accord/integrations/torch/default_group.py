@@ -10,9 +10,11 @@ world's own store under ``<world prefix>/torch/`` (torch meets there only for it
 init barrier). ``release`` — accord's ``destroy_process_group`` ends torch's default group
 first (torch's subgroups with it); and the reverse: torch's ``destroy_process_group`` ends
 accord's world (``_torch_ended``), so neither API is left holding a world the other took
-down. Where the world cannot be torch's (torch's default group exists already, an engine's
-world such as MPI's, a torch without a usable ``torch.distributed``) a ``RuntimeWarning``
-says what to write instead; accord's own world is unaffected.
+down. A world on another engine (backend ``mpi``) is published the same way: its groups
+run on MPI, and the store is its diagnostics store. Where the world cannot be torch's
+(torch's default group exists already, an MPI world without a store, a torch without a
+usable ``torch.distributed``) a ``RuntimeWarning`` says what to write instead; accord's own
+world is unaffected.
 
 CUDA: accord's torch backend takes CPU tensors, and torch cannot put its NCCL beside a Python
 process group in one default group (its ``_new_process_group_helper`` keeps the Python group
@@ -37,6 +39,7 @@ import torch.distributed as tdist
 from ...api import lifecycle
 from ...devices.nccl.c10d_store import C10dStore
 from ...group.process_group import ProcessGroup
+from ...store.hash_store import HashStore
 from ...store.prefix_store import PrefixStore
 from ...world import World, current_world
 from . import context
@@ -92,8 +95,9 @@ def publish(world: World) -> None:
     from . import register
 
     register()
-    assert world.store is not None
-    store = C10dStore(PrefixStore(f"{world.store_prefix}/torch/", world.store))
+    # (a world of one rank without a store, as MPI's: torch meets nobody, a local store does)
+    own = world.store if world.store is not None else HashStore()
+    store = C10dStore(PrefixStore(f"{world.store_prefix}/torch/", own))
     shared = Shared(world, store)
     seconds = world.default_group.timeout.total_seconds()
     with context.adopting(world, lambda: _torch_ended(shared)):
@@ -145,10 +149,11 @@ def _cannot(world: World) -> str | None:
         )
     if not isinstance(world.default_group, ProcessGroup):
         return f"backend {world.backend!r} is a plugin's group, which torch's default group cannot wrap"
-    if world.mesh is None or world.store is None:  # (DDP's reducer hangs on MPI's engine today)
+    if world.store is None and world.size > 1:  # (an MPI world without its diagnostics store)
         return (
-            f"backend {world.backend!r} runs this world on another engine, which torch's default "
-            f"group does not take (torch's DDP on it is not supported)"
+            f"backend {world.backend!r}'s world has no store (ACCORD_PROGRESS_INTERVAL=0 turns "
+            f"MPI's diagnostics store off, or it could not be made), which torch's default "
+            f"group needs"
         )
     if not hasattr(tdist.Backend, "register_backend"):
         return "this torch cannot take third-party backends (torch 2.x needed)"
