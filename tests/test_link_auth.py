@@ -172,6 +172,23 @@ def test_a_one_host_job_on_a_network_address_is_told_how_to_stay_on_loopback(mon
     assert _listen_without_secret(monkeypatch) == []
 
 
+def test_a_world_of_one_rank_listens_on_loopback_only(monkeypatch):
+    """A world of one connects to nobody: where the store's address would put a larger job's
+    listener, its own stays on loopback, and nothing warns about it."""
+    address = default_route_address()
+    if address is None or auth.is_loopback(address):
+        pytest.skip("this host has no network address beyond loopback")
+    monkeypatch.delenv("ACCORD_SECRET", raising=False)
+    monkeypatch.setattr(auth, "_warned", threading.Event())
+    meshes, errors = {}, {}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _build(HashStore(), 0, 1, meshes, errors)
+    assert not errors and meshes[0].records[0].host == "127.0.0.1"
+    meshes[0].close()
+    assert not [w for w in caught if issubclass(w.category, accord.InsecureListenWarning)]
+
+
 def test_a_job_across_hosts_is_told_to_set_a_secret(monkeypatch):
     (warned,) = _listen_without_secret(monkeypatch, hosts=("host-a", "host-b"))
     text = str(warned.message)

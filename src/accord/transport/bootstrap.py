@@ -227,7 +227,10 @@ def connect_mesh(store: Store, prefix: str, rank: int, size: int, deadline: Dead
     waited for as before: a stranger cannot break the job's start."""
     secret = auth.job_secret()
     lost_after = config.peer_lost_timeout()
-    address = choose_address(store.local_address())
+    # A world of one rank connects to nobody: its listener only gives its record a port, so it
+    # listens on loopback (a membership change that adds ranks makes a new mesh, and listens
+    # where they can reach it then).
+    address = choose_address(store.local_address()) if size > 1 else "127.0.0.1"
     listener = _listen(address, size)
     sockets: dict[int, socket.socket] = {}
     token = prefix.encode()
