@@ -144,17 +144,24 @@ def broadcast(group: ProcessGroup, args: tuple[Any, ...]) -> bool:
     """(``src`` checked by the caller.)"""
     tensor, src = args
     if type(tensor) is not _NDARRAY:
-        tensor = plain_view(tensor)
+        tensor = plain_view(tensor)  # a plain CPU torch tensor: its memory as an array
     if group.engine.direct is not None:
         return group.engine.direct.broadcast(tensor, src)  # type: ignore[no-any-return]
-    if not (group.engine.plannable and plain_array(tensor, group.rank() != src)):
-        return False
-    plan = cached_plan(group, ("broadcast", src, tensor.dtype, tensor.size), _plan_broadcast, tensor, src)
-    if plan is None:
-        return False
-    flat = flat_view(tensor)
-    run_plan(group, "broadcast", plan, (flat, src), (flat,), (tensor,))
-    return True
+    if type(tensor) is _NDARRAY:  # (``direct`` None: the group is plannable; written out as
+        flags = tensor.flags  # all_reduce's: the root's path to its posted data is the
+        if flags.c_contiguous and (flags.writeable or group.rank() == src):  # others' wait)
+            key = ("broadcast", src, tensor.dtype, tensor.size)
+            try:
+                plan = group.plans[key]
+            except (KeyError, TypeError):
+                plan = cached_plan(group, key, _plan_broadcast, tensor, src)
+            if plan is not None:
+                flat = tensor if tensor.ndim == 1 else tensor.reshape(-1)
+                compiled = plan[2]
+                if compiled is None or not compiled(flat):
+                    group.planner.run_planned("broadcast", plan[0], plan[1], (flat, src), (tensor,))
+                return True
+    return False
 
 
 def broadcast_async(group: ProcessGroup, tensor: Any, src: int, keep: Any = None) -> Work | None:
