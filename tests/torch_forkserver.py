@@ -7,9 +7,10 @@ The children run the same code as before (the same module-level function, the sa
 environment set by the child before anything of accord is imported): importing torch
 registers backend "accord" through its entry point but imports no accord. Only children that
 import torch anyway use this context: the NumPy-only jobs check that torch is never imported,
-so they keep "spawn". The server starts with the environment of the test that first uses it
-and its children inherit that one, not the parent's at their start: the children's own
-variables are set in the children (harness.py, runner.py), not by the tests' monkeypatch.
+so they keep "spawn". The server starts with the environment of the test that first uses it,
+and a forked child would inherit that one: so the harnesses (harness.py, runner.py) hand each
+child the parent's environment at its start, which the child puts in place before anything
+else, as a spawned child starts with it (a test's monkeypatch.setenv reaches its children).
 """
 
 from __future__ import annotations

@@ -170,7 +170,8 @@ def _run_once(impl: str, world_size: int, names: list[str]) -> tuple[dict, dict,
         for rank in range(world_size):
             reader, writer = ctx.Pipe(duplex=False)
             proc = ctx.Process(target=_child, name=f"{impl}-rank{rank}", daemon=True,
-                               args=(IMPLEMENTATIONS[impl], rank, world_size, port, names, writer))
+                               args=(IMPLEMENTATIONS[impl], rank, world_size, port, names,
+                                     dict(os.environ), writer))
             proc.start()
             writer.close()
             readers[reader] = rank
@@ -385,7 +386,9 @@ def _kill(procs: list, patience: float) -> None:
 # -- in the child ------------------------------------------------------------------------------
 
 def _child(spec: Implementation, rank: int, world_size: int, port: int, names: list[str],
-           conn: Connection) -> None:
+           inherited: dict, conn: Connection) -> None:
+    os.environ.clear()  # the parent's environment now, as a spawned child would start with
+    os.environ.update(inherited)  # (a forked one has its server's, from the session's start)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                       WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
                       LOCAL_WORLD_SIZE=str(world_size), OMP_NUM_THREADS="1",

@@ -34,7 +34,9 @@ def free_port() -> int:
 
 
 def _child(program: str, backend: str, rank: int, world_size: int, port: int, kwargs: dict,
-           env: dict, conn: Any) -> None:
+           env: dict, inherited: dict, conn: Any) -> None:
+    os.environ.clear()  # the parent's environment now, as a spawned child would start with
+    os.environ.update(inherited)  # (a forked one has its server's, from the session's start)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                       WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank), OMP_NUM_THREADS="1",
                       LOCAL_WORLD_SIZE=str(world_size), TORCH_CPP_LOG_LEVEL="ERROR", **env)
@@ -90,7 +92,8 @@ def _run_once(program: str, backend: str, world_size: int, timeout: float, env: 
     for rank in range(world_size):
         reader, writer = ctx.Pipe(duplex=False)
         proc = ctx.Process(target=_child, daemon=True, args=(program, backend, rank, world_size,
-                                                             port, dict(kwargs), env or {}, writer))
+                                                             port, dict(kwargs), env or {},
+                                                             dict(os.environ), writer))
         proc.start()
         writer.close()
         readers[reader] = rank
