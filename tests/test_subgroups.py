@@ -141,15 +141,29 @@ def test_monitored_barrier_passes_when_everyone_comes():
     assert run_ranks(3, body) == [True] * 3
 
 
+def _stay_until(done: dict[int, threading.Event], cap: float = 5.0) -> None:
+    """A rank that never calls monitored_barrier stays (alive, not calling) until every rank
+    that calls it has its outcome (sets its event in ``done``), at most ``cap`` s: instead of
+    a fixed sleep long enough to outlast their timeout."""
+    deadline = time.monotonic() + cap
+    for event in done.values():
+        event.wait(max(0.0, deadline - time.monotonic()))
+
+
 @pytest.mark.parametrize("wait_all", [False, True])
 def test_monitored_barrier_names_the_missing_ranks_and_fails_everyone_fast(wait_all):
+    done = {rank: threading.Event() for rank in (0, 2)}  # the ranks that call it
+
     def body(rank):
         if rank in (1, 3):
-            time.sleep(1.5)  # never calls it (the docs' example), then leaves
+            _stay_until(done)  # never calls it (the docs' example), then leaves
             return None
         started = time.monotonic()
-        with pytest.raises(dist.DistError) as info:
-            dist.monitored_barrier(timeout=timedelta(seconds=0.5), wait_all_ranks=wait_all)
+        try:
+            with pytest.raises(dist.DistError) as info:
+                dist.monitored_barrier(timeout=timedelta(seconds=0.5), wait_all_ranks=wait_all)
+        finally:
+            done[rank].set()
         return type(info.value).__name__, str(info.value), time.monotonic() - started
 
     results = run_ranks(4, body, expect_failure=True, timeout=10)
@@ -167,15 +181,20 @@ def test_monitored_barrier_names_ranks_that_left_with_the_absent_ones(wait_all):
     """Ranks 1 and 3 leave without calling it (they return: their world is destroyed, as at
     exit), rank 2 is alive but does not call it: all three in one message (torch: "Ranks 1,
     2, 3 failed to pass monitoredBarrier"), or the first one without wait_all_ranks."""
+    done = {rank: threading.Event() for rank in (0, 4)}  # the ranks that call it
+
     def body(rank):
         if rank in (1, 3):
             return None
         if rank == 2:
-            time.sleep(1.5)
+            _stay_until(done)  # alive, but never calls it
             return None
         time.sleep(0.1 if rank == 0 else 0.0)
-        with pytest.raises(dist.DistError) as info:
-            dist.monitored_barrier(timeout=timedelta(seconds=0.8), wait_all_ranks=wait_all)
+        try:
+            with pytest.raises(dist.DistError) as info:
+                dist.monitored_barrier(timeout=timedelta(seconds=0.8), wait_all_ranks=wait_all)
+        finally:
+            done[rank].set()
         return type(info.value).__name__, str(info.value)
 
     results = run_ranks(5, body, expect_failure=True, timeout=10)
@@ -208,12 +227,17 @@ def test_monitored_barrier_when_every_missing_rank_left_fails_at_once():
 
 
 def test_monitored_barrier_without_rank_zero_names_rank_zero():
+    done = {rank: threading.Event() for rank in (1, 2)}  # the ranks that call it
+
     def body(rank):
         if rank == 0:
-            time.sleep(1.0)
+            _stay_until(done)
             return None
-        with pytest.raises(dist.DistError) as info:  # the first to time out tells the other
-            dist.monitored_barrier(timeout=timedelta(seconds=0.3))
+        try:
+            with pytest.raises(dist.DistError) as info:  # the first to time out tells the other
+                dist.monitored_barrier(timeout=timedelta(seconds=0.3))
+        finally:
+            done[rank].set()
         return type(info.value).__name__, str(info.value)
 
     results = run_ranks(3, body, expect_failure=True, timeout=10)

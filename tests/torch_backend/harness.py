@@ -1,6 +1,7 @@
 """Run one torch program on N real processes, on a given backend, and collect each rank's result.
 
-``run(program, backend, world_size, **kwargs)`` starts ``world_size`` processes (spawn), each
+``run(program, backend, world_size, **kwargs)`` starts ``world_size`` processes (forked by a
+server that imported torch once: tests/torch_forkserver.py), each
 joining torch.distributed's default group over env:// on ``backend`` ("gloo" or "accord"),
 then calling ``programs.<program>(rank, world_size, **kwargs)`` (or, for a ``program`` spelled
 "package.module:function", that module's function; "module:function" names a module of this
@@ -11,7 +12,6 @@ package); the return values (plain Python data) come back over a pipe in rank or
 from __future__ import annotations
 
 import importlib
-import multiprocessing as mp
 import os
 import socket
 import time
@@ -19,6 +19,8 @@ import traceback
 from datetime import timedelta
 from multiprocessing.connection import wait
 from typing import Any
+
+import torch_forkserver
 
 
 class ProgramFailed(AssertionError):
@@ -32,7 +34,9 @@ def free_port() -> int:
 
 
 def _child(program: str, backend: str, rank: int, world_size: int, port: int, kwargs: dict,
-           env: dict, conn: Any) -> None:
+           env: dict, inherited: dict, conn: Any) -> None:
+    os.environ.clear()  # the parent's environment now, as a spawned child would start with
+    os.environ.update(inherited)  # (a forked one has its server's, from the session's start)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                       WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank), OMP_NUM_THREADS="1",
                       LOCAL_WORLD_SIZE=str(world_size), TORCH_CPP_LOG_LEVEL="ERROR", **env)
@@ -82,13 +86,14 @@ def run(program: str, backend: str, world_size: int, timeout: float = 120.0,
 
 def _run_once(program: str, backend: str, world_size: int, timeout: float, env: dict | None,
               kwargs: dict, dies: tuple[int, ...]) -> list[Any]:
-    ctx = mp.get_context("spawn")
+    ctx = torch_forkserver.context()
     port = free_port()
     readers, procs = {}, []
     for rank in range(world_size):
         reader, writer = ctx.Pipe(duplex=False)
         proc = ctx.Process(target=_child, daemon=True, args=(program, backend, rank, world_size,
-                                                             port, dict(kwargs), env or {}, writer))
+                                                             port, dict(kwargs), env or {},
+                                                             dict(os.environ), writer))
         proc.start()
         writer.close()
         readers[reader] = rank
