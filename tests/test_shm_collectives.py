@@ -195,6 +195,73 @@ def test_cma_all_reduce_in_pieces(monkeypatch, world_size, op, dtype):
         assert got.tobytes() == results[0].tobytes()
 
 
+def test_a_failed_cma_call_takes_its_buffer_back():
+    """cma_two_shot writes into the peers' buffers: a rank whose call failed takes its buffer
+    back and gives the others time to be out of the round (``quiesce``) before its caller has
+    the buffer again; a write after that fails, naming the rank, instead of landing in it. It
+    does not say done (a peer waiting for its done must not take the failed call for a
+    finished one)."""
+    import threading
+    import time
+
+    from accord.errors import PeerError
+    from accord.transport.shm import DONE
+
+    sync = threading.Barrier(2)
+
+    def body(rank):
+        domain = dist.group.WORLD.engine.call_slots.domain
+        assert domain.cma is not None
+        k = domain.round + 10  # a round neither rank uses
+        if rank == 1:
+            buf = np.zeros(4)
+            domain.expose(k, buf)
+            sync.wait()  # exposed
+            sync.wait()  # rank 0 wrote into it
+            written = buf.tolist()
+            start = time.monotonic()
+            domain.quiesce(k, 5.0)  # returns once rank 0 says done (0.2 s later)
+            waited = time.monotonic() - start
+            done = int(domain.mine[DONE])
+            sync.wait()
+            sync.wait()  # rank 0 tried again
+            return written, waited, buf.tolist(), done < k
+        domain.expose(k, np.zeros(4))  # in the round too: rank 1 waits for it to be done
+        sync.wait()
+        domain.put(1, k, 0, np.full(4, 7.0))
+        sync.wait()
+        time.sleep(0.2)
+        domain.mine[DONE] = k
+        sync.wait()  # rank 1 took its buffer back
+        with pytest.raises(PeerError, match="rank 1 took its buffer back"):
+            domain.put(1, k, 0, np.ones(4))
+        sync.wait()
+        return None
+
+    written, waited, after, not_done = shm_run(2, body)[1]
+    assert written == [7.0] * 4 and after == [7.0] * 4
+    assert 0.1 < waited < 3.0 and not_done
+
+
+def test_a_process_that_is_gone_or_a_zombie_writes_nothing():
+    import os
+    import subprocess
+    import time
+
+    from accord.transport.shm import _alive
+
+    assert _alive(os.getpid())
+    reaped = subprocess.Popen(["true"])
+    reaped.wait()
+    assert not _alive(reaped.pid)
+    zombie = subprocess.Popen(["true"])
+    give_up = time.monotonic() + 10
+    while _alive(zombie.pid) and time.monotonic() < give_up:  # exited, not yet reaped
+        time.sleep(0.01)
+    assert not _alive(zombie.pid) and os.path.exists(f"/proc/{zombie.pid}")
+    zombie.wait()
+
+
 @pytest.mark.parametrize("world_size", WORLD_SIZES)
 @pytest.mark.parametrize("count", COUNTS)
 def test_cma_gathers_and_scatters(monkeypatch, world_size, count):

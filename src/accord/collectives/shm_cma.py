@@ -38,28 +38,35 @@ def all_reduce(slots: Slots, buf: np.ndarray, kernel: Kernel) -> None:
     written once (the least traffic an in-place all_reduce can have): per rank (n-1)/n·S read
     from peers, (n-1)/n·S written to peers, (n-1)/n·S reduced; and no second round. No rank
     touches slice r of another's buffer but rank r, so the pieces need no waits between them:
-    one ready, one done."""
+    one ready, one done. A rank whose call fails takes its buffer back (``quiesce``) before
+    the error reaches the caller: a peer's write into it then fails instead of landing."""
     n, me, item = slots.size, slots.rank, buf.itemsize
     k = slots.begin()
     slots.expose(k, buf)
     slots.ready(k)
-    slots.wait_ready(k)
-    a, b = chunk_bounds(buf.size, n)[me]
-    mine = buf[a:b]
-    piece = max(_PIECE // item, 1)  # fetch, fold and write back cache-sized pieces
-    incoming = slots.scratch(min(piece, b - a), buf.dtype)
-    peers = [r for r in range(n) if r != me]
-    for lo in range(0, b - a, piece):
-        hi = min(lo + piece, b - a)
-        here, there = mine[lo:hi], incoming[: hi - lo]
-        for r in peers:
-            slots.fetch(r, k, (a + lo) * item, there)
-            kernel.combine(here, there)
-        kernel.finalize(here, n)
-        for r in peers:
-            slots.put(r, k, (a + lo) * item, here)
-    slots.done(k)
-    slots.wait_done(k)
+    try:
+        slots.wait_ready(k)
+        a, b = chunk_bounds(buf.size, n)[me]
+        mine = buf[a:b]
+        piece = max(_PIECE // item, 1)  # fetch, fold and write back cache-sized pieces
+        incoming = slots.scratch(min(piece, b - a), buf.dtype)
+        peers = [r for r in range(n) if r != me]
+        for lo in range(0, b - a, piece):
+            hi = min(lo + piece, b - a)
+            here, there = mine[lo:hi], incoming[: hi - lo]
+            for r in peers:
+                slots.fetch(r, k, (a + lo) * item, there)
+                kernel.combine(here, there)
+            kernel.finalize(here, n)
+            for r in peers:
+                slots.put(r, k, (a + lo) * item, here)
+        slots.done(k)
+        slots.wait_done(k)
+    except BaseException:
+        # The others may still be writing into ``buf`` (a peer died, or this rank timed
+        # out): none of their writes may land once the caller has its buffer back.
+        slots.quiesce(k)
+        raise
 
 
 def broadcast(slots: Slots, buf: np.ndarray, root: int) -> None:

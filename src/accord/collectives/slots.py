@@ -78,7 +78,13 @@ class Slots(Protocol):
 
     def put(self, rank: int, round_: int, offset: int, src: np.ndarray) -> None:
         """Copy ``src`` into ``rank``'s exposed array, at byte ``offset`` (a range of it that
-        ``rank`` leaves alone until this rank is done)."""
+        ``rank`` leaves alone until this rank is done); PeerError once ``rank``'s call
+        failed and it took the array back."""
+        ...
+
+    def quiesce(self, round_: int) -> None:
+        """This rank's call failed in ``round_`` while the others may write into its exposed
+        array: say done, take the array back, and let them stop (briefly) before returning."""
         ...
 
     def expose_blocks(self, round_: int, blocks: Sequence[np.ndarray]) -> None:

@@ -162,6 +162,9 @@ def _checker(mesh: Mesh, channel: Channel) -> Callable[[object, list[int]], None
 
 #: How long a wait that found a member gone reads the links for the root cause first.
 _SETTLE_S = 0.25
+#: How long a rank whose call failed with its buffer open to the others' writes gives them
+#: to stop (``ShmDomain.quiesce``): they notice the failure within a piece's time.
+_QUIESCE_S = 1.0
 
 
 def _died(mesh: Mesh, members: Iterable[int]) -> bool:
@@ -343,13 +346,20 @@ class CallSlots:
         try:
             self.domain.fetch(rank, round_, offset, dst)
         except PeerError as exc:
+            if self.domain.withdrawn(rank, round_):  # its call failed first: say why
+                raise self.domain.left(rank, self) from exc
             raise self._read_failed(rank, exc) from exc
 
     def put(self, rank: int, round_: int, offset: int, src: np.ndarray) -> None:
         try:
             self.domain.put(rank, round_, offset, src)
         except PeerError as exc:
+            if self.domain.withdrawn(rank, round_):  # its call failed first: say why
+                raise self.domain.left(rank, self) from exc
             raise self._read_failed(rank, exc, "writing") from exc
+
+    def quiesce(self, round_: int) -> None:
+        self.domain.quiesce(round_, _QUIESCE_S)
 
     def expose_blocks(self, round_: int, blocks: Sequence[np.ndarray]) -> None:
         self.domain.expose_blocks(round_, blocks)

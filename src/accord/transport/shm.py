@@ -81,6 +81,17 @@ def shm_supported() -> bool:
     return platform.machine().lower() in ("x86_64", "amd64") and os.path.isdir(_SHM_DIR)
 
 
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs (not gone, not a zombie): one that does not can
+    write into nobody's memory any more."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in (b"Z", b"X")
+
+
 def oversubscribed(local_ranks: int) -> bool:
     """More ranks on this host than cores this process may run on: never spin."""
     try:
@@ -299,10 +310,53 @@ class ShmDomain:
             self.cma.read(self.pids[rank], self.words[rank][EXPOSED + (round_ & 1)] + offset, dst)
 
     def put(self, rank: int, round_: int, offset: int, src: np.ndarray) -> None:
-        """Write ``src`` at ``offset`` of ``rank``'s exposed buffer."""
+        """Write ``src`` at ``offset`` of ``rank``'s exposed buffer; PeerError if ``rank``
+        took it back (``withdraw``: its call failed, and it may use the buffer again)."""
         assert self.cma is not None
         if src.nbytes:
-            self.cma.write(self.pids[rank], self.words[rank][EXPOSED + (round_ & 1)] + offset, src)
+            address = self.words[rank][EXPOSED + (round_ & 1)]
+            if not address:
+                raise PeerError(f"rank {self.names[rank]} took its buffer back", peer=self.names[rank])
+            self.cma.write(self.pids[rank], address + offset, src)
+
+    def withdrawn(self, rank: int, round_: int) -> bool:
+        """Whether ``rank`` took its buffer of ``round_`` back (``withdraw``)."""
+        return not self.words[rank][EXPOSED + (round_ & 1)]
+
+    def left(self, rank: int, what: object) -> Exception:
+        """The error for a call that found ``rank``'s buffer taken back (its own call of it
+        failed): what failed that call, as a slow wait finds it (a peer gone, the group
+        broken), else that ``rank`` left it."""
+        name = self.names[rank]
+        try:
+            self._check(what, [name])
+        except Exception as exc:  # noqa: BLE001 — the root cause, returned to be raised
+            return exc
+        return PeerError(f"{what}: rank {name} left this call (its own call failed)", peer=name)
+
+    def withdraw(self, round_: int) -> None:
+        """Take this rank's buffer of ``round_`` back: the others' ``put`` into it fails."""
+        self.mine[EXPOSED + (round_ & 1)] = 0
+
+    def quiesce(self, round_: int, seconds: float) -> None:
+        """After this rank's call of ``round_`` failed with its buffer open to the others'
+        writes: take the buffer back (``withdraw``: their writes into it fail from now on),
+        and give the others up to ``seconds`` to be out of the round — done with it, or
+        having taken their own buffer back (their call failed too: one that finds this
+        buffer taken back fails), or dead — so that no write of theirs that already started
+        lands in the buffer after the caller has it again. It does not say done: a rank
+        waiting for this one's done must not take a failed call for a finished one. Never
+        raises: the call's own error is what the caller gets."""
+        self.withdraw(round_)
+        words, at = self.words, EXPOSED + (round_ & 1)
+        lagging = [r for r in range(self.size) if r != self.rank]
+        give_up = time.monotonic() + seconds
+        while lagging and time.monotonic() < give_up:
+            lagging = [
+                r for r in lagging if words[r][DONE] < round_ and words[r][at] and _alive(self.pids[r])
+            ]
+            if lagging:
+                time.sleep(0.0002)
 
     def expose_blocks(self, round_: int, blocks: Sequence[np.ndarray]) -> None:
         """Publish where each of ``blocks`` (at most LIST_MAX) is and how many bytes it holds."""
