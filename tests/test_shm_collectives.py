@@ -205,7 +205,7 @@ def test_a_failed_cma_call_takes_its_buffer_back():
     import time
 
     from accord.errors import PeerError
-    from accord.transport.shm import DONE
+    from accord.transport.shm_words import DONE
 
     sync = threading.Barrier(2)
 
@@ -248,7 +248,7 @@ def test_a_process_that_is_gone_or_a_zombie_writes_nothing():
     import subprocess
     import time
 
-    from accord.transport.shm import _alive
+    from accord.transport.shm_exposed import _alive
 
     assert _alive(os.getpid())
     reaped = subprocess.Popen(["true"])

@@ -84,7 +84,8 @@ class Slots(Protocol):
 
     def quiesce(self, round_: int) -> None:
         """This rank's call failed in ``round_`` while the others may write into its exposed
-        array: say done, take the array back, and let them stop (briefly) before returning."""
+        array: take the array back and let them be out of the round (briefly) before
+        returning. It does not say done."""
         ...
 
     def expose_blocks(self, round_: int, blocks: Sequence[np.ndarray]) -> None:

@@ -41,7 +41,7 @@ from ..collectives import shm, shm_exchange, shm_rooted
 from ..collectives.slots import ROOT, Body
 from ..errors import clear_frames_below
 from ..timeouts import Deadline
-from ..transport.shm import DETAIL_OFFSET, DONE, FP, READY, REDUCED, SEQ
+from ..transport.shm_words import DETAIL_OFFSET, DONE, FP, READY, REDUCED, SEQ
 from ..transport.wire import Fingerprint
 from .shared_memory import HASH_MASK, SEQ_MIX, TAIL, CallSlots
 
@@ -57,7 +57,7 @@ class Round:
     where each word is, the wait, and views of every rank's slot."""
 
     __slots__ = ("mine", "words", "wait", "bound", "_domain")
-    READY, DONE, REDUCED, FP = READY, DONE, REDUCED, FP  # the words' indices (transport.shm)
+    READY, DONE, REDUCED, FP = READY, DONE, REDUCED, FP  # the words' indices (transport.shm_words)
 
     def __init__(
         self,

@@ -22,20 +22,14 @@ from ..timeouts import Deadline
 from ..transport.channel import PeerState
 from ..transport.mesh import Channel, Mesh
 from ..transport.shm import (
-    DETAIL_OFFSET,
-    DONE,
-    FP,
-    READY,
-    REDUCED,
-    SEQ,
     Segment,
     ShmDomain,
-    cma_works,
-    publish_self,
     segment_name,
     segment_size,
     shm_supported,
 )
+from ..transport.shm_exposed import cma_works, publish_self
+from ..transport.shm_words import DETAIL_OFFSET, DONE, FP, READY, REDUCED, SEQ
 from ..transport.wire import Fingerprint, FrameKind
 
 log = logging.getLogger("accord")
@@ -162,9 +156,6 @@ def _checker(mesh: Mesh, channel: Channel) -> Callable[[object, list[int]], None
 
 #: How long a wait that found a member gone reads the links for the root cause first.
 _SETTLE_S = 0.25
-#: How long a rank whose call failed with its buffer open to the others' writes gives them
-#: to stop (``ShmDomain.quiesce``): they notice the failure within a piece's time.
-_QUIESCE_S = 1.0
 
 
 def _died(mesh: Mesh, members: Iterable[int]) -> bool:
@@ -346,20 +337,16 @@ class CallSlots:
         try:
             self.domain.fetch(rank, round_, offset, dst)
         except PeerError as exc:
-            if self.domain.withdrawn(rank, round_):  # its call failed first: say why
-                raise self.domain.left(rank, self) from exc
-            raise self._read_failed(rank, exc) from exc
+            raise self._copy_failed(rank, exc, "reading", round_) from exc
 
     def put(self, rank: int, round_: int, offset: int, src: np.ndarray) -> None:
         try:
             self.domain.put(rank, round_, offset, src)
         except PeerError as exc:
-            if self.domain.withdrawn(rank, round_):  # its call failed first: say why
-                raise self.domain.left(rank, self) from exc
-            raise self._read_failed(rank, exc, "writing") from exc
+            raise self._copy_failed(rank, exc, "writing", round_) from exc
 
     def quiesce(self, round_: int) -> None:
-        self.domain.quiesce(round_, _QUIESCE_S)
+        self.domain.quiesce(round_)
 
     def expose_blocks(self, round_: int, blocks: Sequence[np.ndarray]) -> None:
         self.domain.expose_blocks(round_, blocks)
@@ -380,11 +367,14 @@ class CallSlots:
         try:
             self.domain.fetch_block(rank, round_, index, dst, offset)
         except PeerError as exc:
-            raise self._read_failed(rank, exc) from exc
+            raise self._copy_failed(rank, exc, "reading") from exc
 
-    def _read_failed(self, rank: int, exc: PeerError, doing: str = "reading") -> PeerError:
-        """A single-copy read (or write) of ``rank``'s memory failed: name the call and the
-        rank (ESRCH: its process is gone)."""
+    def _copy_failed(self, rank: int, exc: PeerError, doing: str, round_: int | None = None) -> Exception:
+        """A single-copy read or write of ``rank``'s buffer of ``round_`` failed: what failed
+        ``rank``'s call if it took the buffer back first, else the call and the rank named
+        (ESRCH: its process is gone)."""
+        if round_ is not None and self.domain.withdrawn(rank, round_):
+            return self.domain.left(rank, self)
         name = self.domain.names[rank]
         if "ESRCH" in str(exc):
             return PeerError(

@@ -8,22 +8,9 @@ when oversubscribed (a few bare yields first, ``yield_until``, before the clocke
 checking the deadline, an abort, and the peers' liveness as it goes.
 Must not know about collectives: algorithms see it through ``collectives.slots.Slots``.
 
-Layout of one rank's segment (little-endian int64 control words, one cache line each)::
-
-    0     READY      last round whose data is in my slot
-    8     FP[2]      fingerprint hash of the round in slot 0 / slot 1 (READY's cache line: a
-                     peer that sees READY has the hash in the same line)
-    24    SEQ[2]     the call number of the round in slot 0 / slot 1 (the same line)
-    64    REDUCED    last round whose reduced slice is in my slot (two-shot)
-    128   DONE       last round I finished reading the others' slots
-    192   CPU        the CPU this rank was on when it last waited, and the round then
-                     (round << 16 | cpu + 1): a waiter whose peer shares its CPU moves
-    256   DETAIL[2]  the fingerprints themselves (word 0 unused, then 7 words), for error
-                     messages; rewritten only when the fingerprint changes
-    384   EXPOSED[2] the address of this rank's buffer for the round, in its own process
-    448   SELF       this segment's address and pid in its owner, and a magic (CMA probe)
-    1024  LIST[2]    up to 96 (address, byte size) pairs of exposed blocks, by parity
-    4096  slot 0, slot 1 (slot_bytes each)
+The layout of one rank's segment (its control words) is ``shm_words``'; the single-copy
+reads and writes of the ranks' own buffers are ``shm_exposed``' (``ExposedBuffers``, a mixin
+of ``ShmDomain``).
 
 Memory ordering: data is written with NumPy stores, then the counter. On x86-64 (TSO) stores
 are not reordered with stores, nor loads with loads, so a reader that sees the counter sees
@@ -49,20 +36,10 @@ import numpy as np
 from ..errors import DistTimeoutError, InternalError, PeerError
 from ..timeouts import Deadline, format_seconds
 from . import placement
-from .cma import CrossMemory, address_of, probe
+from .cma import CrossMemory
+from .shm_exposed import ExposedBuffers
+from .shm_words import CONTROL_BYTES, CPU, CPU_BITS, DETAIL, DONE, FP, SEQ
 
-READY, REDUCED, DONE = 0, 8, 16  # int64 indexes of the control words
-FP, SEQ = 1, 3  # [2] each, by parity, on READY's cache line
-_DETAIL = 32
-CPU = 24  # round << 16 | cpu + 1, posted by a rank that starts a slow wait
-_CPU_BITS = 16
-EXPOSED = 48  # [2]: where this rank's user buffer of the round is, in its own process (CMA)
-_LIST = 128  # [2][2][LIST_MAX]: addresses then sizes of several exposed blocks, by parity
-LIST_MAX = 96
-_SELF = 56  # address of this segment in its owner, the owner's pid, a magic: for the CMA probe
-_MAGIC = 0x616363_6F72_6443  # any fixed value: what the probe expects to read back
-DETAIL_OFFSET = (_DETAIL * 8, (_DETAIL + 8) * 8)  # byte offset of the detail words, by parity
-_CONTROL_BYTES = 4096
 _SHM_DIR = "/dev/shm"
 #: Seconds between liveness checks (peer sockets polled for EOF) while waiting.
 _LIVENESS_INTERVAL = 0.002
@@ -79,17 +56,6 @@ _QUICK_YIELDS = 16
 def shm_supported() -> bool:
     """Shared memory needs total store ordering (x86-64) and a /dev/shm to put segments in."""
     return platform.machine().lower() in ("x86_64", "amd64") and os.path.isdir(_SHM_DIR)
-
-
-def _alive(pid: int) -> bool:
-    """Whether process ``pid`` still runs (not gone, not a zombie): one that does not can
-    write into nobody's memory any more."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            state = f.read().rsplit(b")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return False
-    return state not in (b"Z", b"X")
 
 
 def oversubscribed(local_ranks: int) -> bool:
@@ -130,7 +96,7 @@ class Segment:
             pass
 
 
-class ShmDomain:
+class ShmDomain(ExposedBuffers):
     """The segments of one group's members on this host, and waiting on their counters."""
 
     def __init__(
@@ -149,13 +115,13 @@ class ShmDomain:
         self.size = len(segments)
         self.slot_bytes = slot_bytes
         self._segments = list(segments)
-        self.words = [memoryview(s.mmap)[:_CONTROL_BYTES].cast("q") for s in segments]
+        self.words = [memoryview(s.mmap)[:CONTROL_BYTES].cast("q") for s in segments]
         self._slots = [
-            [np.frombuffer(s.mmap, np.uint8, slot_bytes, _CONTROL_BYTES + i * slot_bytes) for i in (0, 1)]
+            [np.frombuffer(s.mmap, np.uint8, slot_bytes, CONTROL_BYTES + i * slot_bytes) for i in (0, 1)]
             for s in segments
         ]
         self.mine = self.words[rank]  # this rank's control words (written only by this rank)
-        self.mine_bytes = memoryview(segments[rank].mmap)[:_CONTROL_BYTES]
+        self.mine_bytes = memoryview(segments[rank].mmap)[:CONTROL_BYTES]
         self.view_cache: dict[tuple[int, int, str], list[np.ndarray]] = {}
         # check(what, lagging) raises if the group broke (abort, dead peer, POISON) or a rank
         # waited for (global ranks) has left
@@ -194,7 +160,7 @@ class ShmDomain:
     def fingerprint(self, rank: int, round_: int) -> list[int]:
         """What ``rank`` published for ``round_``: its call number, then the fingerprint."""
         words, parity = self.words[rank], round_ & 1
-        base = _DETAIL + 8 * parity
+        base = DETAIL + 8 * parity
         return [words[SEQ + parity]] + [words[base + i] for i in range(1, 8)]
 
     def wait(self, word: int, value: int, ranks: Sequence[int], call: Any) -> None:
@@ -245,7 +211,7 @@ class ShmDomain:
         placing = self._placing
         if placing:
             cpu = placement.current_cpu()
-            self.mine[CPU] = (self.round << _CPU_BITS) | (cpu + 1)
+            self.mine[CPU] = (self.round << CPU_BITS) | (cpu + 1)
         while True:
             lagging = [r for r in ranks if words[r][word] < value]
             if not lagging:
@@ -282,100 +248,18 @@ class ShmDomain:
     def _spread(self, cpu: int, lagging: Sequence[int]) -> None:
         """Move this thread off ``cpu`` if a rank it waits for posted it in this round or the
         last (older posts may be stale: that rank may have moved since)."""
-        words, mask, recent = self.words, (1 << _CPU_BITS) - 1, self.round - 1
-        if not any(words[r][CPU] & mask == cpu + 1 and words[r][CPU] >> _CPU_BITS >= recent for r in lagging):
+        words, mask, recent = self.words, (1 << CPU_BITS) - 1, self.round - 1
+        if not any(words[r][CPU] & mask == cpu + 1 and words[r][CPU] >> CPU_BITS >= recent for r in lagging):
             return
         taken = [
             (w & mask) - 1
             for w in (words[r][CPU] for r in range(self.size) if r != self.rank)
-            if w >> _CPU_BITS >= recent
+            if w >> CPU_BITS >= recent
         ]
         moved = placement.move_off(cpu, taken, self.rank)
         if moved is not None:
             self.moves += 1
-            self.mine[CPU] = (self.round << _CPU_BITS) | (moved + 1)
-
-    # -- single-copy reads (process_vm_readv) ------------------------------------------------
-    def enable_cma(self, pids: Sequence[int]) -> None:
-        self.cma, self.pids = CrossMemory(), list(pids)
-
-    def expose(self, round_: int, array: np.ndarray) -> None:
-        """Publish where this rank's buffer for ``round_`` is, for the others to read."""
-        self.mine[EXPOSED + (round_ & 1)] = address_of(array)
-
-    def fetch(self, rank: int, round_: int, offset: int, dst: np.ndarray) -> None:
-        """Read ``dst.nbytes`` bytes at ``offset`` of ``rank``'s exposed buffer into ``dst``."""
-        assert self.cma is not None
-        if dst.nbytes:
-            self.cma.read(self.pids[rank], self.words[rank][EXPOSED + (round_ & 1)] + offset, dst)
-
-    def put(self, rank: int, round_: int, offset: int, src: np.ndarray) -> None:
-        """Write ``src`` at ``offset`` of ``rank``'s exposed buffer; PeerError if ``rank``
-        took it back (``withdraw``: its call failed, and it may use the buffer again)."""
-        assert self.cma is not None
-        if src.nbytes:
-            address = self.words[rank][EXPOSED + (round_ & 1)]
-            if not address:
-                raise PeerError(f"rank {self.names[rank]} took its buffer back", peer=self.names[rank])
-            self.cma.write(self.pids[rank], address + offset, src)
-
-    def withdrawn(self, rank: int, round_: int) -> bool:
-        """Whether ``rank`` took its buffer of ``round_`` back (``withdraw``)."""
-        return not self.words[rank][EXPOSED + (round_ & 1)]
-
-    def left(self, rank: int, what: object) -> Exception:
-        """The error for a call that found ``rank``'s buffer taken back (its own call of it
-        failed): what failed that call, as a slow wait finds it (a peer gone, the group
-        broken), else that ``rank`` left it."""
-        name = self.names[rank]
-        try:
-            self._check(what, [name])
-        except Exception as exc:  # noqa: BLE001 — the root cause, returned to be raised
-            return exc
-        return PeerError(f"{what}: rank {name} left this call (its own call failed)", peer=name)
-
-    def withdraw(self, round_: int) -> None:
-        """Take this rank's buffer of ``round_`` back: the others' ``put`` into it fails."""
-        self.mine[EXPOSED + (round_ & 1)] = 0
-
-    def quiesce(self, round_: int, seconds: float) -> None:
-        """After this rank's call of ``round_`` failed with its buffer open to the others'
-        writes: take the buffer back (``withdraw``: their writes into it fail from now on),
-        and give the others up to ``seconds`` to be out of the round — done with it, or
-        having taken their own buffer back (their call failed too: one that finds this
-        buffer taken back fails), or dead — so that no write of theirs that already started
-        lands in the buffer after the caller has it again. It does not say done: a rank
-        waiting for this one's done must not take a failed call for a finished one. Never
-        raises: the call's own error is what the caller gets."""
-        self.withdraw(round_)
-        words, at = self.words, EXPOSED + (round_ & 1)
-        lagging = [r for r in range(self.size) if r != self.rank]
-        give_up = time.monotonic() + seconds
-        while lagging and time.monotonic() < give_up:
-            lagging = [
-                r for r in lagging if words[r][DONE] < round_ and words[r][at] and _alive(self.pids[r])
-            ]
-            if lagging:
-                time.sleep(0.0002)
-
-    def expose_blocks(self, round_: int, blocks: Sequence[np.ndarray]) -> None:
-        """Publish where each of ``blocks`` (at most LIST_MAX) is and how many bytes it holds."""
-        base = _LIST + (round_ & 1) * 2 * LIST_MAX
-        mine = self.mine
-        for i, block in enumerate(blocks):
-            mine[base + i] = address_of(block)
-            mine[base + LIST_MAX + i] = block.nbytes
-
-    def block_size(self, rank: int, round_: int, index: int) -> int:
-        """How many bytes ``rank`` exposed as block ``index`` for ``round_``."""
-        return self.words[rank][_LIST + (round_ & 1) * 2 * LIST_MAX + LIST_MAX + index]
-
-    def fetch_block(self, rank: int, round_: int, index: int, dst: np.ndarray, offset: int = 0) -> None:
-        """Read ``dst.nbytes`` bytes at ``offset`` of ``rank``'s exposed block ``index`` into ``dst``."""
-        assert self.cma is not None
-        if dst.nbytes:
-            address = self.words[rank][_LIST + (round_ & 1) * 2 * LIST_MAX + index]
-            self.cma.read(self.pids[rank], address + offset, dst)
+            self.mine[CPU] = (self.round << CPU_BITS) | (moved + 1)
 
     def close(self) -> None:
         """Drop the mappings (the names were unlinked once every member had mapped them)."""
@@ -392,29 +276,8 @@ class ShmDomain:
         self._segments = []
 
 
-def publish_self(segment: Segment) -> None:
-    """Write the segment's own address, pid and magic, for the others' CMA probe."""
-    words = memoryview(segment.mmap)[:_CONTROL_BYTES].cast("q")
-    words[_SELF] = address_of(np.frombuffer(segment.mmap, np.uint8, 8))
-    words[_SELF + 1] = os.getpid()
-    words[_SELF + 2] = _MAGIC
-    words.release()
-
-
-def cma_works(segment: Segment) -> bool:
-    """Whether this process may read the owner of ``segment``'s memory directly."""
-    words = memoryview(segment.mmap)[:_CONTROL_BYTES].cast("q")
-    address, pid, magic = words[_SELF], words[_SELF + 1], words[_SELF + 2]
-    words.release()
-    return (
-        bool(address)
-        and magic == _MAGIC
-        and probe(pid, address + 8 * (_SELF + 2), _MAGIC.to_bytes(8, "little"))
-    )
-
-
 def segment_size(slot_bytes: int) -> int:
-    return _CONTROL_BYTES + 2 * slot_bytes
+    return CONTROL_BYTES + 2 * slot_bytes
 
 
 def segment_name(token: str, group_id: int, rank: int, pid: int) -> str:
