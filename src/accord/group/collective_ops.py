@@ -11,6 +11,7 @@ Must not know about the default world or env variables.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -38,7 +39,7 @@ def all_reduce(group: ProcessGroup, tensor: Any, op: Any, async_op: bool) -> Wor
         if short_paths.all_reduce(group, (tensor, op)):
             return None
     else:
-        work = short_paths.all_reduce_async(group, tensor, op)
+        work: Work | None = short_paths.all_reduce_async(group, tensor, op)
         if work is not None:
             return work
     reduce = as_reduce_op(op)
@@ -73,21 +74,22 @@ def broadcast_flat(group: ProcessGroup, flat: np.ndarray, src: int) -> None:
         broadcast(group, flat, src, False)
 
 
-def all_reduce_queued(group: ProcessGroup, flat: np.ndarray, op: Any, keep: Any) -> Work | None:
-    """An async all_reduce of ``flat`` (as ``all_reduce_flat`` takes it) queued as its short
-    path; ``keep`` (the caller's tensors) stays referenced until the call ran. None: not
-    possible (take the general path)."""
-    return short_paths.all_reduce_flat_async(group, flat, op, keep) or short_paths.all_reduce_async(
-        group, flat, op, keep
-    )
+#: ``all_reduce_queued(group, flat, op, keep, make)``: an async all_reduce of ``flat`` (as
+#: ``all_reduce_flat`` takes it) queued as its short path; ``keep`` (the caller's tensors)
+#: stays referenced until the call ran; the Work is a ``make`` (a Work that is its own queue
+#: item: ``Planner.defer``). None: not possible (take the general path). (The short path's
+#: own function: one frame less on every async call.)
+all_reduce_queued = short_paths.all_reduce_flat_async
 
 
-def broadcast_queued(group: ProcessGroup, flat: np.ndarray, src: Any, keep: Any) -> Work | None:
+def broadcast_queued(
+    group: ProcessGroup, flat: np.ndarray, src: Any, keep: Any, make: Callable[..., Any]
+) -> Any:
     """An async broadcast, as ``all_reduce_queued``; None also for a bad ``src`` (the general
     path explains it)."""
     if type(src) is not int or not 0 <= src < group.size():
         return None
-    return short_paths.broadcast_async(group, flat, src, keep)
+    return short_paths.broadcast_async(group, flat, src, keep, make)
 
 
 def broadcast(group: ProcessGroup, tensor: Any, src: int, async_op: bool) -> Work | None:
@@ -96,7 +98,7 @@ def broadcast(group: ProcessGroup, tensor: Any, src: int, async_op: bool) -> Wor
         if short_paths.broadcast(group, (tensor, src)):
             return None
     else:
-        work = short_paths.broadcast_async(group, tensor, src)
+        work: Work | None = short_paths.broadcast_async(group, tensor, src)
         if work is not None:
             return work
     is_root = group.rank() == src

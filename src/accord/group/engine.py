@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
 from ..arrays import Buffer
 from ..collectives.registry import Algorithm
@@ -29,6 +29,9 @@ if TYPE_CHECKING:
 
 #: A ``group.process_group.ProcessGroup`` (not imported: it imports this module)
 ProcessGroup = Any
+
+#: What a ``defer`` with ``make`` returns: what ``make`` made.
+_Made = TypeVar("_Made")
 
 
 class P2p(Protocol):
@@ -138,8 +141,36 @@ class Planner(Engine, Protocol):
         """Run a blocking call whose plan the caller already has."""
         ...
 
-    def defer(self, op: str, run: Callable[[], Any], result: list[Any], inputs: Sequence[Any] = ()) -> Work:
-        """Queue ``run`` (an async call run as the blocking one) and return its Work."""
+    @overload
+    def defer(
+        self,
+        op: str,
+        run: Callable[[], Any],
+        result: list[Any],
+        inputs: Sequence[Any] = (),
+        make: None = None,
+    ) -> Work: ...
+
+    @overload
+    def defer(
+        self,
+        op: str,
+        run: Callable[[], Any],
+        result: list[Any],
+        inputs: Sequence[Any],
+        make: Callable[..., _Made],
+    ) -> _Made: ...
+
+    def defer(
+        self,
+        op: str,
+        run: Callable[[], Any],
+        result: list[Any],
+        inputs: Sequence[Any] = (),
+        make: Callable[..., Any] | None = None,
+    ) -> Any:
+        """Queue ``run`` (an async call run as the blocking one) and return its Work (or
+        the Work ``make`` made, which is its own queue item: ``executor.QueuedMethods``)."""
         ...
 
 

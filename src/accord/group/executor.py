@@ -35,10 +35,10 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import DistTimeoutError
-from .work import Future
+from .work import FUTURE_SLOTS, FutureMethods
 
 #: Seconds a queued call waits for its caller (or a later call) before the worker starts it.
 DEFAULT_PICKUP_DELAY = 200e-6
@@ -56,14 +56,22 @@ _get_ident = threading.get_ident
 _clock = time.monotonic
 
 
-class Queued(Future):
-    """A queued call and its Future in one: waiting for it runs it here (with the calls
-    queued before it); a bounded wait lets the worker run it instead (``drive``)."""
+class QueuedMethods(FutureMethods):
+    """What a queued call's Future does (for any class with ``QUEUED_SLOTS``: ``Queued``,
+    and the torch backend's Work of a queued call, which is its own queue item): waiting for
+    it runs it here (with the calls queued before it); a bounded wait lets the worker run it
+    instead (``drive``)."""
 
-    __slots__ = ("run", "submitted", "_executor")
+    if not TYPE_CHECKING:  # (for mypy, the slots are its subclasses' own)
+        __slots__ = ()
+    run: Callable[[], Any]
+    submitted: float
+    _executor: AsyncExecutor
 
-    def __init__(self, executor: AsyncExecutor, run: Callable[[], Any]) -> None:
-        Future.__init__(self, None, None, executor.futures_lock)
+    def _init_queued(self, executor: AsyncExecutor, run: Callable[[], Any]) -> None:
+        # (``_init_future(None, None, executor.futures_lock)`` written out: one per async call)
+        self.settled, self._lock, self._event, self._value = False, executor.futures_lock, None, None
+        self._error = self._callbacks = self._drive = self._poll = None
         self.run = run
         self.submitted = _clock()
         self._executor = executor
@@ -85,10 +93,23 @@ class Queued(Future):
             self._executor.hurry()  # a bounded wait: the worker runs it, the waiter may leave
 
 
+#: The slots a ``QueuedMethods`` class declares.
+QUEUED_SLOTS = (*FUTURE_SLOTS, "run", "submitted", "_executor")
+
+
+class Queued(QueuedMethods):
+    """A queued call and its Future in one."""
+
+    __slots__ = QUEUED_SLOTS
+
+    def __init__(self, executor: AsyncExecutor, run: Callable[[], Any]) -> None:
+        self._init_queued(executor, run)
+
+
 class AsyncExecutor:
     def __init__(self, name: str, pickup_delay: float = DEFAULT_PICKUP_DELAY) -> None:
         self._name = name
-        self.items: deque[Queued] = deque()
+        self.items: deque[QueuedMethods] = deque()
         self.futures_lock = threading.Lock()  # the queued calls' futures share it
         #: the thread running queued calls now (its ident), else 0: a blocking call made by
         #: another thread waits for it (``drain``); one made inside a queued call does not
@@ -113,12 +134,21 @@ class AsyncExecutor:
             self._wake()
         return queued
 
+    def enqueue(self, queued: QueuedMethods) -> None:
+        """Queue an item made by the caller (``queued._init_queued(self, run)`` done): the
+        torch backend's Work of a queued call, which is its own Future."""
+        if self._stopped:
+            raise RuntimeError(f"{self._name}: the group was destroyed; no new work is accepted")
+        self.items.append(queued)
+        if self._idle:
+            self._wake()
+
     def pending(self) -> bool:
         """Whether a call made now by this thread must first let queued calls run."""
         runner = self.runner
         return runner != _get_ident() if runner else bool(self.items)
 
-    def run_until(self, future: Future, timeout: float | None = None) -> bool:
+    def run_until(self, future: FutureMethods, timeout: float | None = None) -> bool:
         """Run the queued calls up to and including ``future``'s, here; False if this thread
         could not get the run lock within ``timeout`` (None: the calls' own deadlines)."""
         me = _get_ident()
@@ -134,13 +164,22 @@ class AsyncExecutor:
             items = self.items
             while not future.settled and items:
                 item = items.popleft()
-                _execute(item, later)
+                run, item.run = item.run, _ran  # (``_execute`` written out: once per wait)
+                try:
+                    result = run()
+                except BaseException as exc:  # noqa: BLE001 — delivered through the future
+                    callbacks = item.settle(None, exc)
+                else:
+                    callbacks = item.settle(result, None)
+                if callbacks:
+                    later.append((item, callbacks))
                 if item is future:
                     break
         finally:
             self.runner = 0
             self._running.release()
-        _call_back(later)
+        if later:
+            _call_back(later)
         return True
 
     def drain(self, timeout: float, context: object) -> None:
@@ -241,7 +280,7 @@ class AsyncExecutor:
         self._callbacks.stop(timeout)
 
 
-def _execute(queued: Queued, later: list[Any]) -> None:
+def _execute(queued: QueuedMethods, later: list[Any]) -> None:
     """Run one queued call and complete its future; its callbacks go to ``later``, to run
     once the run lock is let go (a callback may make another call on the group)."""
     run, queued.run = queued.run, _ran  # (its closure, and the views it holds, go now)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from .. import profiling
 from ..arrays import Buffer
@@ -36,6 +36,8 @@ from .work import Work
 
 _modules_get = sys.modules.get  # the profiler check: is torch's profiler module even loaded?
 _TORCH_PROFILER = profiling.TORCH_PROFILER
+#: What a ``defer`` with ``make`` returns: what ``make`` made.
+_Made = TypeVar("_Made")
 
 
 class MeshCalls:
@@ -98,23 +100,57 @@ class MeshCalls:
             return None
         return self.defer(op, execute, result)
 
-    def defer(self, op: str, run: Callable[[], Any], result: list[Any], inputs: Sequence[Any] = ()) -> Work:
+    @overload
+    def defer(
+        self,
+        op: str,
+        run: Callable[[], Any],
+        result: list[Any],
+        inputs: Sequence[Any] = (),
+        make: None = None,
+    ) -> Work: ...
+
+    @overload
+    def defer(
+        self,
+        op: str,
+        run: Callable[[], Any],
+        result: list[Any],
+        inputs: Sequence[Any],
+        make: Callable[..., _Made],
+    ) -> _Made: ...
+
+    def defer(
+        self,
+        op: str,
+        run: Callable[[], Any],
+        result: list[Any],
+        inputs: Sequence[Any] = (),
+        make: Callable[..., Any] | None = None,
+    ) -> Any:
         """Queue ``run`` (a call, run as a blocking one: it takes its number when it starts)
         and return its Work. Whoever needs it first runs it (executor): the caller that
         waits for it, a later blocking call, or the worker after its pickup delay.
 
         While torch's profiler records, the call's event opens now, in the caller's thread
         (torch records no thread it did not see start: not the worker), and closes when the
-        call ends, wherever it ran, as gloo's async works do (``inputs``: its shapes)."""
+        call ends, wherever it ran, as gloo's async works do (``inputs``: its shapes).
+
+        ``make``: the class of a Work that is its own queue item (``QueuedMethods``: the
+        torch backend's), made as ``make(queue, run, name, result)`` and returned instead of
+        an accord Work over a ``Queued``: one object per call, not three."""
         queue = self.calls.queue
-        event = self._begin_event(op, inputs)
-        if event is not None:
-            run = self._in_event(run, event)
-        future = queue.submit(run)
+        prof = _modules_get(_TORCH_PROFILER)  # (_begin_event, written out as run_planned's)
+        if prof is not None and getattr(prof, "_is_profiler_enabled", False) and not self._event_open:
+            run = self._in_event(run, profiling.begin(op, inputs))
         name = self._queued_names.get(op)
         if name is None:
             name = self._queued_names[op] = f"{self.context(op)} (async)"
-        return Work(name, result, future, on_future=queue.hurry)
+        if make is None:
+            return Work(name, result, queue.submit(run), on_future=queue.hurry)
+        work = make(queue, run, name, result)
+        queue.enqueue(work)
+        return work
 
     def _begin_event(self, op: str, inputs: Sequence[Any]) -> Any:
         """The profiler's event of a call (None: not recording, or a queued call's event is

@@ -31,6 +31,7 @@ Must not know about the API or torch, nor what a schedule writes in its round (i
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -46,6 +47,7 @@ from ..transport.wire import Fingerprint
 from .shared_memory import HASH_MASK, SEQ_MIX, TAIL, CallSlots
 
 _modules_get = sys.modules.get
+_get_ident = threading.get_ident
 #: where compiled closures are made: here, and the bodies beside their schedules
 _OURS = (__name__, shm.__name__, shm_rooted.__name__, shm_exchange.__name__)
 _TORCH_PROFILER = profiling.TORCH_PROFILER
@@ -135,7 +137,11 @@ def compile_call(
             or slots.closed
         ):
             return False  # run_planned waits for its turn, or explains what is wrong
-        if (queue.runner or queued) and queue.pending():
+        runner = queue.runner  # (queue.pending(), written out: a queued call is its runner's)
+        if runner:
+            if runner != _get_ident():
+                return False  # run_planned waits for the queued async calls first
+        elif queued:
             return False  # run_planned runs the queued async calls first
         prof = _modules_get(_TORCH_PROFILER)
         if prof is not None and getattr(prof, "_is_profiler_enabled", False):

@@ -41,7 +41,6 @@ from .plans import (
     shared_plan,
 )
 from .process_group import ProcessGroup
-from .work import Work
 
 _NDARRAY = np.ndarray
 
@@ -70,11 +69,14 @@ def all_reduce(group: ProcessGroup, args: tuple[Any, ...]) -> bool:
     return False
 
 
-def all_reduce_async(group: ProcessGroup, tensor: Any, op: Any, keep: Any = None) -> Work | None:
+def all_reduce_async(
+    group: ProcessGroup, tensor: Any, op: Any, keep: Any = None, make: Callable[..., Any] | None = None
+) -> Any:
     """``all_reduce(async_op=True)`` queued as its short path (its plan made now: a bad
     argument raises here, at the call); None: take the long path. The queued call holds
     ``tensor`` (or ``keep``, the tensors a view was made of) until it ran: a view of a plain
-    torch tensor does not keep the tensor alive (``plain_view``)."""
+    torch tensor does not keep the tensor alive (``plain_view``). ``make``: the Work's
+    class, as ``Planner.defer`` takes it (None: an accord Work)."""
     array = tensor if type(tensor) is _NDARRAY else plain_view(tensor)
     if not (group.engine.plannable and plain_array(array, True)):
         return None
@@ -90,12 +92,14 @@ def all_reduce_async(group: ProcessGroup, tensor: Any, op: Any, keep: Any = None
             group.planner.run_planned("all_reduce", fp, algorithm, (flat, kernel), (array,))
         return result
 
-    return group.planner.defer("all_reduce", run, result, result)
+    return group.planner.defer("all_reduce", run, result, result, make)
 
 
-def all_reduce_flat_async(group: ProcessGroup, flat: np.ndarray, op: Any, keep: Any) -> Work | None:
-    """``all_reduce_async`` for a 1-D plain array the caller vouches for, once its plan
-    exists (else None)."""
+def all_reduce_flat_async(
+    group: ProcessGroup, flat: np.ndarray, op: Any, keep: Any, make: Callable[..., Any] | None = None
+) -> Any:
+    """``all_reduce_async`` for a 1-D plain array the caller vouches for (``keep``: the
+    tensors it is a view of), with its plan looked up first (the fast path)."""
     if group.engine.plannable:
         plan = group.plans.get(("all_reduce", op, flat.dtype, flat.size))
         if plan is not None:
@@ -106,7 +110,8 @@ def all_reduce_flat_async(group: ProcessGroup, flat: np.ndarray, op: Any, keep: 
                     group.planner.run_planned("all_reduce", fp, algorithm, (flat, kernel), (flat,))
                 return keep
 
-            return group.planner.defer("all_reduce", run, keep, keep)
+            return group.planner.defer("all_reduce", run, keep, keep, make)
+        return all_reduce_async(group, flat, op, keep, make)  # (its plan made now)
     return None
 
 
@@ -164,9 +169,11 @@ def broadcast(group: ProcessGroup, args: tuple[Any, ...]) -> bool:
     return False
 
 
-def broadcast_async(group: ProcessGroup, tensor: Any, src: int, keep: Any = None) -> Work | None:
+def broadcast_async(
+    group: ProcessGroup, tensor: Any, src: int, keep: Any = None, make: Callable[..., Any] | None = None
+) -> Any:
     """``broadcast(async_op=True)`` queued as its short path (``src`` checked by the
-    caller); None: take the long path. ``keep``: as for ``all_reduce_async``."""
+    caller); None: take the long path. ``keep`` and ``make``: as for ``all_reduce_async``."""
     array = tensor if type(tensor) is _NDARRAY else plain_view(tensor)
     if not (group.engine.plannable and plain_array(array, group.rank() != src)):
         return None
@@ -179,7 +186,7 @@ def broadcast_async(group: ProcessGroup, tensor: Any, src: int, keep: Any = None
         run_plan(group, "broadcast", plan, (flat, src), (flat,), (array,))
         return result
 
-    return group.planner.defer("broadcast", run, result, result)
+    return group.planner.defer("broadcast", run, result, result, make)
 
 
 def broadcast_flat(group: ProcessGroup, flat: np.ndarray, src: int) -> bool:

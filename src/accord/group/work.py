@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import ArgumentError, DistTimeoutError, PeerError
 from ..timeouts import format_seconds, to_seconds
@@ -21,30 +21,39 @@ from ..timeouts import format_seconds, to_seconds
 Drive = Callable[["float | None"], None]
 
 
-class Future:
-    """The eventual result of an operation (torch.futures.Future's interface).
+class FutureMethods:
+    """What a Future does, for any class with ``FUTURE_SLOTS``: ``Future`` itself, and the
+    torch backend's Work of a queued call, which is its own Future (one object per async
+    call; a torch ``Work`` cannot also be a ``Future`` subclass, whose slots it cannot take,
+    so it takes these methods and declares the slots itself).
 
     ``settled`` (read it, never write it) says whether it completed. A thread that blocks
     for it from another thread gets an Event made then: a future completed by the thread
     that waits for it (a queued call run by its waiter) never makes one.
     """
 
-    __slots__ = ("settled", "_lock", "_event", "_value", "_error", "_callbacks", "_drive", "_poll")
+    if not TYPE_CHECKING:  # (for mypy, the slots are its subclasses' own)
+        __slots__ = ()
+    settled: bool
+    _lock: threading.Lock
+    _event: threading.Event | None
+    _value: Any
+    _error: BaseException | None
+    _callbacks: list[Callable[[Any], None]] | None
+    _drive: Drive | None
+    _poll: Callable[[], object] | None
 
-    def __init__(
-        self,
-        drive: Drive | None = None,
-        poll: Callable[[], object] | None = None,
-        lock: threading.Lock | None = None,
+    def _init_future(
+        self, drive: Drive | None, poll: Callable[[], object] | None, lock: threading.Lock
     ) -> None:
         self.settled = False
         #: guards completion against callbacks and blockers; held only for a few stores, so
         #: many futures may share one (the async queue's do: one lock less per call)
-        self._lock = lock if lock is not None else threading.Lock()
-        self._event: threading.Event | None = None
-        self._value: Any = None
-        self._error: BaseException | None = None
-        self._callbacks: list[Callable[[Future], None]] | None = None
+        self._lock = lock
+        self._event = None
+        self._value = None
+        self._error = None
+        self._callbacks = None
         self._drive = drive  # completes the future when called (p2p: drives the transport)
         self._poll = poll  # completes the future if the operation is already done
 
@@ -103,7 +112,7 @@ class Future:
         if callbacks:
             self.run_callbacks(callbacks)
 
-    def settle(self, value: Any, error: BaseException | None) -> list[Callable[[Future], None]] | None:
+    def settle(self, value: Any, error: BaseException | None) -> list[Callable[[Any], None]] | None:
         """Complete this future (once; later calls do nothing) and wake its waiters, without
         running its callbacks: returns them for ``run_callbacks``. For a caller that must
         first let go of a lock a callback may need (the async queue's: a callback may make
@@ -118,11 +127,11 @@ class Future:
             event.set()
         return callbacks
 
-    def run_callbacks(self, callbacks: list[Callable[[Future], None]]) -> None:
+    def run_callbacks(self, callbacks: list[Callable[[Any], None]]) -> None:
         for callback in callbacks:
             _run_callback(callback, self)
 
-    def add_done_callback(self, callback: Callable[[Future], None]) -> None:
+    def add_done_callback(self, callback: Callable[[Any], None]) -> None:
         """Run ``callback(self)`` once complete (at once if already complete)."""
         with self._lock:
             if not self.settled:
@@ -132,7 +141,7 @@ class Future:
                 return
         _run_callback(callback, self)
 
-    def then(self, callback: Callable[[Future], Any]) -> Future:
+    def then(self, callback: Callable[[Any], Any]) -> Future:
         """A new Future completed with ``callback(self)``'s result (or its exception)."""
 
         def drive(timeout: float | None) -> None:
@@ -153,6 +162,36 @@ class Future:
         return chained
 
 
+#: The slots a ``FutureMethods`` class declares.
+FUTURE_SLOTS = ("settled", "_lock", "_event", "_value", "_error", "_callbacks", "_drive", "_poll")
+
+
+class Future(FutureMethods):
+    """The eventual result of an operation (torch.futures.Future's interface)."""
+
+    __slots__ = FUTURE_SLOTS
+
+    def __init__(
+        self,
+        drive: Drive | None = None,
+        poll: Callable[[], object] | None = None,
+        lock: threading.Lock | None = None,
+    ) -> None:
+        self._init_future(drive, poll, lock if lock is not None else threading.Lock())
+
+
+def wait_at_most(future: FutureMethods, timeout: timedelta | float, name: str) -> None:
+    """The bounded part of a Work's ``wait(timeout)``: wait at most ``timeout`` (zero: no
+    bound, nothing to do here) for ``future``, driving it (p2p) or hurrying it (a queued
+    call); DistTimeoutError naming ``name`` if it did not complete in time."""
+    seconds = to_seconds(timeout, default=0)  # (checks it)
+    if seconds and not future.done():
+        give_up = time.monotonic() + seconds
+        future.drive(seconds)  # may finish it here (p2p), or hurry a queued call
+        if not future.block(max(0.0, give_up - time.monotonic())):
+            raise DistTimeoutError(f"{name}: Work.wait timed out after {format_seconds(seconds)}")
+
+
 def _quietly(work: Work) -> None:
     """Wait for ``work``; its error is the joined Work's to report."""
     try:
@@ -161,7 +200,7 @@ def _quietly(work: Work) -> None:
         pass
 
 
-def _run_callback(callback: Callable[[Future], Any], fut: Future) -> None:
+def _run_callback(callback: Callable[[Any], Any], fut: FutureMethods) -> None:
     try:
         callback(fut)
     except Exception:
@@ -243,15 +282,8 @@ class Work:
         ``timeout=None`` or zero waits as long as the operation's own deadline allows.
         """
         future = self._future
-        seconds = to_seconds(timeout, default=0) if timeout is not None else 0  # (checks it)
-        if not future.settled:
-            if seconds and not future.done():
-                give_up = time.monotonic() + seconds
-                future.drive(seconds)  # may finish it here (p2p), or hurry a queued call
-                if not future.block(max(0.0, give_up - time.monotonic())):
-                    raise DistTimeoutError(
-                        f"{self.name}: Work.wait timed out after {format_seconds(seconds)}"
-                    )
+        if timeout is not None:
+            wait_at_most(future, timeout, self.name)
         future.wait()
         return True
 

@@ -33,7 +33,7 @@ from ...group.process_group import ProcessGroup as AccordGroup
 from ...group.work import Work as AccordWork
 from . import sparse
 from .tensors import ArgumentError, as_array, check_tensors, fast_op, plain_array, reduce_op
-from .work import TorchWork, completed
+from .work import QueuedTorchWork, TorchWork, completed
 
 BACKEND_NAME = "accord"
 _ALLREDUCE_OPTIONS, _BROADCAST_OPTIONS = dist.AllreduceOptions, dist.BroadcastOptions
@@ -109,16 +109,18 @@ class AccordProcessGroup(dist.ProcessGroup):
         return TorchWork(name, outputs, AccordWork.joined(name, outputs, works) if works else None)
 
     # -- all_reduce ----------------------------------------------------------------------------
-    def allreduce(self, tensors: Any, opts: Any = None) -> TorchWork | None:
+    def allreduce(self, tensors: Any, opts: Any = None) -> dist.Work | None:
         if type(opts) is _ALLREDUCE_OPTIONS and not debug.DETAIL_ON and len(tensors) == 1:
             array = plain_array(tensors[0])  # the fast paths (dist.all_reduce(t), functional)
             if array is not None and (op := fast_op(opts.reduceOp)) is not None:
                 if not opts.asyncOp:
                     collective_ops.all_reduce_flat(self.accord_group, array, op)
                     return _finished(tensors)
-                work = collective_ops.all_reduce_queued(self.accord_group, array, op, tensors)
-                if work is not None:
-                    return TorchWork("all_reduce", tensors, work)
+                queued: QueuedTorchWork | None = collective_ops.all_reduce_queued(
+                    self.accord_group, array, op, tensors, QueuedTorchWork
+                )
+                if queued is not None:
+                    return queued
         if isinstance(tensors, torch.Tensor):  # allreduce(tensor, op) overload
             tensors, opts = [tensors], _options(dist.AllreduceOptions, opts)
         opts = opts if opts is not None else dist.AllreduceOptions()
@@ -145,16 +147,18 @@ class AccordProcessGroup(dist.ProcessGroup):
         )
 
     # -- rooted ------------------------------------------------------------------------------
-    def broadcast(self, tensors: Any, opts: Any = None) -> TorchWork | None:
+    def broadcast(self, tensors: Any, opts: Any = None) -> dist.Work | None:
         if type(opts) is _BROADCAST_OPTIONS and not debug.DETAIL_ON and len(tensors) == 1:
             array = plain_array(tensors[0])  # the fast paths (dist.broadcast(t, src))
             if array is not None:
                 if not opts.asyncOp:
                     collective_ops.broadcast_flat(self.accord_group, array, opts.rootRank)
                     return _finished(tensors)
-                work = collective_ops.broadcast_queued(self.accord_group, array, opts.rootRank, tensors)
-                if work is not None:
-                    return TorchWork("broadcast", tensors, work)
+                queued: QueuedTorchWork | None = collective_ops.broadcast_queued(
+                    self.accord_group, array, opts.rootRank, tensors, QueuedTorchWork
+                )
+                if queued is not None:
+                    return queued
         if isinstance(tensors, torch.Tensor):  # broadcast(tensor, root) overload
             tensors, root = [tensors], int(opts or 0)
             opts = dist.BroadcastOptions()

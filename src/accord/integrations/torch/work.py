@@ -2,7 +2,10 @@
 
 Owns: ``TorchWork`` — a ``torch.distributed.Work`` (through torch's Python trampoline, so C++
 callers such as DDP's reducer reach ``wait`` and ``get_future``) over one accord Work (the
-coalesced forms join theirs into one: ``Work.joined``) or an already finished result.
+coalesced forms join theirs into one: ``Work.joined``) or an already finished result; and
+``QueuedTorchWork``, the Work of an async call on a short path, which is its own queue item
+and accord Future (one object per call, not three: the commonest async use, call then wait,
+pays for each object it makes).
 ``wait`` from Python raises accord's own error (its class and message); the torch Future
 (made only when somebody asks for it) completes from accord's completion callback, on
 whatever thread finishes the operation, with the list of output tensors as its value, or
@@ -18,6 +21,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from ...group.executor import QUEUED_SLOTS, AsyncExecutor, QueuedMethods
+from ...group.work import FutureMethods, wait_at_most
 from ...group.work import Work as AccordWork
 
 #: Held while a TorchWork makes its Future (rare: DDP's hooks, then()): one for all of them.
@@ -102,25 +107,95 @@ class TorchWork(dist.Work):
         the ``then`` of the one we complete: a callback that raises fails it properly, and
         ``wait()`` raises (a RuntimeError naming accord's error, as torch's backends raise)."""
         work = self._work
-        with _MAKING_FUTURES:
-            if self._future is not None:
+        if work is None:
+            with _MAKING_FUTURES:
+                if self._future is None:
+                    self._future = torch.futures.Future()
+                    self._future.set_result(self._outputs)
                 return self._future
-            if work is None:
-                done = self._future = torch.futures.Future()
-                done.set_result(self._outputs)
-                return done
-            future: torch.futures.Future[list[Any]] = torch.futures.Future()
-            result = self._future = future.then(_value_or_raise)
-        outputs = self._outputs
+        return _torch_future(self, work.get_future(), self._outputs)
 
-        def finished(done: Any) -> None:
-            if done.error is not None:
-                future.set_exception(done.error)
-            else:
-                future.set_result(outputs)
 
-        work.get_future().add_done_callback(finished)
-        return result
+class QueuedTorchWork(dist.Work, QueuedMethods):
+    """The Work of an async call on a short path (``dist.all_reduce(t, async_op=True)``,
+    the functional collectives): the queued call and its accord Future in one object
+    (``Planner.defer``'s ``make``). As ``TorchWork`` over a queued call, less the two
+    objects between: waiting runs the call here, with the calls queued before it."""
+
+    __slots__ = (*QUEUED_SLOTS, "_name", "_outputs", "_future")
+
+    def __init__(self, executor: AsyncExecutor, run: Any, name: str, outputs: list[Any]) -> None:
+        _init_work(self)
+        self._init_queued(executor, run)
+        self._name = name
+        self._outputs = outputs
+        self._future: torch.futures.Future | None = None
+
+    def __repr__(self) -> str:
+        return f"<accord TorchWork {self._name} {'completed' if self.settled else 'pending'}>"
+
+    def wait(self, timeout: timedelta = timedelta(0)) -> bool:
+        if not self.settled:
+            if timeout:
+                wait_at_most(self, timeout, self._name)  # (the worker runs it, if in time)
+            self._executor.run_until(self)
+            if not self.settled:
+                self.block()
+        if self._error is not None:
+            raise self._error
+        return True
+
+    def is_completed(self) -> bool:
+        return self.settled
+
+    def is_success(self) -> bool:
+        return self.settled and self._error is None
+
+    def exception(self) -> BaseException | None:
+        return self._error if self.settled else None
+
+    def result(self) -> list[Any]:
+        self.wait()
+        return self._outputs
+
+    def source_rank(self) -> int:
+        raise ValueError(f"{self._name}: source_rank() is only defined for receives")
+
+    def _source_rank(self) -> int:
+        return self.source_rank()
+
+    def synchronize(self) -> None:
+        self.wait()
+
+    def block_current_stream(self) -> None:
+        """CPU work has no streams: nothing to block."""
+
+    def get_future(self) -> torch.futures.Future:
+        """As ``TorchWork.get_future``. Asking for it says nobody will run the call by waiting
+        (DDP's hooks): the worker starts it now."""
+        if not self.settled:
+            self._executor.hurry()
+        return _torch_future(self, self, self._outputs)
+
+
+def _torch_future(work: Any, done_by: FutureMethods, outputs: list[Any]) -> torch.futures.Future:
+    """``work``'s torch Future (made on the first call, kept in ``work._future``), completed
+    when accord's future ``done_by`` completes: with ``outputs``, or failed with its error."""
+    with _MAKING_FUTURES:
+        made: torch.futures.Future | None = work._future
+        if made is not None:
+            return made
+        future: torch.futures.Future[list[Any]] = torch.futures.Future()
+        result = work._future = future.then(_value_or_raise)
+
+    def finished(done: Any) -> None:
+        if done.error is not None:
+            future.set_exception(done.error)
+        else:
+            future.set_result(outputs)
+
+    done_by.add_done_callback(finished)
+    return result
 
 
 def _value_or_raise(future: torch.futures.Future) -> Any:
