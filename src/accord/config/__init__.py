@@ -33,7 +33,7 @@ from .launchers import (  # noqa: F401 — re-exported: config.MASTER_ADDR and t
 )
 # fmt: on
 # isort: on
-from .integrations import TORCH_DEFAULT_GROUP, torch_default_group  # noqa: F401 — re-exported
+from .integrations import TORCH_DEFAULT_GROUP, TORCH_HEAP, torch_default_group  # noqa: F401 — re-exported
 from .setting import SETTINGS, Setting, describe, env_float, env_int, is_on  # noqa: F401 — re-exported
 from .setting import as_int as _as_int
 from .setting import register as _setting

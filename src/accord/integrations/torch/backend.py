@@ -31,7 +31,7 @@ from ...diagnostics import debug
 from ...group import collective_ops
 from ...group.process_group import ProcessGroup as AccordGroup
 from ...group.work import Work as AccordWork
-from . import sparse
+from . import heap, sparse
 from .tensors import ArgumentError, as_array, check_tensors, fast_op, plain_array, reduce_op
 from .work import QueuedTorchWork, TorchWork, completed
 
@@ -48,6 +48,7 @@ class AccordProcessGroup(dist.ProcessGroup):
         self, group: AccordGroup, on_shutdown: Callable[[AccordProcessGroup], None] | None = None
     ) -> None:
         super().__init__(group.rank(), group.size())  # type: ignore[call-arg]  # (torch's Python subclass form)
+        heap.raise_mmap_threshold()  # (once per process: torch's large tensors off fresh pages)
         self.accord_group = group
         self._name = group.group_name
         self._desc = group.group_desc
