@@ -235,6 +235,16 @@ def others_mixed(rank: int, n: int) -> Any:
         out[f"all_to_all_single-{count}"] = call(
             kind, dist.all_to_all_single, np.zeros((n, count), np.int64),
             (np.arange(n * count, dtype=np.int64) + 1000 * rank).reshape(n, count))
+        # the list form: its short path (NumPy, torch), the long path (async), and a rank
+        # whose input is its own output (in place: the long path) meet in one MPI call
+        listed = [np.zeros(count, np.float32) for _ in range(n)]
+        if (rank + count) % 4 == 3:
+            listed[rank][...] = rank
+            dist.all_gather(listed, listed[rank])
+            out[f"all_gather_list-{count}"] = [[x.tolist() for x in listed], listed[rank].tolist()]
+        else:
+            out[f"all_gather_list-{count}"] = call(
+                kind, dist.all_gather, listed, np.full(count, rank, np.float32))
     whole = np.zeros(2 * n, np.int64)  # the input is this rank's piece of the output (torch allows it)
     whole[2 * rank:2 * rank + 2] = rank + 5
     dist.all_gather_into_tensor(whole, whole[2 * rank:2 * rank + 2])

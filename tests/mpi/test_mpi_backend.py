@@ -209,8 +209,9 @@ def test_small_calls_carried_by_the_check_on_every_path(n: int, env: dict[str, s
                                     (2, {"ACCORD_MPI_CHECKS": "0"})],
                          ids=["2", "3", "before-mpi4", "pair-check", "unchecked"])
 def test_the_other_collectives_agree_on_every_path(n: int, env: dict[str, str]) -> None:
-    """reduce, gather, scatter, all_gather_into_tensor, reduce_scatter_tensor and
-    all_to_all_single have a short path on MPI groups (direct_rooted_exchanges.py): ranks on it and
+    """reduce, gather, scatter, all_gather_into_tensor, reduce_scatter_tensor,
+    all_to_all_single and all_gather's list form have a short path on MPI groups
+    (direct_rooted_exchanges.py, direct_lists.py): ranks on it and
     ranks on the long path or async meet in one call and get MPI's results, whether the
     data rides on the check (1 and 3 elements, mostly) or not (20 000), and with the check
     as an all_reduce (larger groups), before MPI 4, or off."""
@@ -225,6 +226,7 @@ def test_the_other_collectives_agree_on_every_path(n: int, env: dict[str, str]) 
                 assert got[f"gather-{key}"] == [[rank] * count, [[r] * count for r in range(n)] if mine else None]
                 assert got[f"scatter-{key}"][0] == [10 * rank + root] * count
             assert got[f"all_gather_into_tensor-{count}"][0] == [float(r) for r in range(n) for _ in range(count)]
+            assert got[f"all_gather_list-{count}"] == [[[float(r)] * count for r in range(n)], [float(rank)] * count]
             assert got[f"reduce_scatter_tensor-{count}"][0] == [
                 sum(rank * count + k + r for r in range(n)) / n for k in range(count)]
             assert got[f"all_to_all_single-{count}"][0] == [

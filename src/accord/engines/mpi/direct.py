@@ -1,5 +1,6 @@
 """The short path of blocking collectives on an MPI group: all_reduce, broadcast and
-barrier here, the rooted calls and the exchanges in ``direct_rooted_exchanges``.
+barrier here, the rooted calls and the exchanges in ``direct_rooted_exchanges``, all_gather's
+list form in ``direct_lists``.
 
 Owns: per call signature (op, dtype, count, root), the plan the long path would make once —
 fingerprint, MPI datatype and op, kernel, whether the call's data rides on the check — and
@@ -28,6 +29,7 @@ from ...transport.wire import Fingerprint
 from . import runtime
 from .agreement import fingerprint_hash, fold
 from .algorithms import ALGORITHMS
+from .direct_lists import ListForms
 from .direct_rooted_exchanges import RootedAndExchanges
 
 _NDARRAY = np.ndarray
@@ -38,7 +40,7 @@ _IN_PLACE = runtime.load().IN_PLACE
 _ARRIVAL = "the ranks' arrival at this call (accord's check before MPI's collective)"
 
 
-class DirectPath(RootedAndExchanges):
+class DirectPath(RootedAndExchanges, ListForms):
     """The short paths of one group on MPI (``MpiEngine``); the rooted calls' and the
     exchanges' are ``RootedAndExchanges``'."""
 
