@@ -82,6 +82,17 @@ def broadcast_flat(group: ProcessGroup, flat: np.ndarray, src: int) -> None:
 all_reduce_queued = short_paths.all_reduce_flat_async
 
 
+#: ``all_gather_into_tensor_short(group, (output, input))``: the blocking call's short path
+#: alone (False: take the general path), for arrays the caller vouches for (the torch
+#: backend's views of plain tensors); ``..._queued(group, output, input, make, tensors)``:
+#: the async call queued as its short path, its Work a ``make``, holding ``tensors`` (None:
+#: take the general path). The same for reduce_scatter_tensor (``(output, input, op)``).
+all_gather_into_tensor_short = short_exchanges.all_gather_into_tensor
+all_gather_into_tensor_queued = short_exchanges.all_gather_into_tensor_async
+reduce_scatter_tensor_short = short_exchanges.reduce_scatter_tensor
+reduce_scatter_tensor_queued = short_exchanges.reduce_scatter_tensor_async
+
+
 def broadcast_queued(
     group: ProcessGroup, flat: np.ndarray, src: Any, keep: Any, make: Callable[..., Any]
 ) -> Any:
@@ -192,7 +203,7 @@ def all_gather_into_tensor(
         if short_exchanges.all_gather_into_tensor(group, (output_tensor, input_tensor)):
             return None
     else:
-        work = short_exchanges.all_gather_into_tensor_async(group, output_tensor, input_tensor)
+        work: Work | None = short_exchanges.all_gather_into_tensor_async(group, output_tensor, input_tensor)
         if work is not None:
             return work
     inp, out = all_gather_into_tensor_buffers(group.size(), output_tensor, input_tensor)
@@ -291,7 +302,7 @@ def reduce_scatter_tensor(
         if short_exchanges.reduce_scatter_tensor(group, (output, input, op)):
             return None
     else:
-        work = short_exchanges.reduce_scatter_tensor_async(group, output, input, op)
+        work: Work | None = short_exchanges.reduce_scatter_tensor_async(group, output, input, op)
         if work is not None:
             return work
     out, inp = reduce_scatter_tensor_buffers(group.size(), output, input)

@@ -44,7 +44,6 @@ from .plans import (
     shared_plan,
 )
 from .process_group import ProcessGroup
-from .work import Work
 
 _NDARRAY = np.ndarray
 
@@ -63,16 +62,23 @@ def all_gather_into_tensor(group: ProcessGroup, args: tuple[Any, ...]) -> bool:
     return True
 
 
-def all_gather_into_tensor_async(group: ProcessGroup, output: Any, inp: Any) -> Work | None:
+def all_gather_into_tensor_async(
+    group: ProcessGroup,
+    output: Any,
+    inp: Any,
+    make: Callable[..., Any] | None = None,
+    tensors: tuple[Any, Any] | None = None,
+) -> Any:
     """``all_gather_into_tensor(async_op=True)`` queued as its short path (the plan made
-    now); None: take the long path. The queued call holds the caller's tensors."""
+    now); None: take the long path. The queued call holds the caller's tensors: ``output``
+    and ``inp``, or ``tensors`` (output, input) when those are views of them (a view of a
+    plain tensor does not keep it alive). ``make``: the Work's class (``Planner.defer``)."""
     views = plain_view(output), plain_view(inp)
     run = _gathering(group, *views)
-    return (
-        None
-        if run is None
-        else group.planner.defer("all_gather", _returning(run, [output], inp), [output], (inp,))
-    )
+    if run is None:
+        return None
+    out, held = tensors if tensors is not None else (output, inp)
+    return group.planner.defer("all_gather", _returning(run, [out], held), [out], (held,), make)
 
 
 def _gathering(group: ProcessGroup, output: Any, inp: Any) -> Callable[[], None] | None:
@@ -164,15 +170,21 @@ def reduce_scatter_tensor(group: ProcessGroup, args: tuple[Any, ...]) -> bool:
     return True
 
 
-def reduce_scatter_tensor_async(group: ProcessGroup, output: Any, inp: Any, op: Any) -> Work | None:
+def reduce_scatter_tensor_async(
+    group: ProcessGroup,
+    output: Any,
+    inp: Any,
+    op: Any,
+    make: Callable[..., Any] | None = None,
+    tensors: tuple[Any, Any] | None = None,
+) -> Any:
     """``reduce_scatter_tensor(async_op=True)``, as ``all_gather_into_tensor_async``."""
     views = plain_view(output), plain_view(inp)
     run = _scattering(group, *views, op)
-    return (
-        None
-        if run is None
-        else group.planner.defer("reduce_scatter", _returning(run, [output], inp), [output], (inp,))
-    )
+    if run is None:
+        return None
+    out, held = tensors if tensors is not None else (output, inp)
+    return group.planner.defer("reduce_scatter", _returning(run, [out], held), [out], (held,), make)
 
 
 def _scattering(group: ProcessGroup, output: Any, inp: Any, op: Any) -> Callable[[], None] | None:

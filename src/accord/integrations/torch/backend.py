@@ -37,6 +37,7 @@ from .work import QueuedTorchWork, TorchWork, completed
 
 BACKEND_NAME = "accord"
 _ALLREDUCE_OPTIONS, _BROADCAST_OPTIONS = dist.AllreduceOptions, dist.BroadcastOptions
+_REDUCE_SCATTER_OPTIONS = dist.ReduceScatterOptions
 #: A sparse all_reduce: the DETAIL check compares its name only
 _SPARSE_ALL_REDUCE = Call("all_reduce", sparse.all_reduce, detail=())
 
@@ -114,14 +115,19 @@ class AccordProcessGroup(dist.ProcessGroup):
         if type(opts) is _ALLREDUCE_OPTIONS and not debug.DETAIL_ON and len(tensors) == 1:
             array = plain_array(tensors[0])  # the fast paths (dist.all_reduce(t), functional)
             if array is not None and (op := fast_op(opts.reduceOp)) is not None:
-                if not opts.asyncOp:
-                    collective_ops.all_reduce_flat(self.accord_group, array, op)
-                    return _finished(tensors)
-                queued: QueuedTorchWork | None = collective_ops.all_reduce_queued(
-                    self.accord_group, array, op, tensors, QueuedTorchWork
-                )
-                if queued is not None:
-                    return queued
+                group = self.accord_group
+                try:
+                    if not opts.asyncOp:
+                        collective_ops.all_reduce_flat(group, array, op)
+                        return _finished(tensors)
+                    queued: QueuedTorchWork | None = collective_ops.all_reduce_queued(
+                        group, array, op, tensors, QueuedTorchWork
+                    )
+                    if queued is not None:
+                        return queued
+                except BaseException:  # (as api.pipeline.run counts it)
+                    group.calls_raised += 1
+                    raise
         if isinstance(tensors, torch.Tensor):  # allreduce(tensor, op) overload
             tensors, opts = [tensors], _options(dist.AllreduceOptions, opts)
         opts = opts if opts is not None else dist.AllreduceOptions()
@@ -152,14 +158,19 @@ class AccordProcessGroup(dist.ProcessGroup):
         if type(opts) is _BROADCAST_OPTIONS and not debug.DETAIL_ON and len(tensors) == 1:
             array = plain_array(tensors[0])  # the fast paths (dist.broadcast(t, src))
             if array is not None:
-                if not opts.asyncOp:
-                    collective_ops.broadcast_flat(self.accord_group, array, opts.rootRank)
-                    return _finished(tensors)
-                queued: QueuedTorchWork | None = collective_ops.broadcast_queued(
-                    self.accord_group, array, opts.rootRank, tensors, QueuedTorchWork
-                )
-                if queued is not None:
-                    return queued
+                group = self.accord_group
+                try:
+                    if not opts.asyncOp:
+                        collective_ops.broadcast_flat(group, array, opts.rootRank)
+                        return _finished(tensors)
+                    queued: QueuedTorchWork | None = collective_ops.broadcast_queued(
+                        group, array, opts.rootRank, tensors, QueuedTorchWork
+                    )
+                    if queued is not None:
+                        return queued
+                except BaseException:  # (as api.pipeline.run counts it)
+                    group.calls_raised += 1
+                    raise
         if isinstance(tensors, torch.Tensor):  # broadcast(tensor, root) overload
             tensors, root = [tensors], int(opts or 0)
             opts = dist.BroadcastOptions()
@@ -225,14 +236,34 @@ class AccordProcessGroup(dist.ProcessGroup):
             [partial(collective_ops.all_gather, group, outs, t) for outs, t in zip(per_input, input_list)],
         )
 
-    def all_gather_single(self, output: Any, input: Any, opts: Any = None) -> TorchWork:  # noqa: A002
+    def all_gather_single(self, output: Any, input: Any, opts: Any = None) -> dist.Work | None:  # noqa: A002
+        if type(opts) is _AllgatherOptions and not debug.DETAIL_ON:  # the fast paths
+            out, inp = plain_array(output), plain_array(input)
+            if out is not None and inp is not None:
+                group = self.accord_group
+                try:
+                    if not opts.asyncOp:
+                        if collective_ops.all_gather_into_tensor_short(group, (out, inp)):
+                            return _finished([output])
+                    else:
+                        queued: QueuedTorchWork | None = collective_ops.all_gather_into_tensor_queued(
+                            group, out, inp, QueuedTorchWork, (output, input)
+                        )
+                        if queued is not None:
+                            return queued
+                except BaseException:  # (as api.pipeline.run counts it)
+                    group.calls_raised += 1
+                    raise
         opts = opts if opts is not None else _AllgatherOptions()
         check_tensors([output, input], "all_gather_into_tensor")
         return self._run(api.ALL_GATHER_INTO_TENSOR, opts, [output], output, input)
 
-    _allgather_base = all_gather_single
+    _allgather_base = all_gather_single  # type: ignore[assignment]
 
-    def all_gather_single_coalesced(self, outputs: Any, inputs: Any, opts: Any = None) -> TorchWork:
+    def all_gather_single_coalesced(self, outputs: Any, inputs: Any, opts: Any = None) -> dist.Work:
+        if len(outputs) == 1 and len(inputs) == 1:  # (the functional all_gather_into_tensor's)
+            work = self.all_gather_single(outputs[0], inputs[0], opts)
+            return work if work is not None else completed("all_gather_into_tensor_coalesced", [outputs[0]])
         opts = opts if opts is not None else _AllgatherOptions()
         check_tensors(list(outputs) + list(inputs), "all_gather_into_tensor_coalesced")
         group = self.accord_group
@@ -256,15 +287,35 @@ class AccordProcessGroup(dist.ProcessGroup):
         op = reduce_op(opts.reduceOp, output, "reduce_scatter")
         return self._run(api.REDUCE_SCATTER, opts, [output], output, inputs, op)
 
-    def reduce_scatter_single(self, output: Any, input: Any, opts: Any = None) -> TorchWork:  # noqa: A002
+    def reduce_scatter_single(self, output: Any, input: Any, opts: Any = None) -> dist.Work | None:  # noqa: A002
+        if type(opts) is _REDUCE_SCATTER_OPTIONS and not debug.DETAIL_ON:  # the fast paths
+            out, inp = plain_array(output), plain_array(input)
+            if out is not None and inp is not None and (op := fast_op(opts.reduceOp)) is not None:
+                group = self.accord_group
+                try:
+                    if not opts.asyncOp:
+                        if collective_ops.reduce_scatter_tensor_short(group, (out, inp, op)):
+                            return _finished([output])
+                    else:
+                        queued: QueuedTorchWork | None = collective_ops.reduce_scatter_tensor_queued(
+                            group, out, inp, op, QueuedTorchWork, (output, input)
+                        )
+                        if queued is not None:
+                            return queued
+                except BaseException:  # (as api.pipeline.run counts it)
+                    group.calls_raised += 1
+                    raise
         opts = opts if opts is not None else dist.ReduceScatterOptions()
         check_tensors([output, input], "reduce_scatter_tensor")
-        op = reduce_op(opts.reduceOp, output, "reduce_scatter_tensor")
-        return self._run(api.REDUCE_SCATTER_TENSOR, opts, [output], output, input, op)
+        reduction = reduce_op(opts.reduceOp, output, "reduce_scatter_tensor")
+        return self._run(api.REDUCE_SCATTER_TENSOR, opts, [output], output, input, reduction)
 
     _reduce_scatter_base = reduce_scatter_single  # type: ignore[assignment]
 
-    def reduce_scatter_single_coalesced(self, outputs: Any, inputs: Any, opts: Any = None) -> TorchWork:
+    def reduce_scatter_single_coalesced(self, outputs: Any, inputs: Any, opts: Any = None) -> dist.Work:
+        if len(outputs) == 1 and len(inputs) == 1:  # (the functional reduce_scatter_tensor's)
+            work = self.reduce_scatter_single(outputs[0], inputs[0], opts)
+            return work if work is not None else completed("reduce_scatter_tensor_coalesced", [outputs[0]])
         opts = opts if opts is not None else dist.ReduceScatterOptions()
         check_tensors(list(outputs) + list(inputs), "reduce_scatter_tensor_coalesced")
         group = self.accord_group
