@@ -6,10 +6,12 @@ made (``ACCORD_TORCH_HEAP=0`` turns it off). Must not know about collectives.
 
 Why. glibc serves a large ``malloc`` with a fresh ``mmap`` (and gives it back with ``munmap``
 when freed) while the size is above its mmap threshold, which starts at 128 KiB and rises to
-the size of any mmapped block freed (up to 32 MiB). torch allocates a CPU tensor with
-``posix_memalign`` at page alignment, whose request is a page and 32 bytes larger than the
-block it gets; freeing that block raises the threshold to the block's size, 16 bytes short of
-the next request of the same size. So a program that allocates a tensor of one large size
+the size of any mmapped block freed (up to 32 MiB). With transparent huge pages on
+(``THP_MEM_ALLOC_ENABLE=1``, which accord's ``init_process_group`` sets unless it is set:
+the single-copy path moves huge-page tensors twice as fast), torch allocates a large CPU
+tensor with ``posix_memalign`` at page alignment, whose request is a page and 32 bytes
+larger than the block it gets; freeing that block raises the threshold to the block's size,
+16 bytes short of the next request of the same size. So a program that allocates a tensor of one large size
 again and again (a functional collective's output, a step's activations) can get fresh pages
 every time: a 16 MiB ``torch.ops._c10d_functional.all_reduce`` took 5.2–5.7 ms at world 2,
 520 page faults a call, against 3.5 ms once the threshold was up (the output's copy 1.6 ms,
