@@ -90,7 +90,7 @@ def test_job_files_are_private_and_a_dead_launchers_file_is_dropped(tmp_path, mo
     dead = job_files.JobFile("run-b", 2**22 + 12345, mine.host, "127.0.0.1", 124, 1, None, 3.0)
     job_files.write(dead)
     assert job_files.running() == [mine]  # run-b's launcher is not running: its file is gone
-    assert not os.path.exists(job_files.path_of("run-b"))
+    assert not os.path.exists(job_files.path_of("run-b", dead.pid))
     target = top.find_target(None, None)
     assert (target.address, target.secret) == ("127.0.0.1:123", "s3cret")
     job_files.remove("run-a", pid=os.getpid() + 1)  # not its writer: kept
@@ -99,3 +99,19 @@ def test_job_files_are_private_and_a_dead_launchers_file_is_dropped(tmp_path, mo
     assert job_files.running() == []
     monkeypatch.setenv("ACCORD_JOBS_DIR", "off")
     assert job_files.write(mine) is None and job_files.running() == []
+
+
+def test_the_launchers_of_one_job_on_one_host_keep_a_file_each(tmp_path, monkeypatch):
+    """Two launchers of one run id here (``--nnodes 2``, both on this host): the job is listed
+    once, from its latest attempt, and stays found when the first launcher ends."""
+    monkeypatch.setenv("ACCORD_JOBS_DIR", str(tmp_path / "jobs"))
+    here = os.uname().nodename
+    first = job_files.JobFile("run-a", os.getpid(), here, "127.0.0.1", 123, 0, None, 1.0)
+    other = job_files.JobFile("run-a", os.getppid(), here, "127.0.0.1", 125, 1, None, 2.0)  # (alive)
+    job_files.write(first)
+    job_files.write(other)
+    assert job_files.running() == [other]  # one job, its latest attempt's store
+    assert top.find_target(None, "run-a").address == "127.0.0.1:125"
+    job_files.remove("run-a", other.pid)  # that launcher ends: the other's file stays
+    assert job_files.running() == [first]
+    assert top.find_target(None, None).address == "127.0.0.1:123"

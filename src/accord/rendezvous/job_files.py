@@ -4,9 +4,12 @@ Owns: the job file's place (``config.jobs_dir()``: ``$XDG_RUNTIME_DIR/accord-job
 ``<tmp>/accord-jobs-<uid>``; a folder only its owner may enter), its format (JSON: the run id,
 the launcher's pid and host, the store its workers meet in this attempt, the attempt, and the
 secret if the launcher made it — the file is its owner's only, as ``ACCORD_SECRET_FILE``
-requires), writing it atomically, removing it, and listing the files whose launcher still
-runs (a file left by a killed launcher is removed when found). accordrun writes one;
-``accord top`` reads them. Must not know what a launcher or a worker does.
+requires), writing it atomically, removing it, and listing the jobs whose launcher still
+runs (a file left by a killed launcher is removed when found). accordrun writes one per
+launcher: the file is named by the run id *and* the launcher's pid, so that the launchers of
+one job on one host (``--nnodes 2`` started twice here) do not overwrite each other's, and the
+first to end does not take the job's file away from the others; a job is listed once. ``accord
+top`` reads them. Must not know what a launcher or a worker does.
 """
 
 from __future__ import annotations
@@ -45,9 +48,10 @@ def folder() -> str:
     return config.jobs_dir()
 
 
-def path_of(run_id: str) -> str:
+def path_of(run_id: str, pid: int) -> str:
+    """The file of ``run_id``'s launcher ``pid``."""
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in run_id)
-    return os.path.join(folder(), safe + _SUFFIX)
+    return os.path.join(folder(), f"{safe}.{pid}{_SUFFIX}")
 
 
 def write(job: JobFile) -> str | None:
@@ -61,21 +65,17 @@ def write(job: JobFile) -> str | None:
         fd, temporary = tempfile.mkstemp(prefix=".job-", dir=where)  # mode 600
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(asdict(job), f)
-        path = path_of(job.run_id)
+        path = path_of(job.run_id, job.pid)
         os.replace(temporary, path)
         return path
     except OSError:
         return None
 
 
-def remove(run_id: str, pid: int | None = None) -> None:
-    """Remove ``run_id``'s file (only if ``pid`` wrote it, when given)."""
-    path = path_of(run_id)
-    job = read(path)
-    if job is not None and pid is not None and job.pid != pid:
-        return
+def remove(run_id: str, pid: int) -> None:
+    """Remove the file launcher ``pid`` wrote for ``run_id`` (another launcher's stays)."""
     try:
-        os.unlink(path)
+        os.unlink(path_of(run_id, pid))
     except OSError:
         pass
 
@@ -91,7 +91,8 @@ def read(path: str) -> JobFile | None:
 
 
 def running() -> list[JobFile]:
-    """The jobs whose launcher runs on this host, newest first (stale files are removed)."""
+    """The jobs whose launcher runs, newest first, each once (of a job's several launchers
+    here, the file of the latest attempt); stale files of this host are removed."""
     where = folder()
     try:
         names = sorted(n for n in os.listdir(where) if n.endswith(_SUFFIX)) if where else []
@@ -110,7 +111,12 @@ def running() -> list[JobFile]:
                 pass
             continue
         jobs.append(job)
-    return sorted(jobs, key=lambda j: j.started, reverse=True)
+    latest: dict[str, JobFile] = {}
+    for job in jobs:
+        seen = latest.get(job.run_id)
+        if seen is None or (job.attempt, job.started) > (seen.attempt, seen.started):
+            latest[job.run_id] = job
+    return sorted(latest.values(), key=lambda j: j.started, reverse=True)
 
 
 def _alive(pid: int) -> bool:
