@@ -204,6 +204,25 @@ def test_a_worker_backed_off_by_waiters_still_starts_a_call_nobody_waits_for():
 
 
 
+def test_a_waiter_whose_call_another_thread_runs_returns_when_it_is_done():
+    """The worker took a batch: a slow call, the waiter's, and a slower one made after it.
+    The waiter returns once its own call is done, not when the worker lets go of the batch:
+    the later call may wait for what the waiter does next (a call on another group that
+    a peer makes first)."""
+    executor = AsyncExecutor("test", pickup_delay=0.001)
+    release = threading.Event()
+    executor.submit(lambda: time.sleep(0.2))
+    mine = executor.submit(lambda: "mine")
+    later = executor.submit(lambda: release.wait(10))
+    time.sleep(0.05)  # the worker has taken all three
+    started = time.monotonic()
+    assert mine.wait() == "mine"
+    assert time.monotonic() - started < 2 and not later.done()
+    release.set()
+    assert later.block(5)
+    executor.shutdown()
+
+
 def test_shutdown_runs_what_is_queued_and_refuses_more():
     executor = AsyncExecutor("test", pickup_delay=30.0)
     log: list[object] = []

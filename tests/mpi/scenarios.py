@@ -245,6 +245,13 @@ def others_mixed(rank: int, n: int) -> Any:
         else:
             out[f"all_gather_list-{count}"] = call(
                 kind, dist.all_gather, listed, np.full(count, rank, np.float32))
+    # the list form's large blocks, uneven (rank r gives 20 000 + 7r elements) and 2-D
+    uneven = [np.zeros(20_000 + 7 * r, np.float32) for r in range(n)]
+    out["all_gather_list_uneven"] = call(("numpy", "async")[rank % 2], dist.all_gather, uneven,
+                                         np.full(20_000 + 7 * rank, rank + 0.5, np.float32))
+    shaped = [np.zeros((100, 200), np.int64) for _ in range(n)]
+    out["all_gather_list_2d"] = call(("torch", "numpy")[rank % 2], dist.all_gather, shaped,
+                                     np.arange(20_000, dtype=np.int64).reshape(100, 200) + 10**6 * rank)
     whole = np.zeros(2 * n, np.int64)  # the input is this rank's piece of the output (torch allows it)
     whole[2 * rank:2 * rank + 2] = rank + 5
     dist.all_gather_into_tensor(whole, whole[2 * rank:2 * rank + 2])

@@ -232,6 +232,10 @@ def test_the_other_collectives_agree_on_every_path(n: int, env: dict[str, str]) 
             assert got[f"all_to_all_single-{count}"][0] == [
                 [1000 * j + rank * count + k for k in range(count)] for j in range(n)]
         assert got["in_place_all_gather"] == [r + 5 for r in range(n) for _ in range(2)]
+        outs, mine = got["all_gather_list_uneven"]
+        assert outs == [[r + 0.5] * (20_000 + 7 * r) for r in range(n)] and mine == [rank + 0.5] * (20_000 + 7 * rank)
+        outs, mine = got["all_gather_list_2d"]
+        assert outs == [[[10**6 * r + 200 * i + j for j in range(200)] for i in range(100)] for r in range(n)]
         assert got["scatter_one_array_twice"] == 3 * 20_000
         assert got["gather_into_own_tensor"] == ([(r + 1) * 20_000 for r in range(n)] if rank == 0 else None)
         if env.get("ACCORD_MPI_CHECKS") != "0":

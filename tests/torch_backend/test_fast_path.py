@@ -112,3 +112,29 @@ def test_large_tensors_made_after_init_get_huge_pages_unless_the_user_says_no(
     value, huge = done.stdout.split()
     assert value == (setting or "1")
     assert (int(huge) > 0) == huge_pages, done.stdout
+
+
+@pytest.mark.filterwarnings("ignore:`torch.distributed.*` is deprecated:FutureWarning")
+def test_a_call_refused_on_a_fast_path_is_counted_and_explained_with_the_shapes() -> None:
+    """The fast paths plan on flat views; a refused call still counts as a call this rank
+    left by an exception (``calls_raised``, as the API's pipeline counts it), and its error
+    shows the tensors as the caller shaped them (world 1, in this process)."""
+    import accord  # noqa: F401 — registers backend "accord"
+
+    dist.init_process_group("accord", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        group = dist.distributed_c10d._get_default_group().accord_group
+        with pytest.raises(ValueError, match="BAND"):
+            dist.all_reduce(torch.ones(2), op=dist.ReduceOp.BAND)  # no bitwise op on floats
+        assert group.calls_raised == 1
+        for async_op in (False, True):
+            with pytest.raises(ValueError, match=r"float32\[2, 5\]"):
+                dist.all_gather_into_tensor(torch.zeros(2, 5), torch.ones(2, 3), async_op=async_op)
+            with pytest.raises(ValueError, match=r"float32\[2, 5\]"):
+                dist.reduce_scatter_tensor(torch.zeros(2, 3), torch.ones(2, 5), async_op=async_op)
+        assert group.calls_raised == 5
+        out = torch.zeros(2, 3)  # the group still works
+        dist.all_gather_into_tensor(out, torch.ones(2, 3))
+        assert out.sum().item() == 6.0
+    finally:
+        dist.destroy_process_group()

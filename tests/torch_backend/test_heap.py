@@ -43,7 +43,9 @@ def run(setting: str | None) -> dict[str, Any]:
     env.pop("ACCORD_TORCH_HEAP", None)
     if setting is not None:
         env["ACCORD_TORCH_HEAP"] = setting
-    proc = subprocess.run([sys.executable, "-c", PROGRAM], env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", PROGRAM], env=env, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 

@@ -6,6 +6,7 @@ async tests, test_training's async patterns and the differential ``work_methods`
 from __future__ import annotations
 
 import threading
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -79,6 +80,24 @@ def test_a_bounded_wait_times_out_naming_the_call_then_the_call_finishes(queue: 
     assert not work.is_completed()
     release.set()
     assert work.wait(timedelta(seconds=10)) is True and work.is_success()
+
+
+def test_a_bounded_wait_returns_when_its_call_is_done_not_after_the_workers_batch() -> None:
+    """The worker took a batch (a slow call, this one, a slower one after it): a bounded wait
+    returns once this call is done, within its timeout, and so does an unbounded one."""
+    queue = AsyncExecutor("test-batch", pickup_delay=0.001)
+    release = threading.Event()
+    submit(queue, lambda: time.sleep(0.2), [])
+    bounded, unbounded = submit(queue, lambda: "a", []), submit(queue, lambda: "b", [])
+    later = submit(queue, lambda: release.wait(10), [])
+    time.sleep(0.05)  # the worker has taken all four
+    started = time.monotonic()
+    assert bounded.wait(timedelta(seconds=5)) is True and unbounded.wait() is True
+    assert time.monotonic() - started < 2 and not later.is_completed()
+    assert bounded.then(lambda done: done.value()).wait() == "a"  # (accord's Future: its value)
+    release.set()
+    assert later.wait(timedelta(seconds=5)) is True
+    queue.shutdown(2.0)
 
 
 def test_source_rank_is_for_receives_only(queue: AsyncExecutor) -> None:

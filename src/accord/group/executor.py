@@ -51,6 +51,9 @@ OVERSUBSCRIBED_PICKUP_DELAY = 2e-3
 MAX_BACKED_OFF = 10e-3
 #: Seconds of looks without work before the worker sleeps until a submission wakes it.
 _LINGER = 0.1
+#: While another thread runs queued calls, a waiter looks this often whether its call is
+#: done, and whether the run lock is free (``run_until``).
+_LOOK = 200e-6
 
 _get_ident = threading.get_ident
 _clock = time.monotonic
@@ -150,14 +153,25 @@ class AsyncExecutor:
 
     def run_until(self, future: FutureMethods, timeout: float | None = None) -> bool:
         """Run the queued calls up to and including ``future``'s, here; False if this thread
-        could not get the run lock within ``timeout`` (None: the calls' own deadlines)."""
+        could not get the run lock within ``timeout`` (None: the calls' own deadlines).
+
+        While another thread runs queued calls (the worker, or a waiter for a later call),
+        this one waits for ``future`` itself, not for the run lock: the other may go on to
+        calls made after ``future``'s, which may wait for something this thread does next
+        (a call on another group that a peer makes first)."""
         me = _get_ident()
         if self.runner == me:
             return False  # waiting, inside a queued call, for a later one: it cannot run yet
-        if timeout is None:
-            self._running.acquire()
-        elif not self._running.acquire(True, max(timeout, 0.0)):
-            return False
+        running = self._running
+        if not running.acquire(False):
+            give_up = None if timeout is None else _clock() + max(timeout, 0.0)
+            while True:
+                if future.block(_LOOK):
+                    return True  # the other thread ran it
+                if running.acquire(True, _LOOK):
+                    break  # it let go without running it (not old enough): run it here
+                if give_up is not None and _clock() >= give_up:
+                    return False
         later: list[Any] = []
         try:
             self.runner = me

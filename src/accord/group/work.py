@@ -99,7 +99,9 @@ class FutureMethods:
         """The value of a completed future (raises its error); call wait() first."""
         if not self.done():
             raise RuntimeError("Future.value() called before the future completed; call wait()")
-        return self.wait()
+        if self._error is not None:
+            raise self._error
+        return self._value  # (not ``wait()``'s: a torch Work's wait returns True)
 
     def set_result(self, result: Any) -> None:
         self._finish(result, None)

@@ -52,6 +52,9 @@ def raise_mmap_threshold() -> bool:
         _done = True
     if not is_on(TORCH_HEAP) or platform.libc_ver()[0] != "glibc":
         return False
-    block = np.empty(BLOCK_BYTES, np.uint8)  # (malloc: mmapped, no page touched)
+    try:
+        block = np.empty(BLOCK_BYTES, np.uint8)  # (malloc: mmapped, no page touched)
+    except MemoryError:  # (address space capped, ``ulimit -v``): malloc as it was
+        return False
     del block  # (free: munmap, and the threshold rises to its size)
     return True

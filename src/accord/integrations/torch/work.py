@@ -138,9 +138,10 @@ class QueuedTorchWork(dist.Work, QueuedMethods):
         if not self.settled:
             if timeout:
                 wait_at_most(self, timeout, self._name)  # (the worker runs it, if in time)
-            self._executor.run_until(self)
             if not self.settled:
-                self.block()
+                self._executor.run_until(self)
+                if not self.settled:
+                    self.block()
         if self._error is not None:
             raise self._error
         return True
