@@ -51,9 +51,6 @@ OVERSUBSCRIBED_PICKUP_DELAY = 2e-3
 MAX_BACKED_OFF = 10e-3
 #: Seconds of looks without work before the worker sleeps until a submission wakes it.
 _LINGER = 0.1
-#: While another thread runs queued calls, a waiter looks this often whether its call is
-#: done, and whether the run lock is free (``run_until``).
-_LOOK = 200e-6
 
 _get_ident = threading.get_ident
 _clock = time.monotonic
@@ -119,6 +116,10 @@ class AsyncExecutor:
         self.runner = 0
         self._cond = threading.Condition()
         self._running = threading.Lock()  # held by whoever runs queued calls
+        #: threads waiting for a call that another thread may run (``_wait_for_runner``), and
+        #: the condition a runner notifies them on
+        self._waiters = 0
+        self._progress = threading.Condition(threading.Lock())
         self._thread: threading.Thread | None = None
         self._stopped = False
         self._idle = True  # the worker sleeps until a submission wakes it
@@ -162,16 +163,8 @@ class AsyncExecutor:
         me = _get_ident()
         if self.runner == me:
             return False  # waiting, inside a queued call, for a later one: it cannot run yet
-        running = self._running
-        if not running.acquire(False):
-            give_up = None if timeout is None else _clock() + max(timeout, 0.0)
-            while True:
-                if future.block(_LOOK):
-                    return True  # the other thread ran it
-                if running.acquire(True, _LOOK):
-                    break  # it let go without running it (not old enough): run it here
-                if give_up is not None and _clock() >= give_up:
-                    return False
+        if not self._running.acquire(False) and not self._wait_for_runner(future, timeout):
+            return future.settled  # the other thread ran it (else: timed out)
         later: list[Any] = []
         try:
             self.runner = me
@@ -187,14 +180,52 @@ class AsyncExecutor:
                     callbacks = item.settle(result, None)
                 if callbacks:
                     later.append((item, callbacks))
+                if self._waiters:
+                    self._progressed()
                 if item is future:
                     break
         finally:
             self.runner = 0
-            self._running.release()
+            self._running.release()  # (``_let_go``, written out: once per wait)
+            if self._waiters:
+                self._progressed()
         if later:
             _call_back(later)
         return True
+
+    def _wait_for_runner(self, future: FutureMethods, timeout: float | None) -> bool:
+        """Another thread runs queued calls: wait until it ran ``future`` (False), or let go
+        of the run lock (True: this thread holds it now, ``future`` still queued), or
+        ``timeout`` passed (False). Runners say when either may have happened
+        (``_progressed``)."""
+        give_up = None if timeout is None else _clock() + max(timeout, 0.0)
+        progress = self._progress
+        with progress:
+            self._waiters += 1
+            try:
+                while True:
+                    if future.settled:
+                        return False
+                    if self._running.acquire(False):
+                        return True
+                    left = None if give_up is None else give_up - _clock()
+                    if left is not None and left <= 0:
+                        return False
+                    progress.wait(left)
+            finally:
+                self._waiters -= 1
+
+    def _progressed(self) -> None:
+        """A runner completed a call or let go of the run lock: wake ``_wait_for_runner``'s
+        waiters, if any (they count themselves under the condition before they look, so a
+        runner that finds none has nobody to wake)."""
+        if self._waiters:
+            with self._progress:
+                self._progress.notify_all()
+
+    def _let_go(self) -> None:
+        self._running.release()
+        self._progressed()
 
     def drain(self, timeout: float, context: object) -> None:
         """Run every queued call here (after the one the worker may be running): a call made
@@ -209,9 +240,10 @@ class AsyncExecutor:
             items = self.items
             while items:
                 _execute(items.popleft(), later)
+                self._progressed()
         finally:
             self.runner = 0
-            self._running.release()
+            self._let_go()
         _call_back(later)
 
     def hurry(self) -> None:
@@ -269,14 +301,16 @@ class AsyncExecutor:
                     delay = min(delay * 2, longest)
                 continue
             later: list[Any] = []
-            with self._running:
-                self.runner = _get_ident()
-                try:
-                    while items and (self._hurry or self._stopped or _clock() - items[0].submitted >= delay):
-                        _execute(items.popleft(), later)
-                    self._hurry = False
-                finally:
-                    self.runner = 0
+            self._running.acquire()
+            self.runner = _get_ident()
+            try:
+                while items and (self._hurry or self._stopped or _clock() - items[0].submitted >= delay):
+                    _execute(items.popleft(), later)
+                    self._progressed()
+                self._hurry = False
+            finally:
+                self.runner = 0
+                self._let_go()
             delay, lingered = self._delay, 0.0  # the worker was needed: back to its pace
             if later:  # not here: a callback that waits for a later call would wait for us
                 self._callbacks.hand_over(later)
