@@ -1,9 +1,9 @@
-"""``integrations.torch.heap``: once accord's torch backend raised glibc's mmap threshold, a
-large torch tensor allocated again and again reuses its pages instead of faulting in fresh
-ones every time. torch's huge-page allocation (``THP_MEM_ALLOC_ENABLE=1``, which accord's
-``init_process_group`` sets unless it is set) asks ``posix_memalign`` for page-aligned
-blocks, which glibc's own dynamic threshold never catches up with. ``ACCORD_TORCH_HEAP=0``
-leaves malloc alone. Each case runs in a fresh interpreter: the threshold is process-wide
+"""``accord.heap``: once a world raised glibc's mmap threshold, a large torch tensor allocated
+again and again reuses its pages instead of faulting in fresh ones every time. torch's
+huge-page allocation (``THP_MEM_ALLOC_ENABLE=1``, which accord's ``init_process_group`` sets
+unless it is set) asks ``posix_memalign`` for page-aligned blocks, which glibc's own dynamic
+threshold never catches up with. Without huge pages, or with ``ACCORD_TORCH_HEAP=0``, malloc
+is left alone. Each case runs in a fresh interpreter: the threshold is process-wide
 and only rises."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.skipif(
 
 PROGRAM = """
 import json, resource, torch
-from accord.integrations.torch import heap
+from accord import heap
 raised = heap.raise_mmap_threshold()
 again = heap.raise_mmap_threshold()
 faults = []
@@ -38,8 +38,8 @@ print(json.dumps({"raised": raised, "again": again, "faults": faults}))
 """
 
 
-def run(setting: str | None) -> dict[str, Any]:
-    env = dict(os.environ, THP_MEM_ALLOC_ENABLE="1")
+def run(setting: str | None, huge_pages: str = "1") -> dict[str, Any]:
+    env = dict(os.environ, THP_MEM_ALLOC_ENABLE=huge_pages)
     env.pop("ACCORD_TORCH_HEAP", None)
     if setting is not None:
         env["ACCORD_TORCH_HEAP"] = setting
@@ -62,3 +62,9 @@ def test_turned_off_every_large_tensor_faults_in_fresh_pages() -> None:
     got = run("0")
     assert got["raised"] is False and got["again"] is False
     assert all(f > 0 for f in got["faults"][-4:]), got
+
+
+def test_without_huge_pages_malloc_is_left_alone() -> None:
+    """torch's plain allocation (64-byte aligned) is what glibc's own threshold catches up with."""
+    got = run(None, huge_pages="0")
+    assert got["raised"] is False and got["faults"][-4:] == [0, 0, 0, 0], got

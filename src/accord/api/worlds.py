@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from datetime import timedelta
 
-from .. import config
+from .. import config, heap
 from ..backend_names import Backend
 from ..diagnostics.monitor import Monitor
 from ..diagnostics.progress import ProgressBoard
@@ -50,6 +50,7 @@ def build_world(
     if store is None:
         raise ValueError("a store is required")
     config.prefer_huge_pages()  # for the large torch tensors the program is about to make
+    heap.raise_mmap_threshold()  # (so that those come from the heap, not fresh pages each)
     if prefix is None:
         generation = (store.add("accord/init_count", 1) - 1) // world_size
         prefix = f"accord/{generation}"

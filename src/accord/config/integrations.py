@@ -2,7 +2,7 @@
 
 Owns: ``TORCH_DEFAULT_GROUP`` (whether accord's world is torch's default group too) and its
 reader; ``TORCH_HEAP`` (whether a process raises glibc's mmap threshold for torch's tensors:
-``integrations.torch.heap``). Must not know torch, or what reads the setting.
+``accord.heap``). Must not know torch, or what reads the setting.
 """
 
 from __future__ import annotations
@@ -22,11 +22,12 @@ TORCH_DEFAULT_GROUP = register(
 TORCH_HEAP = register(
     "ACCORD_TORCH_HEAP",
     "1",
-    "1: when its first torch ProcessGroup on accord is made, a process raises glibc's mmap "
-    "threshold to its ceiling (~32 MiB; one block allocated and freed), so torch tensors up "
-    "to that size come from the heap, not fresh pages at every allocation (a 16 MiB "
-    "functional all_reduce at world 2: 5.5 ms -> 3.5 ms); glibc then keeps up to 64 MiB free "
-    "for reuse. 0: leave malloc alone.",
+    "1: when its first accord world is made with torch's huge pages on (THP_MEM_ALLOC_ENABLE, "
+    "which accord sets unless it is set), a process raises glibc's mmap threshold to its "
+    "ceiling (~32 MiB; one block allocated and freed), so torch tensors up to that size come "
+    "from the heap, not fresh pages at every allocation (a 16 MiB functional all_reduce at "
+    "world 2: 5.5 ms -> 3.3 ms); glibc then keeps up to 64 MiB free for reuse. 0: leave "
+    "malloc alone.",
 )
 
 

@@ -171,15 +171,7 @@ class AsyncExecutor:
             items = self.items
             while not future.settled and items:
                 item = items.popleft()
-                run, item.run = item.run, _ran  # (``_execute`` written out: once per wait)
-                try:
-                    result = run()
-                except BaseException as exc:  # noqa: BLE001 — delivered through the future
-                    callbacks = item.settle(None, exc)
-                else:
-                    callbacks = item.settle(result, None)
-                if callbacks:
-                    later.append((item, callbacks))
+                _execute(item, later)
                 if self._waiters:
                     self._progressed()
                 if item is future:

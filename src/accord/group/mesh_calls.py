@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any
 
 from .. import profiling
 from ..arrays import Buffer
@@ -36,8 +36,6 @@ from .work import Work
 
 _modules_get = sys.modules.get  # the profiler check: is torch's profiler module even loaded?
 _TORCH_PROFILER = profiling.TORCH_PROFILER
-#: What a ``defer`` with ``make`` returns: what ``make`` made.
-_Made = TypeVar("_Made")
 
 
 class MeshCalls:
@@ -98,27 +96,8 @@ class MeshCalls:
                 queue.drain(deadline.remaining(), self.context(op))
             execute()
             return None
-        return self.defer(op, execute, result)
-
-    @overload
-    def defer(
-        self,
-        op: str,
-        run: Callable[[], Any],
-        result: list[Any],
-        inputs: Sequence[Any] = (),
-        make: None = None,
-    ) -> Work: ...
-
-    @overload
-    def defer(
-        self,
-        op: str,
-        run: Callable[[], Any],
-        result: list[Any],
-        inputs: Sequence[Any],
-        make: Callable[..., _Made],
-    ) -> _Made: ...
+        work: Work = self.defer(op, execute, result)
+        return work
 
     def defer(
         self,

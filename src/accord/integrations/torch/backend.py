@@ -31,13 +31,15 @@ from ...diagnostics import debug
 from ...group import collective_ops
 from ...group.process_group import ProcessGroup as AccordGroup
 from ...group.work import Work as AccordWork
-from . import heap, sparse
+from . import sparse
 from .tensors import ArgumentError, as_array, check_tensors, fast_op, plain_array, reduce_op
 from .work import QueuedTorchWork, TorchWork, completed
 
 BACKEND_NAME = "accord"
 _ALLREDUCE_OPTIONS, _BROADCAST_OPTIONS = dist.AllreduceOptions, dist.BroadcastOptions
 _REDUCE_SCATTER_OPTIONS = dist.ReduceScatterOptions
+#: What a fast path returns when the general path must take the call
+_GENERAL = object()
 #: A sparse all_reduce: the DETAIL check compares its name only
 _SPARSE_ALL_REDUCE = Call("all_reduce", sparse.all_reduce, detail=())
 
@@ -49,7 +51,6 @@ class AccordProcessGroup(dist.ProcessGroup):
         self, group: AccordGroup, on_shutdown: Callable[[AccordProcessGroup], None] | None = None
     ) -> None:
         super().__init__(group.rank(), group.size())  # type: ignore[call-arg]  # (torch's Python subclass form)
-        heap.raise_mmap_threshold()  # (once per process: torch's large tensors off fresh pages)
         self.accord_group = group
         self._name = group.group_name
         self._desc = group.group_desc
@@ -109,6 +110,31 @@ class AccordProcessGroup(dist.ProcessGroup):
         async_op = bool(getattr(opts, "asyncOp", True))
         works = [w for w in (call(async_op) for call in calls) if w is not None]
         return TorchWork(name, outputs, AccordWork.joined(name, outputs, works) if works else None)
+
+    def _exchange(self, output: Any, input: Any, async_op: bool, short: Any, queued: Any, *op: Any) -> Any:  # noqa: A002
+        """The fast path of a tensor exchange on plain tensors (all_gather_into_tensor,
+        reduce_scatter_tensor): blocking, ``short(group, (out, in, *op))`` alone; async, the
+        call ``queued`` as one QueuedTorchWork. ``_GENERAL``: take the general path (also for
+        a refused argument, found on the flat views: the general path says it with the
+        tensors' shapes)."""
+        out, inp = plain_array(output), plain_array(input)
+        if out is None or inp is None:
+            return _GENERAL
+        group = self.accord_group
+        try:
+            if not async_op:
+                if short(group, (out, inp, *op)):
+                    return _finished([output])
+            else:
+                work = queued(group, out, inp, *op, QueuedTorchWork, (output, input))
+                if work is not None:
+                    return work
+        except ArgumentError:
+            pass
+        except BaseException:  # (as api.pipeline.run counts it)
+            group.calls_raised += 1
+            raise
+        return _GENERAL
 
     # -- all_reduce ----------------------------------------------------------------------------
     def allreduce(self, tensors: Any, opts: Any = None) -> dist.Work | None:
@@ -238,24 +264,15 @@ class AccordProcessGroup(dist.ProcessGroup):
 
     def all_gather_single(self, output: Any, input: Any, opts: Any = None) -> dist.Work | None:  # noqa: A002
         if type(opts) is _AllgatherOptions and not debug.DETAIL_ON:  # the fast paths
-            out, inp = plain_array(output), plain_array(input)
-            if out is not None and inp is not None:
-                group = self.accord_group
-                try:
-                    if not opts.asyncOp:
-                        if collective_ops.all_gather_into_tensor_short(group, (out, inp)):
-                            return _finished([output])
-                    else:
-                        queued: QueuedTorchWork | None = collective_ops.all_gather_into_tensor_queued(
-                            group, out, inp, QueuedTorchWork, (output, input)
-                        )
-                        if queued is not None:
-                            return queued
-                except ArgumentError:
-                    pass  # (found planning on the flat views: the general path says it with the shapes)
-                except BaseException:  # (as api.pipeline.run counts it)
-                    group.calls_raised += 1
-                    raise
+            work = self._exchange(
+                output,
+                input,
+                opts.asyncOp,
+                collective_ops.all_gather_into_tensor_short,
+                collective_ops.all_gather_into_tensor_queued,
+            )
+            if work is not _GENERAL:
+                return work  # type: ignore[no-any-return]
         opts = opts if opts is not None else _AllgatherOptions()
         check_tensors([output, input], "all_gather_into_tensor")
         return self._run(api.ALL_GATHER_INTO_TENSOR, opts, [output], output, input)
@@ -291,24 +308,18 @@ class AccordProcessGroup(dist.ProcessGroup):
 
     def reduce_scatter_single(self, output: Any, input: Any, opts: Any = None) -> dist.Work | None:  # noqa: A002
         if type(opts) is _REDUCE_SCATTER_OPTIONS and not debug.DETAIL_ON:  # the fast paths
-            out, inp = plain_array(output), plain_array(input)
-            if out is not None and inp is not None and (op := fast_op(opts.reduceOp)) is not None:
-                group = self.accord_group
-                try:
-                    if not opts.asyncOp:
-                        if collective_ops.reduce_scatter_tensor_short(group, (out, inp, op)):
-                            return _finished([output])
-                    else:
-                        queued: QueuedTorchWork | None = collective_ops.reduce_scatter_tensor_queued(
-                            group, out, inp, op, QueuedTorchWork, (output, input)
-                        )
-                        if queued is not None:
-                            return queued
-                except ArgumentError:
-                    pass  # (found planning on the flat views: the general path says it with the shapes)
-                except BaseException:  # (as api.pipeline.run counts it)
-                    group.calls_raised += 1
-                    raise
+            op = fast_op(opts.reduceOp)
+            if op is not None:
+                work = self._exchange(
+                    output,
+                    input,
+                    opts.asyncOp,
+                    collective_ops.reduce_scatter_tensor_short,
+                    collective_ops.reduce_scatter_tensor_queued,
+                    op,
+                )
+                if work is not _GENERAL:
+                    return work  # type: ignore[no-any-return]
         opts = opts if opts is not None else dist.ReduceScatterOptions()
         check_tensors([output, input], "reduce_scatter_tensor")
         reduction = reduce_op(opts.reduceOp, output, "reduce_scatter_tensor")

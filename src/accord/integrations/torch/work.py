@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import threading
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
@@ -32,7 +32,37 @@ _MAKING_FUTURES = threading.Lock()
 _init_work = dist.Work.__init__
 
 
-class TorchWork(dist.Work):
+class _TorchWorkMethods:
+    """What both Works below do alike (a slot-free mixin, before ``dist.Work`` in their bases:
+    these override its methods)."""
+
+    __slots__ = ()
+    _name: str
+    _outputs: list[Any]
+    if TYPE_CHECKING:
+
+        def wait(self, timeout: timedelta = ...) -> bool: ...
+        def is_completed(self) -> bool: ...
+        def source_rank(self) -> int: ...
+
+    def __repr__(self) -> str:
+        return f"<accord TorchWork {self._name} {'completed' if self.is_completed() else 'pending'}>"
+
+    def result(self) -> list[Any]:
+        self.wait()
+        return self._outputs
+
+    def _source_rank(self) -> int:
+        return self.source_rank()
+
+    def synchronize(self) -> None:
+        self.wait()
+
+    def block_current_stream(self) -> None:
+        """CPU work has no streams: nothing to block."""
+
+
+class TorchWork(_TorchWorkMethods, dist.Work):
     """The handle torch's API returns for one accord operation (or a coalesced few, joined
     into one accord Work).
 
@@ -53,9 +83,6 @@ class TorchWork(dist.Work):
         if source is not None:
             self._source = source
 
-    def __repr__(self) -> str:
-        return f"<accord TorchWork {self._name} {'completed' if self.is_completed() else 'pending'}>"
-
     # -- waiting ----------------------------------------------------------------------------
     def wait(self, timeout: timedelta = timedelta(0)) -> bool:
         work = self._work
@@ -75,25 +102,12 @@ class TorchWork(dist.Work):
         work = self._work
         return None if work is None else work.exception()
 
-    def result(self) -> list[Any]:
-        self.wait()
-        return self._outputs
-
     def source_rank(self) -> int:
         if self._source is not None:
             return self._source
         if self._work is None:
             raise ValueError(f"{self._name}: source_rank() is only defined for receives")
         return self._work.source_rank()
-
-    def _source_rank(self) -> int:
-        return self.source_rank()
-
-    def synchronize(self) -> None:
-        self.wait()
-
-    def block_current_stream(self) -> None:
-        """CPU work has no streams: nothing to block."""
 
     # -- the torch Future -------------------------------------------------------------------
     def get_future(self) -> torch.futures.Future:
@@ -116,7 +130,7 @@ class TorchWork(dist.Work):
         return _torch_future(self, work.get_future(), self._outputs)
 
 
-class QueuedTorchWork(dist.Work, QueuedMethods):
+class QueuedTorchWork(_TorchWorkMethods, dist.Work, QueuedMethods):
     """The Work of an async call on a short path (``dist.all_reduce(t, async_op=True)``,
     the functional collectives): the queued call and its accord Future in one object
     (``Planner.defer``'s ``make``). As ``TorchWork`` over a queued call, less the two
@@ -131,19 +145,10 @@ class QueuedTorchWork(dist.Work, QueuedMethods):
         self._outputs = outputs
         self._future: torch.futures.Future | None = None
 
-    def __repr__(self) -> str:
-        return f"<accord TorchWork {self._name} {'completed' if self.settled else 'pending'}>"
-
     def wait(self, timeout: timedelta = timedelta(0)) -> bool:
-        if not self.settled:
-            if timeout:
-                wait_at_most(self, timeout, self._name)  # (the worker runs it, if in time)
-            if not self.settled:
-                self._executor.run_until(self)
-                if not self.settled:
-                    self.block()
-        if self._error is not None:
-            raise self._error
+        if timeout and not self.settled:
+            wait_at_most(self, timeout, self._name)  # (the worker runs it, if in time)
+        QueuedMethods.wait(self)  # (runs it here if nobody has; raises its error)
         return True
 
     def is_completed(self) -> bool:
@@ -155,21 +160,8 @@ class QueuedTorchWork(dist.Work, QueuedMethods):
     def exception(self) -> BaseException | None:
         return self._error if self.settled else None
 
-    def result(self) -> list[Any]:
-        self.wait()
-        return self._outputs
-
     def source_rank(self) -> int:
         raise ValueError(f"{self._name}: source_rank() is only defined for receives")
-
-    def _source_rank(self) -> int:
-        return self.source_rank()
-
-    def synchronize(self) -> None:
-        self.wait()
-
-    def block_current_stream(self) -> None:
-        """CPU work has no streams: nothing to block."""
 
     def get_future(self) -> torch.futures.Future:
         """As ``TorchWork.get_future``. Asking for it says nobody will run the call by waiting
