@@ -39,6 +39,11 @@ def _alive(pid: int) -> bool:
 #: be out of the round (``quiesce``): they notice the failure within a piece's time.
 QUIESCE_SECONDS = 1.0
 
+#: How long a call that found a member's buffer taken back looks for the root cause (another
+#: member gone, the group broken) before it names that member: the failure that made it take
+#: the buffer back reaches this rank within a link's read.
+LEFT_SETTLE_SECONDS = 0.5
+
 
 class ExposedBuffers:
     """Single-copy access to the ranks' own buffers (see the module docstring)."""
@@ -80,16 +85,23 @@ class ExposedBuffers:
         """Whether ``rank`` took its buffer of ``round_`` back (``withdraw``)."""
         return not self.words[rank][EXPOSED + (round_ & 1)]
 
-    def left(self, rank: int, what: object) -> Exception:
+    def left(self, rank: int, what: object, settle: float = LEFT_SETTLE_SECONDS) -> Exception:
         """The error for a call that found ``rank``'s buffer taken back (its own call of it
         failed): what failed that call, as a slow wait finds it (a peer gone, the group
-        broken), else that ``rank`` left it."""
+        broken), else that ``rank`` left it. ``rank``'s call usually failed because another
+        member died or the group broke, which this rank may not have seen yet: it looks at
+        every member, for up to ``settle`` seconds, before it blames ``rank``."""
         name = self.names[rank]
-        try:
-            self._check(what, [name])
-        except Exception as exc:  # noqa: BLE001 — the root cause, returned to be raised
-            return exc
-        return PeerError(f"{what}: rank {name} left this call (its own call failed)", peer=name)
+        others = [self.names[r] for r in range(self.size) if r != self.rank]
+        give_up = time.monotonic() + settle
+        while True:
+            try:
+                self._check(what, others)
+            except Exception as exc:  # noqa: BLE001 — the root cause, returned to be raised
+                return exc
+            if time.monotonic() >= give_up:
+                return PeerError(f"{what}: rank {name} left this call (its own call failed)", peer=name)
+            time.sleep(0.001)
 
     def withdraw(self, round_: int) -> None:
         """Take this rank's buffer of ``round_`` back: the others' ``put`` into it fails."""
