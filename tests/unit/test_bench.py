@@ -169,3 +169,36 @@ def test_barrier_timing_puts_a_barrier_before_each_timed_call() -> None:
     assert events == ["call", "barrier", "call", "call", "call"]
     assert cli.build_parser().parse_args(["--timing", "barrier"]).timing == "barrier"
     assert cli.build_parser().parse_args([]).timing == "loop"
+
+
+def test_floor_rows_take_torchs_path_to_a_group_that_does_nothing_then_the_blocking_call() -> None:
+    """all_reduce_functional_floor and all_reduce_async_floor: torch's functional (or async)
+    path to the bench's no-op group, which leaves the tensor alone, then one blocking
+    all_reduce on the implementation (world 1 over gloo here)."""
+    torch = pytest.importorskip("torch")
+    dist = torch.distributed
+    for op in ("all_reduce_functional_floor", "all_reduce_async_floor"):
+        assert COLLECTIVES[op].runs_on("gloo", True) and not COLLECTIVES[op].runs_on("accord", False)
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        blocking: list[object] = []
+        real = dist.all_reduce
+
+        def counted(t, *a, **k):  # noqa: ANN001, ANN002, ANN003, ANN202
+            if not k.get("async_op"):
+                blocking.append(k.get("group"))
+            return real(t, *a, **k)
+
+        dist.all_reduce = counted
+        try:
+            for op in ("all_reduce_functional_floor", "all_reduce_async_floor"):
+                call = workloads.make_call(dist, op, 4, 0, 1, torch)
+                call()
+                call()
+        finally:
+            dist.all_reduce = real
+        assert blocking == [None] * 4  # one blocking call on the default group per iteration
+        names = {dist.get_backend(g) for g in dist.distributed_c10d._world.pg_names}
+        assert "bench_noop" in names
+    finally:
+        dist.destroy_process_group()

@@ -2,8 +2,9 @@
 each token timed, a few more profiled for their communication.
 
 Owns: one job per implementation — "accord" and "gloo" (torch.distributed on that backend,
-torch's DeviceMesh and ``parallelize_module`` over ``world`` processes) and "one" (one
-process, the model unsharded, no torch.distributed: the floor) — spawning its workers (a
+torch's DeviceMesh and ``parallelize_module`` over ``world`` processes), "free" (accord's,
+its per-token collectives made free once the model is sharded: TP's own cost, ``free_comm``)
+and "one" (one process, the model unsharded, no torch.distributed) — spawning its workers (a
 free port each job, env://), the decoding loop (prefill, warm-up tokens, timed tokens, then
 profiled tokens, each inside a ``tp:token`` event), and sending back per rank the token
 times, the communication measured by ``tp_profile`` and the token ids. Must not know about
@@ -23,8 +24,11 @@ from typing import Any, cast
 from .runner import free_port
 from .shape import DecoderConfig
 
-#: torch.distributed on backend accord; on gloo; one process without tensor parallelism
-IMPLEMENTATIONS = ("accord", "gloo", "one")
+#: torch.distributed on backend accord; on gloo; on accord with free communication (the
+#: floor of tensor parallelism); one process without tensor parallelism
+IMPLEMENTATIONS = ("accord", "gloo", "free", "one")
+#: implementations whose tokens are not the model's (their sums are wrong on purpose)
+WRONG_SUMS = ("free",)
 
 
 @dataclass
@@ -65,10 +69,15 @@ def _model(impl: str, plan: TpPlan, torch: Any) -> Any:
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor.parallel import parallelize_module
 
-    dist.init_process_group(backend=impl)
+    dist.init_process_group(backend="accord" if impl == "free" else impl)
     cfg.check(dist.get_world_size())
     mesh = init_device_mesh("cpu", (dist.get_world_size(),))
-    return parallelize_module(model, mesh, decoder.tp_plan())
+    sharded = parallelize_module(model, mesh, decoder.tp_plan())
+    if impl == "free":
+        from . import free_comm
+
+        free_comm.install()  # (after the sharding: its scatters were real)
+    return sharded
 
 
 def decode_and_time(impl: str, plan: TpPlan, report: Any = None) -> RankResult:

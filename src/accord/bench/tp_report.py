@@ -37,8 +37,9 @@ class TpRow:
     runs_share: list[float] = field(default_factory=list)
 
 
-def summarize(impl: str, ranks: Sequence[Any]) -> TpRow:
-    """One run of ``impl`` from its ranks' ``tp.RankResult``s."""
+def summarize(impl: str, ranks: Sequence[Any], synced: bool = True) -> TpRow:
+    """One run of ``impl`` from its ranks' ``tp.RankResult``s. ``synced``: its collectives
+    make the ranks wait for each other (not so the free job's: its skew is nan, shown —)."""
     medians = [statistics.median(r.times) for r in ranks]
     slowest = sorted(ranks[max(range(len(ranks)), key=lambda i: medians[i])].times)
     comm = [r.comm for r in ranks]
@@ -58,7 +59,7 @@ def summarize(impl: str, ranks: Sequence[Any]) -> TpRow:
         mean("issue_us") / 1e3,
         mean("wait_us") / 1e3,
         mean("backend_us") / 1e3,
-        skew(ranks),
+        skew(ranks) if synced else float("nan"),
         token_us / 1e3,
         comm[0]["counts"],
         [ms],
@@ -114,12 +115,14 @@ def combine(runs: list[list[TpRow]]) -> list[TpRow]:
     return out
 
 
-def token_mismatches(results: dict[str, list[Any]]) -> list[str]:
+def token_mismatches(results: dict[str, list[Any]], skip: Sequence[str] = ()) -> list[str]:
     """What differs among the tokens decoded: each rank against its job's rank 0 (a bug if
     anything), and each job against the first (float sums in another order may, rarely, flip
-    a near tie)."""
+    a near tie). ``skip``: jobs whose tokens are not the model's (wrong sums on purpose)."""
     problems, first = [], None
     for impl, ranks in results.items():
+        if impl in skip:
+            continue
         for rank, result in enumerate(ranks[1:], start=1):
             if result.tokens != ranks[0].tokens:
                 problems.append(f"{impl}: rank {rank} decoded other tokens than rank 0")
@@ -129,6 +132,30 @@ def token_mismatches(results: dict[str, list[Any]]) -> list[str]:
             at = next(i for i, (a, b) in enumerate(zip(first[1], ranks[0].tokens)) if a != b)
             problems.append(f"{impl} decoded other tokens than {first[0]} from token {at} on")
     return problems
+
+
+def comm_costs(rows: list[TpRow]) -> list[str]:
+    """Communication's cost per token measured without the profiler: each TP
+    implementation's ms/token less the "free" job's (the same decode, its collectives free),
+    and its share of the token; and the floor against gloo. Empty without a free row."""
+    free = next((r for r in rows if r.impl == "free"), None)
+    if free is None:
+        return []
+    lines = []
+    for row in rows:
+        if row.impl in ("free", "one") or not row.ms_per_token:
+            continue
+        cost = row.ms_per_token - free.ms_per_token
+        lines.append(
+            f"#   {row.impl}: {cost:.2f} ms of {row.ms_per_token:.2f} per token "
+            f"({100 * cost / row.ms_per_token:.0f} %)"
+        )
+        if row.impl == "gloo":
+            lines.append(
+                f"#   the floor (free) is {free.ms_per_token / row.ms_per_token:.2f}× gloo's "
+                f"ms/token: no backend can take a TP token below it"
+            )
+    return lines
 
 
 def _range(values: list[float], fmt: str) -> str:
@@ -158,10 +185,11 @@ def table(rows: list[TpRow]) -> str:
         ratio = (f"{statistics.median(ratios):.2f}×" + _range(ratios, "{:.2f}")) if ratios else "—"
         share = f"{100 * row.comm_share:.0f} %" + _range([100 * s for s in row.runs_share], "{:.0f}")
         ms = f"{row.ms_per_token:.2f}" + _range(row.runs_ms, "{:.2f}")
+        skewed = f"{row.skew_ms:>7.2f}" if row.skew_ms == row.skew_ms else f"{'—':>7}"  # (nan: —)
         lines.append(
             f"{row.impl:<8}{ms:>{width}}{row.p90_ms:>7.2f} | {ratio:>{width}} | "
             f"{share:>{width - 4}}{row.comm_ms:>9.2f}{row.issue_ms:>7.2f}"
-            f"{row.wait_ms:>7.2f}{row.backend_ms:>8.2f}{row.skew_ms:>7.2f}"
+            f"{row.wait_ms:>7.2f}{row.backend_ms:>8.2f}{skewed}"
             f"{row.profiled_ms:>13.2f}"
         )
     return "\n".join(lines)

@@ -66,6 +66,11 @@ COLLECTIVES: dict[str, Collective] = {
         # torch's functional collectives and wait_tensor (DTensor, tensor parallelism, compile)
         Collective("all_reduce_functional", lambda n: 2 * (n - 1) / n, torch_only=True),
         Collective("all_gather_functional", _part, total_size=True, torch_only=True),
+        # their floors: torch's own path (functional + wait_tensor, async + wait) on a process
+        # group that does nothing, then the blocking all_reduce on the implementation: what
+        # the rows above cost at best on any backend, its synchronisation included
+        Collective("all_reduce_functional_floor", lambda n: 2 * (n - 1) / n, torch_only=True),
+        Collective("all_reduce_async_floor", lambda n: 2 * (n - 1) / n, torch_only=True),
         # one DDP training step of a communication-bound model (≈12 M parameters, batch 2);
         # its floor: the same step with a comm hook that sends nothing; and its reduction
         # alone: all_reduce of the same gradient buckets, back to back. With one core per
@@ -109,6 +114,24 @@ def make_call(api: Any, op: str, count: int, rank: int, world: int, torch: Any =
             "broadcast_async": lambda: api.broadcast(data, src=0, async_op=True).wait(),
             "all_gather_async": lambda: api.all_gather_into_tensor(big, data, async_op=True).wait(),
         }[op]
+    if op in ("all_reduce_functional_floor", "all_reduce_async_floor"):
+        from .noop_group import noop_group
+
+        noop, funcol = noop_group(), torch.ops._c10d_functional
+        noop_name = torch.distributed.distributed_c10d._world.pg_names[noop]  # (its group_name is unset)
+        if op == "all_reduce_functional_floor":
+
+            def functional_floor() -> None:
+                funcol.wait_tensor(funcol.all_reduce(data, "sum", noop_name))
+                api.all_reduce(data)
+
+            return functional_floor
+
+        def async_floor() -> None:
+            api.all_reduce(data, group=noop, async_op=True).wait()
+            api.all_reduce(data)
+
+        return async_floor
     if op.endswith("_functional"):
         funcol, name = torch.ops._c10d_functional, api.group.WORLD.group_name
         return {
