@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from accord.bench.tp_report import TpRow, comm_costs, token_mismatches
+from accord.bench.tp_report import TpRow, as_json, comm_costs, summarize, table, token_mismatches
 
 
 def _row(impl: str, ms: float) -> TpRow:
@@ -34,3 +34,19 @@ def test_the_free_jobs_tokens_are_left_out_of_the_check() -> None:
         "free: rank 1 decoded other tokens than rank 0",
         "free decoded other tokens than accord from token 0 on",
     ]
+
+
+def test_a_job_that_never_syncs_has_no_skew_shown_as_a_dash_and_null_in_json() -> None:
+    rank = SimpleNamespace(
+        times=[0.01, 0.012],
+        comm={"token_us": 10e3, "comm_us": 1e3, "issue_us": 0.0, "wait_us": 0.0, "backend_us": 0.0,
+              "counts": {}, "tokens": 1},
+        tokens=[1],
+        spans=[(0.0, 1.0)],
+    )
+    row = summarize("free", [rank, rank], synced=False)
+    assert row.skew_ms != row.skew_ms  # nan
+    assert summarize("accord", [rank, rank]).skew_ms == 0.0  # (both ranks issued at once)
+    line = table([row]).splitlines()[-1]
+    assert line.split()[-2] == "—", line
+    assert as_json([row])[0]["skew_ms"] is None

@@ -25,8 +25,9 @@ def install() -> None:
     def fill(output: Any, input: Any) -> None:  # noqa: A002
         """Every block of ``output`` (dim 0, one per rank) gets ``input``: what a gather
         writes, from this rank's data alone."""
-        blocks = output.view(-1, *input.shape) if input.dim() else output.view(-1)
-        blocks.copy_(input.unsqueeze(0).expand_as(blocks))
+        if input.numel():
+            blocks = output.view(-1, input.numel())
+            blocks.copy_(input.reshape(1, -1).expand_as(blocks))
 
     def allreduce(self: Any, tensors: Any, opts: Any = None) -> Any:
         return done_work(list(tensors) if isinstance(tensors, list) else [tensors])

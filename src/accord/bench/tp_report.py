@@ -205,4 +205,5 @@ def events_lines(rows: list[TpRow]) -> list[str]:
 
 
 def as_json(rows: list[TpRow]) -> list[dict[str, object]]:
-    return [asdict(r) for r in rows]
+    """The rows as JSON values (a skew that is not defined, nan here, is null there)."""
+    return [{k: None if v != v else v for k, v in asdict(r).items()} for r in rows]

@@ -28,7 +28,7 @@ from ..transport.shm import (
     segment_size,
     shm_supported,
 )
-from ..transport.shm_exposed import cma_works, publish_self
+from ..transport.shm_exposed import LEFT_SETTLE_SECONDS, QUIESCE_SECONDS, cma_works, publish_self
 from ..transport.shm_words import DETAIL_OFFSET, DONE, FP, READY, REDUCED, SEQ
 from ..transport.wire import Fingerprint, FrameKind
 
@@ -156,6 +156,10 @@ def _checker(mesh: Mesh, channel: Channel) -> Callable[[object, list[int]], None
 
 #: How long a wait that found a member gone reads the links for the root cause first.
 _SETTLE_S = 0.25
+# A call that found a member's buffer taken back looks for the root cause (ExposedBuffers.left,
+# then this settle) while its own buffer stays exposed: the member that took its buffer back
+# waits that long for it in ``quiesce``, which must outlast both.
+assert LEFT_SETTLE_SECONDS + _SETTLE_S < QUIESCE_SECONDS
 
 
 def _died(mesh: Mesh, members: Iterable[int]) -> bool:

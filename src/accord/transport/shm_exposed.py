@@ -42,7 +42,7 @@ QUIESCE_SECONDS = 1.0
 #: How long a call that found a member's buffer taken back looks for the root cause (another
 #: member gone, the group broken) before it names that member: the failure that made it take
 #: the buffer back reaches this rank within a link's read.
-LEFT_SETTLE_SECONDS = 0.5
+LEFT_SETTLE_SECONDS = 0.3
 
 
 class ExposedBuffers:
