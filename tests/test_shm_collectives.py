@@ -567,3 +567,62 @@ def test_even_all_to_all_in_one_round(world_size, dtype):
             want = np.concatenate([(np.arange(n * m) + 100 * r).astype(dtype)[rank * m:(rank + 1) * m]
                                    for r in range(n)])
             assert got == want.tolist()
+
+
+@pytest.mark.parametrize("op", ["broadcast", "scatter"])
+@pytest.mark.parametrize("compiled", [True, False])
+def test_a_root_that_only_writes_does_not_wait_for_the_others(op, compiled):
+    """broadcast's and scatter's root leaves its round once its slot is written (as MPI's
+    eager root does); its next call first checks that every rank reached that round with
+    the same call. A receiver 0.4 s late still gets the data, and the root's next
+    collective waits for it there. The compiled one-round form and the long path alike."""
+    import time
+
+    def body(rank):
+        data = np.arange(4.0) + 10 if rank == 0 else np.zeros(4)
+        if not compiled:
+            data = data[::2]  # a strided view: not the short path, the long one
+        ins = [np.full(data.shape, 7.0 * r) for r in range(3)] if rank == 0 else None
+        if rank == 1:
+            time.sleep(0.4)
+        start = time.monotonic()
+        if op == "broadcast":
+            dist.broadcast(data, src=0)
+        else:
+            dist.scatter(data, ins, src=0)
+        took = time.monotonic() - start
+        dist.barrier()  # (the root's left round is checked here)
+        dist.all_reduce(data)
+        return took, data.tolist()
+
+    results = shm_run(3, body)
+    assert results[0][0] < 0.2, results  # the root did not wait for rank 1, 0.4 s late
+    if op == "broadcast":
+        expected = [3 * v for v in ([10.0, 11.0, 12.0, 13.0] if compiled else [10.0, 12.0])]
+    else:
+        expected = [7.0 * (0 + 1 + 2)] * (4 if compiled else 2)
+    assert all(got == expected for _, got in results), results
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_a_left_round_that_nobody_else_made_fails_the_roots_next_call(compiled):
+    """Rank 0 broadcasts as root; rank 1 calls all_reduce. Rank 1 raises in its call (it
+    checks the root's fingerprint); rank 0's broadcast returns, and its next call raises
+    the mismatch naming both calls."""
+
+    def body(rank):
+        data = np.ones(4)
+        if not compiled:
+            data = data[::2]
+        if rank == 0:
+            dist.broadcast(data, src=0)
+            with pytest.raises((dist.CollectiveMismatchError, dist.PeerError)) as info:
+                dist.barrier()
+        else:
+            with pytest.raises(dist.CollectiveMismatchError) as info:
+                dist.all_reduce(data)
+        return str(info.value)
+
+    root, other = shm_run(2, body)
+    assert "broadcast #1" in other and "all_reduce #1" in other, other
+    assert "rank 1" in root and "broadcast #1" in root, root

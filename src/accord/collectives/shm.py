@@ -193,11 +193,11 @@ def broadcast(slots: Slots, buf: np.ndarray, root: int) -> None:
         if me == root:
             view[...] = buf
             slots.ready(k)
-            slots.wait_ready(k)  # every rank's fingerprint agrees (a rank with another root raises)
-        else:
-            slots.ready(k)
-            slots.wait_ready(k, (root,))
-            buf[...] = view
+            slots.leave(k)  # it reads nothing: its next round checks the others' fingerprints
+            return
+        slots.ready(k)
+        slots.wait_ready(k, (root,))
+        buf[...] = view
         slots.done(k)
         return
     for start, stop in chunks(slots, buf):
@@ -216,18 +216,16 @@ def broadcast(slots: Slots, buf: np.ndarray, root: int) -> None:
 
 def broadcast_round(me: int, n: int, root: int, count: int, dtype: np.dtype) -> Callable[[Round], Body]:
     """``broadcast``'s one-round case, compiled: the root writes its slot, the others copy it out."""
-    waited = others(me, n)
 
     def make(rnd: Round) -> Body:
-        mine, wait, both = rnd.mine, rnd.wait, rnd.views(count * dtype.itemsize, dtype)
+        mine, wait, leave, both = rnd.mine, rnd.wait, rnd.leave, rnd.views(count * dtype.itemsize, dtype)
         ready, done = rnd.READY, rnd.DONE
         theirs = (both[0][root], both[1][root])
 
         def send(k: int, h: int, seq: int, parity: int, buf: np.ndarray) -> None:
             theirs[parity][...] = buf
             mine[ready] = k
-            wait(waited, k, h, seq)  # every rank's fingerprint agrees (another root raises)
-            mine[done] = k
+            leave(k, h, seq)  # (as ``broadcast``'s root: checked at its next round)
 
         def receive(k: int, h: int, seq: int, parity: int, buf: np.ndarray) -> None:
             mine[ready] = k

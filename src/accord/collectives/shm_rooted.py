@@ -164,11 +164,11 @@ def scatter(slots: Slots, out: np.ndarray, ins: list[np.ndarray] | None, root: i
             for r in range(n):
                 pieces[r * region : r * region + out.size] = ins[r]
             slots.ready(k)
-            slots.wait_ready(k)  # every rank's fingerprint agrees (a rank with another root raises)
-        else:
-            slots.ready(k)
-            slots.wait_ready(k, (root,))
-            out[...] = pieces[me * region : me * region + out.size]
+            slots.leave(k)  # it reads nothing: its next round checks the others' fingerprints
+            return
+        slots.ready(k)
+        slots.wait_ready(k, (root,))
+        out[...] = pieces[me * region : me * region + out.size]
         slots.done(k)
         return
     for start in range(0, out.size, region):
@@ -200,7 +200,8 @@ def scatter_round(
     waited = others(me, n)
 
     def make(rnd: Round) -> Body:
-        mine, wait, both = rnd.mine, rnd.wait, rnd.views(n * region * dtype.itemsize, dtype)
+        mine, wait, leave = rnd.mine, rnd.wait, rnd.leave
+        both = rnd.views(n * region * dtype.itemsize, dtype)
         ready, done = rnd.READY, rnd.DONE
         pieces = [[views[root][r * region : r * region + count] for r in range(n)] for views in both]
 
@@ -210,8 +211,7 @@ def scatter_round(
             for r in waited:
                 slot[r][...] = ins[r]
             mine[ready] = k
-            wait(waited, k, h, seq)  # every rank's fingerprint agrees (another root raises)
-            mine[done] = k
+            leave(k, h, seq)  # (as ``scatter``'s root: checked at its next round)
 
         def receive(k: int, h: int, seq: int, parity: int, out: np.ndarray, ins: None) -> None:
             mine[ready] = k

@@ -57,6 +57,14 @@ class Slots(Protocol):
         """This rank has finished reading the others' slots of ``round_``."""
         ...
 
+    def leave(self, round_: int) -> None:
+        """Instead of ``wait_ready`` and ``done``, for a root that only wrote its slot
+        (broadcast, scatter: it reads nothing): leave ``round_`` without waiting for the
+        others. This rank's next ``begin`` first waits until every rank reached ``round_``,
+        checks their fingerprints against this call's (CollectiveMismatchError naming it)
+        and only then says done: nobody reuses the slot before."""
+        ...
+
     def wait_done(self, round_: int, ranks: Sequence[int] | None = None) -> None:
         """Wait until ``ranks`` (default: all others) have finished ``round_``."""
         ...
@@ -157,6 +165,10 @@ class Round(Protocol):
 
     def reduced_wait(self, k: int, seq: int) -> None:
         """Until rank 0 has said ``reduced`` for round ``k`` (the slow way: it had not yet)."""
+        ...
+
+    def leave(self, k: int, h: int, seq: int) -> None:
+        """``Slots.leave`` for round ``k`` of call ``seq`` (fingerprint hash ``h``)."""
         ...
 
     def views(self, nbytes: int, dtype: np.dtype) -> tuple[list[np.ndarray], list[np.ndarray]]:

@@ -58,7 +58,7 @@ class Round:
     call, looked up once (a body keeps what it uses in locals): this rank's control words and
     where each word is, the wait, and views of every rank's slot."""
 
-    __slots__ = ("mine", "words", "wait", "bound", "_domain")
+    __slots__ = ("mine", "words", "wait", "bound", "_domain", "_slots", "_fp")
     READY, DONE, REDUCED, FP = READY, DONE, REDUCED, FP  # the words' indices (transport.shm_words)
 
     def __init__(
@@ -67,6 +67,8 @@ class Round:
         wait: Callable[[Sequence[int], int, int, int], None],
         bound: Callable[[int], CallSlots],
         domain: Any,
+        slots: CallSlots,
+        fp: Fingerprint,
     ) -> None:
         self.mine = mine  # this rank's words: mine[READY] = k, mine[DONE] = k
         self.words = domain.words  # every rank's words (a first look before ``wait``)
@@ -75,6 +77,11 @@ class Round:
         self.wait = wait
         self.bound = bound  # bound(seq): the call's CallSlots, for an error message
         self._domain = domain
+        self._slots, self._fp = slots, fp
+
+    def leave(self, k: int, h: int, seq: int) -> None:
+        """``CallSlots.leave``, for round k of call ``seq`` of this compiled signature."""
+        self._slots.left = (k, h, self._fp, seq)
 
     def reduced_wait(self, k: int, seq: int) -> None:
         """Wait until rank 0 has said ``reduced`` for round k (the slow way: it was not yet)."""
@@ -127,7 +134,7 @@ def compile_call(
             if words[r][at] != h:
                 raise bound(seq).mismatch(r, domain.fingerprint(r, k))
 
-    body = make_body(Round(mine, wait, bound, domain))
+    body = make_body(Round(mine, wait, bound, domain, slots, fp))
 
     def run(*args: Any) -> bool:
         if (
@@ -150,6 +157,8 @@ def compile_call(
         seq = record.seq
         h = base ^ (seq * SEQ_MIX & HASH_MASK)
         try:
+            if slots.left is not None:  # a round this rank left as a root: checked first
+                slots.settle_left(lambda: bound(seq))
             k = domain.round + 1
             domain.round = k
             if k > 2:

@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from ..config import Tunables
-from ..errors import CollectiveMismatchError, DistError, PeerError, with_context
+from ..errors import CollectiveMismatchError, DistError, PeerError
 from ..timeouts import Deadline
-from ..transport.channel import PeerState
 from ..transport.mesh import Channel, Mesh
 from ..transport.shm import (
     Segment,
@@ -28,9 +27,10 @@ from ..transport.shm import (
     segment_size,
     shm_supported,
 )
-from ..transport.shm_exposed import LEFT_SETTLE_SECONDS, QUIESCE_SECONDS, cma_works, publish_self
+from ..transport.shm_exposed import cma_works, publish_self
 from ..transport.shm_words import DETAIL_OFFSET, DONE, FP, READY, REDUCED, SEQ
 from ..transport.wire import Fingerprint, FrameKind
+from .shm_liveness import checker
 
 log = logging.getLogger("accord")
 _SETUP_OP = 11  # the fingerprint op code of the set-up exchange (collectives.registry: shm_setup)
@@ -99,7 +99,7 @@ def setup(
         [s for s in segments if s is not None],
         tunables.shm_slot_bytes,
         len(mesh.local_ranks()),
-        _checker(mesh, channel),
+        checker(mesh, channel),
         threaded=mesh.threaded,
         names=ranks,
         spread=tunables.spread,
@@ -129,41 +129,6 @@ def _attach(
         return 1
     readable = all(cma_works(s) for i, s in enumerate(segments) if i != index and s is not None)
     return 2 if readable else 1
-
-
-def _checker(mesh: Mesh, channel: Channel) -> Callable[[object, list[int]], None]:
-    """What a slow wait calls now and then: raise if the group broke or a peer waited for left."""
-
-    def check(what: object, lagging: list[int]) -> None:
-        if mesh.closed or mesh.channel_closed(channel):
-            raise PeerError(f"{what}: the process group was destroyed while this call waited")
-        mesh.poll_nowait()
-        if channel.error is not None:
-            raise with_context(channel.error, what)
-        gone = mesh.gone_error(lagging, what) or mesh.left_error(channel, lagging, what)
-        if gone is not None and not _died(mesh, channel.members):
-            # A member that left may have left because another one died (its own call
-            # failed first): read what the links still hold before blaming the leaver.
-            mesh.drive_until(lambda: channel.error is not None or _died(mesh, channel.members), _SETTLE_S)
-            if channel.error is not None:
-                raise with_context(channel.error, what)
-            gone = mesh.gone_error(lagging, what) or mesh.left_error(channel, lagging, what) or gone
-        if gone is not None:
-            raise gone
-
-    return check
-
-
-#: How long a wait that found a member gone reads the links for the root cause first.
-_SETTLE_S = 0.25
-# A call that found a member's buffer taken back looks for the root cause (ExposedBuffers.left,
-# then this settle) while its own buffer stays exposed: the member that took its buffer back
-# waits that long for it in ``quiesce``, which must outlast both.
-assert LEFT_SETTLE_SECONDS + _SETTLE_S < QUIESCE_SECONDS
-
-
-def _died(mesh: Mesh, members: Iterable[int]) -> bool:
-    return any(mesh.peer_state[peer] is PeerState.DEAD for peer in members)
 
 
 def _give_up(segments: Sequence[Segment | None]) -> None:
@@ -212,6 +177,7 @@ class CallSlots:
         "posted_tails",
         "_last_known",
         "closed",
+        "left",
     )
 
     def __init__(
@@ -235,6 +201,8 @@ class CallSlots:
         self.posted_tails: list[bytes | None] = [None, None]  # detail words now in each parity
         self._last_known: tuple[Any, ...] = (None, (0, b""))  # (fingerprint, its known entry)
         self.closed = False  # the group shut down: no call may use the slots
+        #: the round a root left unchecked (``leave``): (round, hash, fingerprint, call number)
+        self.left: tuple[int, int, Fingerprint, int] | None = None
 
     def reset(self, name: str, seq: int, fp: Fingerprint, expires: float, budget: float) -> CallSlots:
         """Bind this object to call ``seq`` (named ``name``) with fingerprint ``fp``."""
@@ -264,13 +232,25 @@ class CallSlots:
         return self._context(self._name, self._seq)
 
     def close(self) -> None:
-        """Drop the cached views of the slots (the group is shutting down)."""
+        """Drop the cached views of the slots (the group is shutting down). A round left
+        unchecked is checked against the ranks that reached it, without waiting: a mismatch
+        found is a warning (the group's last call was a broadcast or scatter nobody else
+        made, and no later call of this rank could say so)."""
         self.closed = True
         self._last_views = (-1, None, [], [])
+        if self.left is not None:
+            k, h, fp, seq = self.left
+            words, at = self.domain.words, FP + (k & 1)
+            wrong = [r for r in self.others if words[r][READY] >= k and words[r][at] != h]
+            if wrong:
+                log.warning("%s", self.mismatch(wrong[0], self.domain.fingerprint(wrong[0], k), fp, seq))
+            self.left = None
 
     # The methods below reach into the domain's words directly (one call each, not two):
     # they run a few times per collective and are most of a small collective's cost.
     def begin(self) -> int:
+        if self.left is not None:
+            self.settle_left()
         domain = self.domain
         k = domain.round + 1
         domain.round = k
@@ -326,6 +306,30 @@ class CallSlots:
 
     def done(self, round_: int) -> None:
         self.domain.mine[DONE] = round_
+
+    def leave(self, round_: int) -> None:
+        self.left = (round_, self._hash, self._fp, self._seq)
+
+    def settle_left(self, call: Callable[[], CallSlots] | None = None) -> None:
+        """The round ``leave`` left: wait until every other rank reached it, check their
+        fingerprints against the call that left it, then say done. ``call``: this call's
+        CallSlots, for a slow wait's deadline and the error's context (default: this one)."""
+        assert self.left is not None
+        k, h, fp, seq = self.left
+        domain, others = self.domain, self.others
+        words, at = domain.words, FP + (k & 1)
+        for r in others:
+            if words[r][READY] < k:
+                if not domain.yield_until(READY, k, others):
+                    now = self if call is None else call()
+                    domain.wait_slow(READY, k, others, now.deadline, now)
+                break
+        for r in others:
+            if words[r][at] != h:
+                self.left = None  # (the group breaks with this call: nothing to say done)
+                raise (self if call is None else call()).mismatch(r, domain.fingerprint(r, k), fp, seq)
+        self.left = None
+        domain.mine[DONE] = k
 
     def wait_done(self, round_: int, ranks: Sequence[int] | None = None) -> None:
         self.domain.wait(DONE, round_, self.others if ranks is None else ranks, self)
@@ -391,10 +395,14 @@ class CallSlots:
     def scratch(self, count: int, dtype: np.dtype, which: int = 0) -> np.ndarray:
         return self._scratch(count, dtype, which)
 
-    def mismatch(self, rank: int, detail: list[int]) -> DistError:
-        seq, op, algo, dtype, count, root = detail[:6]
-        theirs = self._describe(Fingerprint(op, algo, dtype, count, root), seq)
-        mine = self._describe(self._fp, self._seq)
+    def mismatch(
+        self, rank: int, detail: list[int], fp: Fingerprint | None = None, seq: int | None = None
+    ) -> DistError:
+        """``rank`` called another call (its ``detail`` words) than this one (or than call
+        ``seq`` with ``fp``: a round a root left unchecked, found at this rank's next call)."""
+        their_seq, op, algo, dtype, count, root = detail[:6]
+        theirs = self._describe(Fingerprint(op, algo, dtype, count, root), their_seq)
+        mine = self._describe(self._fp if fp is None else fp, self._seq if seq is None else seq)
         return CollectiveMismatchError(
             f"{self}: rank {self.domain.names[rank]} called {theirs}, this rank called {mine}. "
             f"Every rank must call the same collectives, in the same order, with matching dtypes, "
