@@ -626,3 +626,57 @@ def test_a_left_round_that_nobody_else_made_fails_the_roots_next_call(compiled):
     root, other = shm_run(2, body)
     assert "broadcast #1" in other and "all_reduce #1" in other, other
     assert "rank 1" in root and "broadcast #1" in root, root
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_ranks_waiting_on_a_root_that_left_in_another_call_raise_at_once(compiled):
+    """World 3: rank 0 broadcasts as root (and leaves its round), ranks 1 and 2 call a small
+    all_reduce (rank 0 reduces, the others wait for its "reduced"). They check rank 0's
+    fingerprint before waiting for it, so they raise the mismatch at once, though rank 0
+    makes no further call for a while (group timeout 30 s)."""
+    import time
+
+    def body(rank):
+        data = np.ones(4)
+        if not compiled:
+            data = data[::2]
+        if rank == 0:
+            dist.broadcast(data, src=0)
+            time.sleep(1.5)  # not a call on the group: nothing of rank 0's releases the others
+            with pytest.raises((dist.CollectiveMismatchError, dist.PeerError)):
+                dist.barrier()
+            return None
+        start = time.monotonic()
+        # (its own check, or the other's verdict relayed: a PeerError quoting it)
+        with pytest.raises((dist.CollectiveMismatchError, dist.PeerError)) as info:
+            dist.all_reduce(data)
+        return time.monotonic() - start, str(info.value)
+
+    _, *others = shm_run(3, body)
+    for took, message in others:
+        assert took < 1.0 and "broadcast #1" in message and "all_reduce #1" in message, (took, message)
+
+
+def test_a_cma_scatter_root_checks_the_others_before_waiting_for_them(monkeypatch):
+    """Rank 0 scatters through single-copy reads (it waits until the others read its
+    blocks); rank 1 broadcasts as root and leaves its round. Rank 0 checks rank 1's
+    fingerprint before waiting for its done, which never comes: a mismatch at once."""
+    import time
+
+    monkeypatch.setenv("ACCORD_ALGORITHM", "scatter=cma")
+
+    def body(rank):
+        start = time.monotonic()
+        if rank == 0:
+            out = np.zeros(4, dtype=np.int64)
+            with pytest.raises(dist.CollectiveMismatchError) as info:
+                run("scatter", out, out, [np.ones(4, dtype=np.int64)] * 2, 0, root=0)
+            return time.monotonic() - start, str(info.value)
+        dist.broadcast(np.ones(4), src=1)
+        time.sleep(1.5)
+        with pytest.raises((dist.CollectiveMismatchError, dist.PeerError)):
+            dist.barrier()
+        return None
+
+    (took, message), _ = shm_run(2, body)
+    assert took < 1.0 and "broadcast #1" in message and "scatter #1" in message, (took, message)

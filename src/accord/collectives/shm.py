@@ -101,8 +101,10 @@ def reduce_broadcast(slots: Slots, buf: np.ndarray, kernel: Kernel) -> None:
         if me != 0:
             views[me][...] = out
             slots.ready(k)
+            # rank 0's fingerprint first (it checks everyone's): a rank 0 in another call
+            # (a root that left its round: ``Slots.leave``) never says reduced
+            slots.wait_ready(k, (0,))
             slots.wait_reduced(k, (0,))
-            slots.wait_ready(k, (0,))  # rank 0's fingerprint agrees (it checked everyone's)
             out[...] = views[0]
         else:
             slots.ready(k)
@@ -146,9 +148,9 @@ def reduce_broadcast_round(
             views = both[parity]
             views[me][...] = buf
             mine[ready] = k
+            wait(ROOT, k, h, seq)  # rank 0's fingerprint first (as ``reduce_broadcast``'s)
             if words[0][reduced] < k:
                 reduced_wait(k, seq)
-            wait(ROOT, k, h, seq)  # rank 0's fingerprint agrees (it checked everyone's)
             buf[...] = views[0]
             mine[done] = k
 

@@ -189,6 +189,7 @@ def scatter(slots: Slots, out: np.ndarray, ins: list[np.ndarray] | None, root: i
         slots.ready(k)
         out[...] = ins[me]
         slots.done(k)
+        slots.wait_ready(k)  # every rank's fingerprint first: one in another call never says done
         slots.wait_done(k)
         return
     slots.ready(k)

@@ -44,6 +44,7 @@ from ..errors import clear_frames_below
 from ..timeouts import Deadline
 from ..transport.shm_words import DETAIL_OFFSET, DONE, FP, READY, REDUCED, SEQ
 from ..transport.wire import Fingerprint
+from .left_rounds import settle as settle_left
 from .shared_memory import HASH_MASK, SEQ_MIX, TAIL, CallSlots
 
 _modules_get = sys.modules.get
@@ -58,7 +59,7 @@ class Round:
     call, looked up once (a body keeps what it uses in locals): this rank's control words and
     where each word is, the wait, and views of every rank's slot."""
 
-    __slots__ = ("mine", "words", "wait", "bound", "_domain", "_slots", "_fp")
+    __slots__ = ("mine", "words", "wait", "bound", "leave", "_domain")
     READY, DONE, REDUCED, FP = READY, DONE, REDUCED, FP  # the words' indices (transport.shm_words)
 
     def __init__(
@@ -66,9 +67,8 @@ class Round:
         mine: Any,
         wait: Callable[[Sequence[int], int, int, int], None],
         bound: Callable[[int], CallSlots],
+        leave: Callable[[int, int, int], None],
         domain: Any,
-        slots: CallSlots,
-        fp: Fingerprint,
     ) -> None:
         self.mine = mine  # this rank's words: mine[READY] = k, mine[DONE] = k
         self.words = domain.words  # every rank's words (a first look before ``wait``)
@@ -76,12 +76,10 @@ class Round:
         #: checked (CollectiveMismatchError naming both calls)
         self.wait = wait
         self.bound = bound  # bound(seq): the call's CallSlots, for an error message
+        #: leave(k, h, seq): ``CallSlots.leave`` for round k of call ``seq`` (a closure, not
+        #: a method: a body that keeps it must not keep this object and its views, ``release``)
+        self.leave = leave
         self._domain = domain
-        self._slots, self._fp = slots, fp
-
-    def leave(self, k: int, h: int, seq: int) -> None:
-        """``CallSlots.leave``, for round k of call ``seq`` of this compiled signature."""
-        self._slots.left = (k, h, self._fp, seq)
 
     def reduced_wait(self, k: int, seq: int) -> None:
         """Wait until rank 0 has said ``reduced`` for round k (the slow way: it was not yet)."""
@@ -134,7 +132,10 @@ def compile_call(
             if words[r][at] != h:
                 raise bound(seq).mismatch(r, domain.fingerprint(r, k))
 
-    body = make_body(Round(mine, wait, bound, domain, slots, fp))
+    def leave(k: int, h: int, seq: int) -> None:
+        slots.left = (k, h, fp, seq)
+
+    body = make_body(Round(mine, wait, bound, leave, domain))
 
     def run(*args: Any) -> bool:
         if (
@@ -158,7 +159,7 @@ def compile_call(
         h = base ^ (seq * SEQ_MIX & HASH_MASK)
         try:
             if slots.left is not None:  # a round this rank left as a root: checked first
-                slots.settle_left(lambda: bound(seq))
+                settle_left(slots, lambda: bound(seq))
             k = domain.round + 1
             domain.round = k
             if k > 2:

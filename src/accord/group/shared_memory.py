@@ -30,6 +30,7 @@ from ..transport.shm import (
 from ..transport.shm_exposed import cma_works, publish_self
 from ..transport.shm_words import DETAIL_OFFSET, DONE, FP, READY, REDUCED, SEQ
 from ..transport.wire import Fingerprint, FrameKind
+from . import left_rounds
 from .shm_liveness import checker
 
 log = logging.getLogger("accord")
@@ -232,25 +233,18 @@ class CallSlots:
         return self._context(self._name, self._seq)
 
     def close(self) -> None:
-        """Drop the cached views of the slots (the group is shutting down). A round left
-        unchecked is checked against the ranks that reached it, without waiting: a mismatch
-        found is a warning (the group's last call was a broadcast or scatter nobody else
-        made, and no later call of this rank could say so)."""
+        """Drop the cached views of the slots (the group is shutting down); a round left
+        unchecked is checked without waiting (``left_rounds.check_at_close``)."""
         self.closed = True
         self._last_views = (-1, None, [], [])
         if self.left is not None:
-            k, h, fp, seq = self.left
-            words, at = self.domain.words, FP + (k & 1)
-            wrong = [r for r in self.others if words[r][READY] >= k and words[r][at] != h]
-            if wrong:
-                log.warning("%s", self.mismatch(wrong[0], self.domain.fingerprint(wrong[0], k), fp, seq))
-            self.left = None
+            left_rounds.check_at_close(self)
 
     # The methods below reach into the domain's words directly (one call each, not two):
     # they run a few times per collective and are most of a small collective's cost.
     def begin(self) -> int:
         if self.left is not None:
-            self.settle_left()
+            left_rounds.settle(self)
         domain = self.domain
         k = domain.round + 1
         domain.round = k
@@ -310,26 +304,8 @@ class CallSlots:
     def leave(self, round_: int) -> None:
         self.left = (round_, self._hash, self._fp, self._seq)
 
-    def settle_left(self, call: Callable[[], CallSlots] | None = None) -> None:
-        """The round ``leave`` left: wait until every other rank reached it, check their
-        fingerprints against the call that left it, then say done. ``call``: this call's
-        CallSlots, for a slow wait's deadline and the error's context (default: this one)."""
-        assert self.left is not None
-        k, h, fp, seq = self.left
-        domain, others = self.domain, self.others
-        words, at = domain.words, FP + (k & 1)
-        for r in others:
-            if words[r][READY] < k:
-                if not domain.yield_until(READY, k, others):
-                    now = self if call is None else call()
-                    domain.wait_slow(READY, k, others, now.deadline, now)
-                break
-        for r in others:
-            if words[r][at] != h:
-                self.left = None  # (the group breaks with this call: nothing to say done)
-                raise (self if call is None else call()).mismatch(r, domain.fingerprint(r, k), fp, seq)
-        self.left = None
-        domain.mine[DONE] = k
+    def describe(self, fp: Fingerprint, seq: int) -> str:
+        return self._describe(fp, seq)
 
     def wait_done(self, round_: int, ranks: Sequence[int] | None = None) -> None:
         self.domain.wait(DONE, round_, self.others if ranks is None else ranks, self)
