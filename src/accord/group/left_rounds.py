@@ -14,14 +14,32 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
+from ..errors import DistError
+from ..timeouts import Deadline
 from ..transport.shm_words import DONE, FP, READY
-
-if TYPE_CHECKING:
-    from .shared_memory import CallSlots
+from ..transport.wire import Fingerprint
 
 log = logging.getLogger("accord")
+
+
+class CallSlots(Protocol):
+    """What of ``shared_memory.CallSlots`` the checks use (that module imports this one)."""
+
+    #: the round left unchecked: (round, hash, fingerprint, call number)
+    left: tuple[int, int, Fingerprint, int] | None
+    domain: Any
+    others: list[int]
+
+    @property
+    def deadline(self) -> Deadline: ...
+
+    def describe(self, fp: Fingerprint, seq: int) -> str: ...
+
+    def mismatch(
+        self, rank: int, detail: list[int], fp: Fingerprint | None = None, seq: int | None = None
+    ) -> DistError: ...
 
 
 def settle(slots: CallSlots, call: Callable[[], CallSlots] | None = None) -> None:
