@@ -138,3 +138,33 @@ def test_a_call_refused_on_a_fast_path_is_counted_and_explained_with_the_shapes(
         assert out.sum().item() == 6.0
     finally:
         dist.destroy_process_group()
+
+
+def test_blocking_scatter_and_gather_take_the_short_path_and_refusals_the_general_one(monkeypatch) -> None:
+    """dist.scatter and dist.gather, blocking, on plain tensors go straight to the short path
+    (no Work made); an async call, and a list the short path refuses, take the general path,
+    which explains the refusal (world 1, in this process)."""
+    import accord  # noqa: F401 — registers backend "accord"
+    from accord.group import collective_ops
+
+    taken: list[str] = []
+    for name in ("scatter_short", "gather_short"):
+        real = getattr(collective_ops, name)
+        monkeypatch.setattr(collective_ops, name,
+                            lambda group, args, real=real, name=name: (taken.append(name), real(group, args))[1])
+    dist.init_process_group("accord", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        out = torch.zeros(3)
+        assert dist.scatter(out, [torch.arange(3.0)], src=0) is None
+        assert out.tolist() == [0.0, 1.0, 2.0]
+        got = [torch.zeros(2, 2)]
+        dist.gather(torch.full((2, 2), 7.0), got, dst=0)
+        assert got[0].tolist() == [[7.0, 7.0], [7.0, 7.0]]
+        assert taken == ["scatter_short", "gather_short"]
+        work = dist.scatter(out, [torch.ones(3)], src=0, async_op=True)
+        work.wait()
+        assert out.tolist() == [1.0, 1.0, 1.0] and taken == ["scatter_short", "gather_short"]
+        with pytest.raises(ValueError, match="scatter_list"):
+            dist.scatter(out, [torch.ones(4)], src=0)  # another size than the output: refused
+    finally:
+        dist.destroy_process_group()

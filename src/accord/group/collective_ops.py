@@ -93,6 +93,13 @@ reduce_scatter_tensor_short = short_exchanges.reduce_scatter_tensor
 reduce_scatter_tensor_queued = short_exchanges.reduce_scatter_tensor_async
 
 
+#: ``scatter_short(group, (out, ins, src))``, ``gather_short(group, (inp, outs, dst))``: the
+#: blocking call's short path alone (False: take the general path), for arrays the caller
+#: vouches for (the torch backend's views of plain tensors); the list on the root, else None.
+scatter_short = short_paths.scatter
+gather_short = short_paths.gather
+
+
 def broadcast_queued(
     group: ProcessGroup, flat: np.ndarray, src: Any, keep: Any, make: Callable[..., Any]
 ) -> Any:

@@ -38,6 +38,7 @@ from .work import QueuedTorchWork, TorchWork, completed
 BACKEND_NAME = "accord"
 _ALLREDUCE_OPTIONS, _BROADCAST_OPTIONS = dist.AllreduceOptions, dist.BroadcastOptions
 _REDUCE_SCATTER_OPTIONS = dist.ReduceScatterOptions
+_SCATTER_OPTIONS, _GATHER_OPTIONS = dist.ScatterOptions, dist.GatherOptions
 #: What a fast path returns when the general path must take the call
 _GENERAL = object()
 #: A sparse all_reduce: the DETAIL check compares its name only
@@ -136,6 +137,30 @@ class AccordProcessGroup(dist.ProcessGroup):
             raise
         return _GENERAL
 
+    def _rooted(self, short: Any, tensor: Any, tensors: Any, root: int) -> Any:
+        """The blocking fast path of scatter and gather on plain tensors (``tensors``: the
+        root's list, elsewhere None): ``short(group, (array, arrays, root))`` alone.
+        ``_GENERAL``: take the general path (also for a refused argument: it says it with
+        the tensors' shapes)."""
+        array = plain_array(tensor)
+        if array is None:
+            return _GENERAL
+        arrays = None
+        if tensors is not None:
+            arrays = [plain_array(t) for t in tensors]
+            if any(a is None for a in arrays):
+                return _GENERAL
+        group = self.accord_group
+        try:
+            if short(group, (array, arrays, root)):
+                return _finished([tensor])
+        except ArgumentError:
+            pass
+        except BaseException:  # (as api.pipeline.run counts it)
+            group.calls_raised += 1
+            raise
+        return _GENERAL
+
     # -- all_reduce ----------------------------------------------------------------------------
     def allreduce(self, tensors: Any, opts: Any = None) -> dist.Work | None:
         if type(opts) is _ALLREDUCE_OPTIONS and not debug.DETAIL_ON and len(tensors) == 1:
@@ -215,7 +240,18 @@ class AccordProcessGroup(dist.ProcessGroup):
         op, dst = reduce_op(opts.reduceOp, tensors[0], "reduce"), int(opts.rootRank)
         return self._run(api.REDUCE, opts, tensors, as_array(tensors[0]), None, dst, op)
 
-    def gather(self, output_tensors: Any, input_tensors: Any, opts: Any = None) -> TorchWork:
+    def gather(self, output_tensors: Any, input_tensors: Any, opts: Any = None) -> TorchWork | None:
+        if (
+            type(opts) is _GATHER_OPTIONS
+            and not opts.asyncOp
+            and not debug.DETAIL_ON
+            and len(input_tensors) == 1
+            and len(output_tensors) <= 1
+        ):
+            outs = output_tensors[0] if output_tensors else None
+            work = self._rooted(collective_ops.gather_short, input_tensors[0], outs, int(opts.rootRank))
+            if work is not _GENERAL:
+                return work  # type: ignore[no-any-return]
         opts = opts if opts is not None else dist.GatherOptions()
         check_tensors(input_tensors, "gather")
         dst = int(opts.rootRank)
@@ -224,7 +260,18 @@ class AccordProcessGroup(dist.ProcessGroup):
             check_tensors(outs, "gather")
         return self._run(api.GATHER, opts, list(outs or []), input_tensors[0], outs, None, dst)
 
-    def scatter(self, output_tensors: Any, input_tensors: Any, opts: Any = None) -> TorchWork:
+    def scatter(self, output_tensors: Any, input_tensors: Any, opts: Any = None) -> TorchWork | None:
+        if (
+            type(opts) is _SCATTER_OPTIONS
+            and not opts.asyncOp
+            and not debug.DETAIL_ON
+            and len(output_tensors) == 1
+            and len(input_tensors) <= 1
+        ):
+            ins = input_tensors[0] if input_tensors else None
+            work = self._rooted(collective_ops.scatter_short, output_tensors[0], ins, int(opts.rootRank))
+            if work is not _GENERAL:
+                return work  # type: ignore[no-any-return]
         opts = opts if opts is not None else dist.ScatterOptions()
         check_tensors(output_tensors, "scatter")
         src = int(opts.rootRank)
