@@ -59,7 +59,7 @@ class Round:
     call, looked up once (a body keeps what it uses in locals): this rank's control words and
     where each word is, the wait, and views of every rank's slot."""
 
-    __slots__ = ("mine", "words", "wait", "bound", "leave", "_domain")
+    __slots__ = ("mine", "words", "wait", "bound", "leave", "reduced_wait", "_domain")
     READY, DONE, REDUCED, FP = READY, DONE, REDUCED, FP  # the words' indices (transport.shm_words)
 
     def __init__(
@@ -68,6 +68,7 @@ class Round:
         wait: Callable[[Sequence[int], int, int, int], None],
         bound: Callable[[int], CallSlots],
         leave: Callable[[int, int, int], None],
+        reduced_wait: Callable[[int, int], None],
         domain: Any,
     ) -> None:
         self.mine = mine  # this rank's words: mine[READY] = k, mine[DONE] = k
@@ -76,16 +77,13 @@ class Round:
         #: checked (CollectiveMismatchError naming both calls)
         self.wait = wait
         self.bound = bound  # bound(seq): the call's CallSlots, for an error message
-        #: leave(k, h, seq): ``CallSlots.leave`` for round k of call ``seq`` (a closure, not
-        #: a method: a body that keeps it must not keep this object and its views, ``release``)
+        # The two below are closures, not methods: a body that keeps one must not keep this
+        # object and its views once ``release`` emptied the closures.
+        #: leave(k, h, seq): ``CallSlots.leave`` for round k of call ``seq``
         self.leave = leave
+        #: reduced_wait(k, seq): until rank 0 has said ``reduced`` for round k (the slow way)
+        self.reduced_wait = reduced_wait
         self._domain = domain
-
-    def reduced_wait(self, k: int, seq: int) -> None:
-        """Wait until rank 0 has said ``reduced`` for round k (the slow way: it was not yet)."""
-        if not self._domain.yield_until(REDUCED, k, ROOT):
-            call = self.bound(seq)
-            self._domain.wait_slow(REDUCED, k, ROOT, call.deadline, call)
 
     def views(self, nbytes: int, dtype: np.dtype) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """Every rank's slot, its first ``nbytes`` as ``dtype``: for parity 0 and parity 1."""
@@ -135,7 +133,12 @@ def compile_call(
     def leave(k: int, h: int, seq: int) -> None:
         slots.left = (k, h, fp, seq)
 
-    body = make_body(Round(mine, wait, bound, leave, domain))
+    def reduced_wait(k: int, seq: int) -> None:
+        if not domain.yield_until(REDUCED, k, ROOT):
+            call = bound(seq)
+            domain.wait_slow(REDUCED, k, ROOT, call.deadline, call)
+
+    body = make_body(Round(mine, wait, bound, leave, reduced_wait, domain))
 
     def run(*args: Any) -> bool:
         if (
