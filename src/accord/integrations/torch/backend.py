@@ -32,20 +32,20 @@ from ...group import collective_ops
 from ...group.process_group import ProcessGroup as AccordGroup
 from ...group.work import Work as AccordWork
 from . import sparse
-from .tensors import ArgumentError, as_array, check_tensors, fast_op, plain_array, reduce_op
+from .rooted import RootedCalls
+from .tensors import ArgumentError, as_array, check_tensors, fast_op, one_tensor_error, plain_array, reduce_op
 from .work import QueuedTorchWork, TorchWork, completed
 
 BACKEND_NAME = "accord"
 _ALLREDUCE_OPTIONS, _BROADCAST_OPTIONS = dist.AllreduceOptions, dist.BroadcastOptions
 _REDUCE_SCATTER_OPTIONS = dist.ReduceScatterOptions
-_SCATTER_OPTIONS, _GATHER_OPTIONS = dist.ScatterOptions, dist.GatherOptions
 #: What a fast path returns when the general path must take the call
 _GENERAL = object()
 #: A sparse all_reduce: the DETAIL check compares its name only
 _SPARSE_ALL_REDUCE = Call("all_reduce", sparse.all_reduce, detail=())
 
 
-class AccordProcessGroup(dist.ProcessGroup):
+class AccordProcessGroup(RootedCalls, dist.ProcessGroup):  # type: ignore[misc]  # (torch's overloads)
     """A torch ProcessGroup whose every operation runs on an accord group."""
 
     def __init__(
@@ -137,30 +137,6 @@ class AccordProcessGroup(dist.ProcessGroup):
             raise
         return _GENERAL
 
-    def _rooted(self, short: Any, tensor: Any, tensors: Any, root: int) -> Any:
-        """The blocking fast path of scatter and gather on plain tensors (``tensors``: the
-        root's list, elsewhere None): ``short(group, (array, arrays, root))`` alone.
-        ``_GENERAL``: take the general path (also for a refused argument: it says it with
-        the tensors' shapes)."""
-        array = plain_array(tensor)
-        if array is None:
-            return _GENERAL
-        arrays = None
-        if tensors is not None:
-            arrays = [plain_array(t) for t in tensors]
-            if any(a is None for a in arrays):
-                return _GENERAL
-        group = self.accord_group
-        try:
-            if short(group, (array, arrays, root)):
-                return _finished([tensor])
-        except ArgumentError:
-            pass
-        except BaseException:  # (as api.pipeline.run counts it)
-            group.calls_raised += 1
-            raise
-        return _GENERAL
-
     # -- all_reduce ----------------------------------------------------------------------------
     def allreduce(self, tensors: Any, opts: Any = None) -> dist.Work | None:
         if type(opts) is _ALLREDUCE_OPTIONS and not debug.DETAIL_ON and len(tensors) == 1:
@@ -184,7 +160,7 @@ class AccordProcessGroup(dist.ProcessGroup):
         opts = opts if opts is not None else dist.AllreduceOptions()
         check_tensors(tensors, "allreduce", sparse_ok=True)
         if len(tensors) != 1:
-            raise _one_tensor("allreduce", tensors)
+            raise one_tensor_error("allreduce", tensors)
         tensor = tensors[0]
         reduction = reduce_op(opts.reduceOp, tensor, "allreduce")
         if tensor.layout == torch.sparse_coo:
@@ -229,63 +205,15 @@ class AccordProcessGroup(dist.ProcessGroup):
         opts = opts if opts is not None else dist.BroadcastOptions()
         check_tensors(tensors, "broadcast")
         if len(tensors) != 1:
-            raise _one_tensor("broadcast", tensors)
+            raise one_tensor_error("broadcast", tensors)
         return self._run(api.BROADCAST, opts, tensors, as_array(tensors[0]), None, int(opts.rootRank))
-
-    def reduce(self, tensors: Any, opts: Any = None) -> TorchWork:
-        opts = opts if opts is not None else dist.ReduceOptions()
-        check_tensors(tensors, "reduce")
-        if len(tensors) != 1:
-            raise _one_tensor("reduce", tensors)
-        op, dst = reduce_op(opts.reduceOp, tensors[0], "reduce"), int(opts.rootRank)
-        return self._run(api.REDUCE, opts, tensors, as_array(tensors[0]), None, dst, op)
-
-    def gather(self, output_tensors: Any, input_tensors: Any, opts: Any = None) -> TorchWork | None:
-        if (
-            type(opts) is _GATHER_OPTIONS
-            and not opts.asyncOp
-            and not debug.DETAIL_ON
-            and len(input_tensors) == 1
-            and len(output_tensors) <= 1
-        ):
-            outs = output_tensors[0] if output_tensors else None
-            work = self._rooted(collective_ops.gather_short, input_tensors[0], outs, int(opts.rootRank))
-            if work is not _GENERAL:
-                return work  # type: ignore[no-any-return]
-        opts = opts if opts is not None else dist.GatherOptions()
-        check_tensors(input_tensors, "gather")
-        dst = int(opts.rootRank)
-        outs = output_tensors[0] if output_tensors else None
-        if outs is not None:
-            check_tensors(outs, "gather")
-        return self._run(api.GATHER, opts, list(outs or []), input_tensors[0], outs, None, dst)
-
-    def scatter(self, output_tensors: Any, input_tensors: Any, opts: Any = None) -> TorchWork | None:
-        if (
-            type(opts) is _SCATTER_OPTIONS
-            and not opts.asyncOp
-            and not debug.DETAIL_ON
-            and len(output_tensors) == 1
-            and len(input_tensors) <= 1
-        ):
-            ins = input_tensors[0] if input_tensors else None
-            work = self._rooted(collective_ops.scatter_short, output_tensors[0], ins, int(opts.rootRank))
-            if work is not _GENERAL:
-                return work  # type: ignore[no-any-return]
-        opts = opts if opts is not None else dist.ScatterOptions()
-        check_tensors(output_tensors, "scatter")
-        src = int(opts.rootRank)
-        ins = input_tensors[0] if input_tensors else None
-        if ins is not None:
-            check_tensors(ins, "scatter")
-        return self._run(api.SCATTER, opts, list(output_tensors), output_tensors[0], ins, None, src)
 
     # -- gathers -----------------------------------------------------------------------------
     def allgather(self, output_tensors: Any, input_tensors: Any, opts: Any = None) -> TorchWork:
         opts = opts if opts is not None else _AllgatherOptions()
         check_tensors(input_tensors, "allgather")
         if len(input_tensors) != 1 or len(output_tensors) != 1:
-            raise _one_tensor("allgather", input_tensors)
+            raise one_tensor_error("allgather", input_tensors)
         outs, tensor = output_tensors[0], input_tensors[0]
         check_tensors(outs, "allgather")
         return self._run(api.ALL_GATHER, opts, [list(outs)], outs, tensor)
@@ -347,7 +275,7 @@ class AccordProcessGroup(dist.ProcessGroup):
         opts = opts if opts is not None else dist.ReduceScatterOptions()
         check_tensors(output_tensors, "reduce_scatter")
         if len(output_tensors) != 1 or len(input_tensors) != 1:
-            raise _one_tensor("reduce_scatter", output_tensors)
+            raise one_tensor_error("reduce_scatter", output_tensors)
         output, inputs = output_tensors[0], input_tensors[0]
         check_tensors(inputs, "reduce_scatter")
         op = reduce_op(opts.reduceOp, output, "reduce_scatter")
@@ -482,10 +410,3 @@ def _seconds(timeout: Any) -> float | None:
         return None
     seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
     return seconds if seconds > 0 else None
-
-
-def _one_tensor(op: str, tensors: Any) -> ValueError:
-    return ArgumentError(
-        f"{op}: accord's torch backend takes exactly one tensor per call "
-        f"(got {len(tensors)}); torch's own API always passes one"
-    )

@@ -40,6 +40,14 @@ _DTYPES = {
 _SUPPORTED = "bool, (u)int8-64, float16, bfloat16, float32, float64, complex64, complex128"
 
 
+def one_tensor_error(op: str, tensors: Any) -> ArgumentError:
+    """The error for a call given more (or fewer) tensors than the one torch's API passes."""
+    return ArgumentError(
+        f"{op}: accord's torch backend takes exactly one tensor per call "
+        f"(got {len(tensors)}); torch's own API always passes one"
+    )
+
+
 def check_tensors(tensors: Any, what: str, sparse_ok: bool = False) -> None:
     """Raise ArgumentError unless ``tensors`` is a list of tensors accord can send."""
     if isinstance(tensors, torch.Tensor) or not isinstance(tensors, (list, tuple)):
