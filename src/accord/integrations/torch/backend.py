@@ -32,15 +32,13 @@ from ...group import collective_ops
 from ...group.process_group import ProcessGroup as AccordGroup
 from ...group.work import Work as AccordWork
 from . import sparse
-from .rooted import RootedCalls
+from .rooted import GENERAL, RootedCalls
 from .tensors import ArgumentError, as_array, check_tensors, fast_op, one_tensor_error, plain_array, reduce_op
 from .work import QueuedTorchWork, TorchWork, completed
 
 BACKEND_NAME = "accord"
 _ALLREDUCE_OPTIONS, _BROADCAST_OPTIONS = dist.AllreduceOptions, dist.BroadcastOptions
 _REDUCE_SCATTER_OPTIONS = dist.ReduceScatterOptions
-#: What a fast path returns when the general path must take the call
-_GENERAL = object()
 #: A sparse all_reduce: the DETAIL check compares its name only
 _SPARSE_ALL_REDUCE = Call("all_reduce", sparse.all_reduce, detail=())
 
@@ -115,27 +113,13 @@ class AccordProcessGroup(RootedCalls, dist.ProcessGroup):  # type: ignore[misc] 
     def _exchange(self, output: Any, input: Any, async_op: bool, short: Any, queued: Any, *op: Any) -> Any:  # noqa: A002
         """The fast path of a tensor exchange on plain tensors (all_gather_into_tensor,
         reduce_scatter_tensor): blocking, ``short(group, (out, in, *op))`` alone; async, the
-        call ``queued`` as one QueuedTorchWork. ``_GENERAL``: take the general path (also for
-        a refused argument, found on the flat views: the general path says it with the
-        tensors' shapes)."""
+        call ``queued`` as one QueuedTorchWork (``_fast``). ``GENERAL``: the general path."""
         out, inp = plain_array(output), plain_array(input)
         if out is None or inp is None:
-            return _GENERAL
-        group = self.accord_group
-        try:
-            if not async_op:
-                if short(group, (out, inp, *op)):
-                    return _finished([output])
-            else:
-                work = queued(group, out, inp, *op, QueuedTorchWork, (output, input))
-                if work is not None:
-                    return work
-        except ArgumentError:
-            pass
-        except BaseException:  # (as api.pipeline.run counts it)
-            group.calls_raised += 1
-            raise
-        return _GENERAL
+            return GENERAL
+        if not async_op:
+            return self._fast(short, (out, inp, *op))
+        return self._fast(None, (out, inp, *op, QueuedTorchWork, (output, input)), queued)
 
     # -- all_reduce ----------------------------------------------------------------------------
     def allreduce(self, tensors: Any, opts: Any = None) -> dist.Work | None:
@@ -246,7 +230,7 @@ class AccordProcessGroup(RootedCalls, dist.ProcessGroup):  # type: ignore[misc] 
                 collective_ops.all_gather_into_tensor_short,
                 collective_ops.all_gather_into_tensor_queued,
             )
-            if work is not _GENERAL:
+            if work is not GENERAL:
                 return work  # type: ignore[no-any-return]
         opts = opts if opts is not None else _AllgatherOptions()
         check_tensors([output, input], "all_gather_into_tensor")
@@ -293,7 +277,7 @@ class AccordProcessGroup(RootedCalls, dist.ProcessGroup):  # type: ignore[misc] 
                     collective_ops.reduce_scatter_tensor_queued,
                     op,
                 )
-                if work is not _GENERAL:
+                if work is not GENERAL:
                     return work  # type: ignore[no-any-return]
         opts = opts if opts is not None else dist.ReduceScatterOptions()
         check_tensors([output, input], "reduce_scatter_tensor")

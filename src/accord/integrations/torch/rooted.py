@@ -24,39 +24,56 @@ from .tensors import ArgumentError, as_array, check_tensors, one_tensor_error, p
 from .work import TorchWork
 
 _SCATTER_OPTIONS, _GATHER_OPTIONS = dist.ScatterOptions, dist.GatherOptions
-#: What ``_rooted`` returns when the general path must take the call
-_GENERAL = object()
+#: What a fast path returns when the general path must take the call
+GENERAL = object()
 
 
 class RootedCalls:
-    """reduce, gather and scatter of ``AccordProcessGroup`` (see the module docstring)."""
+    """reduce, gather and scatter of ``AccordProcessGroup`` (see the module docstring), and
+    ``_fast``, which every fast path of the backend but all_reduce's and broadcast's runs
+    its call through."""
 
     accord_group: AccordGroup
     _run: Callable[..., TorchWork]
 
-    def _rooted(self, short: Any, tensor: Any, tensors: Any, root: int) -> Any:
-        """The blocking fast path of scatter and gather on plain tensors (``tensors``: the
-        root's list, elsewhere None): ``short(group, (array, arrays, root))`` alone; None
-        (no Work: the call finished here). ``_GENERAL``: take the general path (also for a
-        refused argument: it says it with the tensors' shapes)."""
-        array = plain_array(tensor)
-        if array is None:
-            return _GENERAL
-        arrays = None
-        if tensors is not None:
-            arrays = [plain_array(t) for t in tensors]
-            if any(a is None for a in arrays):
-                return _GENERAL
+    def _fast(self, short: Any, args: tuple[Any, ...], queued: Any = None) -> Any:
+        """A fast path's call on arrays the caller vouches for: blocking, ``short(group,
+        args)`` alone (None: it finished here, no Work); given ``queued``, the async call
+        ``queued(group, *args)`` (its Work). ``GENERAL``: take the general path, also for a
+        refused argument (found on the flat views: the general path says it with the
+        tensors' shapes). An error that leaves the call counts in ``calls_raised``, as
+        ``api.pipeline.run`` counts it."""
         group = self.accord_group
         try:
-            if short(group, (array, arrays, root)):
-                return None
+            if queued is None:
+                if short(group, args):
+                    return None
+            else:
+                work = queued(group, *args)
+                if work is not None:
+                    return work
         except ArgumentError:
             pass
-        except BaseException:  # (as api.pipeline.run counts it)
+        except BaseException:
             group.calls_raised += 1
             raise
-        return _GENERAL
+        return GENERAL
+
+    def _rooted(self, kind: Any, opts: Any, one: Any, lists: Any, short: Any) -> Any:
+        """The blocking fast path of scatter (``one``: the output, ``lists``: the inputs)
+        and gather (the other way round) on plain tensors, options of type ``kind``: the
+        list on the root, elsewhere none. ``GENERAL``: take the general path."""
+        if type(opts) is not kind or opts.asyncOp or debug.DETAIL_ON or len(one) != 1 or len(lists) > 1:
+            return GENERAL
+        array = plain_array(one[0])
+        if array is None:
+            return GENERAL
+        arrays = None
+        if lists:
+            arrays = [plain_array(t) for t in lists[0]]
+            if any(a is None for a in arrays):
+                return GENERAL
+        return self._fast(short, (array, arrays, int(opts.rootRank)))
 
     def reduce(self, tensors: Any, opts: Any = None) -> TorchWork:
         opts = opts if opts is not None else dist.ReduceOptions()
@@ -67,41 +84,29 @@ class RootedCalls:
         return self._run(api.REDUCE, opts, tensors, as_array(tensors[0]), None, dst, op)
 
     def gather(self, output_tensors: Any, input_tensors: Any, opts: Any = None) -> TorchWork | None:
-        if (
-            type(opts) is _GATHER_OPTIONS
-            and not opts.asyncOp
-            and not debug.DETAIL_ON
-            and len(input_tensors) == 1
-            and len(output_tensors) <= 1
-        ):
-            outs = output_tensors[0] if output_tensors else None
-            work = self._rooted(collective_ops.gather_short, input_tensors[0], outs, int(opts.rootRank))
-            if work is not _GENERAL:
-                return work  # type: ignore[no-any-return]
+        work = self._rooted(_GATHER_OPTIONS, opts, input_tensors, output_tensors, collective_ops.gather_short)
+        if work is not GENERAL:
+            return work  # type: ignore[no-any-return]
         opts = opts if opts is not None else dist.GatherOptions()
-        check_tensors(input_tensors, "gather")
-        dst = int(opts.rootRank)
-        outs = output_tensors[0] if output_tensors else None
-        if outs is not None:
-            check_tensors(outs, "gather")
-        return self._run(api.GATHER, opts, list(outs or []), input_tensors[0], outs, None, dst)
+        return self._general(api.GATHER, opts, input_tensors, output_tensors, lambda outs: list(outs or []))
 
     def scatter(self, output_tensors: Any, input_tensors: Any, opts: Any = None) -> TorchWork | None:
-        if (
-            type(opts) is _SCATTER_OPTIONS
-            and not opts.asyncOp
-            and not debug.DETAIL_ON
-            and len(output_tensors) == 1
-            and len(input_tensors) <= 1
-        ):
-            ins = input_tensors[0] if input_tensors else None
-            work = self._rooted(collective_ops.scatter_short, output_tensors[0], ins, int(opts.rootRank))
-            if work is not _GENERAL:
-                return work  # type: ignore[no-any-return]
+        short = collective_ops.scatter_short
+        work = self._rooted(_SCATTER_OPTIONS, opts, output_tensors, input_tensors, short)
+        if work is not GENERAL:
+            return work  # type: ignore[no-any-return]
         opts = opts if opts is not None else dist.ScatterOptions()
-        check_tensors(output_tensors, "scatter")
-        src = int(opts.rootRank)
-        ins = input_tensors[0] if input_tensors else None
-        if ins is not None:
-            check_tensors(ins, "scatter")
-        return self._run(api.SCATTER, opts, list(output_tensors), output_tensors[0], ins, None, src)
+        outputs = list(output_tensors)
+        return self._general(api.SCATTER, opts, output_tensors, input_tensors, lambda ins: outputs)
+
+    def _general(
+        self, call: Any, opts: Any, one: Any, lists: Any, outputs: Callable[[Any], list[Any]]
+    ) -> TorchWork:
+        """gather's or scatter's general path: ``one`` (the tensor every rank passes) and the
+        root's list (``lists[0]``, elsewhere none) checked, the call run on the group; the
+        Work's result is ``outputs(the list)``."""
+        check_tensors(one, call.name)
+        tensors = lists[0] if lists else None
+        if tensors is not None:
+            check_tensors(tensors, call.name)
+        return self._run(call, opts, outputs(tensors), one[0], tensors, None, int(opts.rootRank))
