@@ -115,23 +115,7 @@ def make_call(api: Any, op: str, count: int, rank: int, world: int, torch: Any =
             "all_gather_async": lambda: api.all_gather_into_tensor(big, data, async_op=True).wait(),
         }[op]
     if op in ("all_reduce_functional_floor", "all_reduce_async_floor"):
-        from .noop_group import noop_group
-
-        noop, funcol = noop_group(), torch.ops._c10d_functional
-        noop_name = torch.distributed.distributed_c10d._world.pg_names[noop]  # (its group_name is unset)
-        if op == "all_reduce_functional_floor":
-
-            def functional_floor() -> None:
-                funcol.wait_tensor(funcol.all_reduce(data, "sum", noop_name))
-                api.all_reduce(data)
-
-            return functional_floor
-
-        def async_floor() -> None:
-            api.all_reduce(data, group=noop, async_op=True).wait()
-            api.all_reduce(data)
-
-        return async_floor
+        return _floor(api, torch, op, data)
     if op.endswith("_functional"):
         funcol, name = torch.ops._c10d_functional, api.group.WORLD.group_name
         return {
@@ -175,6 +159,28 @@ def make_call(api: Any, op: str, count: int, rank: int, world: int, torch: Any =
 
         return limits.make_call(api, op, count * 4, rank, world)
     raise ValueError(f"unknown collective {op!r}; known: {sorted(COLLECTIVES)}")
+
+
+def _floor(api: Any, torch: Any, op: str, data: Any) -> Callable[[], None]:
+    """The functional (or async) all_reduce's floor: torch's own path to the bench's no-op
+    group, then one blocking all_reduce of ``data`` on ``api``'s default group."""
+    from .noop_group import noop_group
+
+    noop, funcol = noop_group(), torch.ops._c10d_functional
+    noop_name = torch.distributed.distributed_c10d._world.pg_names[noop]  # (its group_name is unset)
+    if op == "all_reduce_functional_floor":
+
+        def functional_floor() -> None:
+            funcol.wait_tensor(funcol.all_reduce(data, "sum", noop_name))
+            api.all_reduce(data)
+
+        return functional_floor
+
+    def async_floor() -> None:
+        api.all_reduce(data, group=noop, async_op=True).wait()
+        api.all_reduce(data)
+
+    return async_floor
 
 
 def _ddp_step(torch: Any, op: str) -> Callable[[], None]:
