@@ -53,7 +53,7 @@ def settle(slots: CallSlots, call: Callable[[], CallSlots] | None = None) -> Non
     words, at = domain.words, FP + (k & 1)
     for r in others:
         if words[r][READY] < k:
-            if not domain.yield_until(READY, k, others):
+            if not domain.quick_wait(READY, k, others):
                 now = slots if call is None else call()
                 left = now.describe(fp, seq)
                 what = f"{now} (waiting for the others to reach {left}, which this rank left as its root)"

@@ -121,7 +121,7 @@ def compile_call(
     def wait(ranks: Sequence[int], k: int, h: int, seq: int) -> None:
         for r in ranks:
             if words[r][READY] < k:
-                if not domain.yield_until(READY, k, ranks):
+                if not domain.quick_wait(READY, k, ranks):
                     call = bound(seq)
                     domain.wait_slow(READY, k, ranks, call.deadline, call)
                 break
@@ -134,7 +134,7 @@ def compile_call(
         slots.left = (k, h, fp, seq)
 
     def reduced_wait(k: int, seq: int) -> None:
-        if not domain.yield_until(REDUCED, k, ROOT):
+        if not domain.quick_wait(REDUCED, k, ROOT):
             call = bound(seq)
             domain.wait_slow(REDUCED, k, ROOT, call.deadline, call)
 
@@ -168,7 +168,7 @@ def compile_call(
             if k > 2:
                 for r in others:
                     if words[r][DONE] < k - 2:
-                        if not domain.yield_until(DONE, k - 2, others):
+                        if not domain.quick_wait(DONE, k - 2, others):
                             call = bound(seq)
                             domain.wait_slow(DONE, k - 2, others, call.deadline, call)
                         break

@@ -252,7 +252,7 @@ class CallSlots:
             words = domain.words
             for r in self.others:
                 if words[r][DONE] < k - 2:
-                    if not domain.yield_until(DONE, k - 2, self.others):
+                    if not domain.quick_wait(DONE, k - 2, self.others):
                         domain.wait_slow(DONE, k - 2, self.others, self.deadline, self)
                     break
         parity = k & 1
@@ -285,7 +285,7 @@ class CallSlots:
         words, fp, mine = self.domain.words, FP + (round_ & 1), self._hash
         for r in ranks:
             if words[r][READY] < round_:
-                if not self.domain.yield_until(READY, round_, ranks):
+                if not self.domain.quick_wait(READY, round_, ranks):
                     self.domain.wait_slow(READY, round_, ranks, self.deadline, self)
                 break
         for r in ranks:

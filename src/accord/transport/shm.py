@@ -4,8 +4,9 @@ Owns: creating, mapping and unlinking the per-rank segments of one group (``ShmD
 control words in them (never-reset round counters, per-round fingerprint hashes), the two data
 slots of each rank (double buffering), and the wait policy that never collapses when ranks
 outnumber cores: spin briefly, then ``os.sched_yield()``, then short sleeps — yielding at once
-when oversubscribed (a few bare yields first, ``yield_until``, before the clocked loop) —
-checking the deadline, an abort, and the peers' liveness as it goes.
+when oversubscribed — checking the deadline, an abort, and the peers' liveness as it goes;
+before that loop, ``quick_wait``: a tight spin (a few bare yields when oversubscribed) that
+needs no clock and no deadline.
 Must not know about collectives: algorithms see it through ``collectives.slots.Slots``.
 
 The layout of one rank's segment (its control words) is ``shm_words``'; the single-copy
@@ -45,11 +46,11 @@ _SHM_DIR = "/dev/shm"
 _LIVENESS_INTERVAL = 0.002
 #: How long a wait spins (no syscalls) before it starts to yield, when not oversubscribed.
 _SPIN_SECONDS = 50e-6
-#: Checks of the words, with no clock reads, before the timed spin starts.
+#: Looks at the words in ``quick_wait``'s tight spin, before any clock read or deadline.
 _TIGHT_SPINS = 200
 #: How long a wait yields before it starts to sleep.
 _YIELD_SECONDS = 2e-3
-#: Yields of ``yield_until`` before a wait takes the full path (each one at least a syscall).
+#: Yields of ``quick_wait`` before a wait takes the full path (each one at least a syscall).
 _QUICK_YIELDS = 16
 
 
@@ -173,18 +174,28 @@ class ShmDomain(ExposedBuffers):
                 break
         else:
             return
-        if not self.yield_until(word, value, ranks):
+        if not self.quick_wait(word, value, ranks):
             self.wait_slow(word, value, ranks, call.deadline, call)
 
-    def yield_until(self, word: int, value: int, ranks: Sequence[int]) -> bool:
-        """Where waiting yields at once (ranks outnumber cores, or ranks are threads): yield
-        up to ``_QUICK_YIELDS`` times for ``ranks`` to reach ``value``; True if they did. A
-        caller that gets False (or that spins: always False) goes on with ``wait_slow``,
-        which also watches the deadline and the peers. This costs no clock and no deadline:
-        the usual wait of an oversubscribed small call is one or two yields."""
+    def quick_wait(self, word: int, value: int, ranks: Sequence[int]) -> bool:
+        """Wait a short while for ``ranks`` to reach ``value``, with no clock and no deadline;
+        True if they did. Where ranks have a core each: a tight spin (``_TIGHT_SPINS`` looks,
+        a microsecond or two: where a peer usually is); where waiting yields at once (ranks
+        outnumber cores, or ranks are threads): up to ``_QUICK_YIELDS`` yields (the usual
+        wait of an oversubscribed small call is one or two). A caller that gets False goes
+        on with ``wait_slow``, which also watches the deadline and the peers: a caller makes
+        what ``wait_slow`` needs (the deadline, the call's description) only then, never on
+        a small call's usual, short wait."""
+        words = self.words
         if self._spin:
+            for _ in range(_TIGHT_SPINS):
+                for r in ranks:
+                    if words[r][word] < value:
+                        break
+                else:
+                    return True
             return False
-        words, pause = self.words, self._yield
+        pause = self._yield
         for _ in range(_QUICK_YIELDS):
             pause()
             for r in ranks:
@@ -197,14 +208,10 @@ class ShmDomain(ExposedBuffers):
     def wait_slow(
         self, word: int, value: int, ranks: Sequence[int], deadline: Deadline, what: object
     ) -> None:
+        """The rest of a wait that ``quick_wait`` did not end: spin (clocked, up to
+        ``_SPIN_SECONDS``, not oversubscribed), yield, then sleep, checking the peers'
+        liveness and the deadline as it goes."""
         words, clock = self.words, time.monotonic
-        if self._spin:  # a tight first spin: the peer is usually a microsecond or two away
-            for _ in range(_TIGHT_SPINS):
-                for r in ranks:
-                    if words[r][word] < value:
-                        break
-                else:
-                    return
         start = clock()
         next_check = start + _LIVENESS_INTERVAL
         pause = 0.0
