@@ -311,7 +311,11 @@ def _rooted(
         signature, flats = (), None
     else:
         return False  # the long path explains what a non-root's list is doing there
-    plan = cached_plan(group, (op, root, tensor.dtype, tensor.size, signature), make, tensor, tensors, root)
+    key = (op, root, tensor.dtype, tensor.size, signature)
+    try:
+        plan = group.plans[key]
+    except (KeyError, TypeError):
+        plan = cached_plan(group, key, make, tensor, tensors, root)
     if plan is None:
         return False
     flat = tensor if tensor.ndim == 1 else tensor.reshape(-1)
