@@ -47,7 +47,7 @@ class MeshCalls:
     channel: Channel
     call_slots: CallSlots | None
     _queued_names: dict[str, str]
-    _event_open: bool
+    event_open: bool
 
     if TYPE_CHECKING:
 
@@ -120,7 +120,7 @@ class MeshCalls:
         an accord Work over a ``Queued``: one object per call, not three."""
         queue = self.calls.queue
         prof = _modules_get(_TORCH_PROFILER)  # (_begin_event, written out as run_planned's)
-        if prof is not None and getattr(prof, "_is_profiler_enabled", False) and not self._event_open:
+        if prof is not None and getattr(prof, "_is_profiler_enabled", False) and not self.event_open:
             run = self._in_event(run, profiling.begin(op, inputs))
         name = self._queued_names.get(op)
         if name is None:
@@ -134,17 +134,17 @@ class MeshCalls:
     def _begin_event(self, op: str, inputs: Sequence[Any]) -> Any:
         """The profiler's event of a call (None: not recording, or a queued call's event is
         already open around this one)."""
-        return None if self._event_open else profiling.begin_if_recording(op, inputs)
+        return None if self.event_open else profiling.begin_if_recording(op, inputs)
 
     def _in_event(self, run: Callable[[], Any], event: Any) -> Callable[[], Any]:
         """``run`` inside ``event`` (opened by the caller): the calls it makes open none."""
 
         def evented() -> Any:
-            self._event_open = True
+            self.event_open = True
             try:
                 return run()
             finally:
-                self._event_open = False
+                self.event_open = False
                 profiling.end(event)
 
         return evented
@@ -221,7 +221,7 @@ class MeshCalls:
                 recording = prof._is_profiler_enabled
             except AttributeError:  # torch is being imported by another thread
                 recording = False
-            if recording and not self._event_open:
+            if recording and not self.event_open:
                 self._run_profiled(op, algorithm, slots, args, inputs, record)
                 return
         try:

@@ -20,7 +20,8 @@ the one-slot case of ``collectives.shm``, ``shm_rooted`` and ``shm_exchange`` (r
 rank order, bit-identical on every rank; the same slot layouts): a rank on this path meets a
 rank on the long path in the same round. The caller compiles only where those schedules take
 their one-slot case. Anything unusual — an async call still running, a broken or destroyed
-group, torch's profiler recording — makes the closure return False before the call starts,
+group, torch's profiler recording (unless the call is a queued one, which runs inside the
+event its caller opened) — makes the closure return False before the call starts,
 and the caller takes ``run_planned``. A slow wait (a peer not there at the first look), a
 fingerprint that disagrees and a failure go through the same ``ShmDomain.wait_slow``,
 ``CallSlots`` errors and ``calls.fail`` (the group's ``CallSequencer``) as on the long path.
@@ -106,7 +107,8 @@ def compile_call(
     base, tail = hash(fp), TAIL.pack(*fp, 0, 0)
     posted = slots.posted_tails
     detail = [slice(at + 8, at + 64) for at in DETAIL_OFFSET]
-    calls, channel = group.calls, group.engine.channel
+    engine = group.engine
+    calls, channel = group.calls, engine.channel
     begin, end = calls.ticket(op, fp)  # (this call's own: totals and bytes looked up once)
     fail = calls.fail
     queue = calls.queue
@@ -155,8 +157,9 @@ def compile_call(
         elif queued:
             return False  # run_planned runs the queued async calls first
         prof = _modules_get(_TORCH_PROFILER)
-        if prof is not None and getattr(prof, "_is_profiler_enabled", False):
-            return False  # run_planned puts the call in the profiler's event
+        if prof is not None and getattr(prof, "_is_profiler_enabled", False) and not engine.event_open:
+            return False  # run_planned puts the call in the profiler's event (a queued call
+            # runs inside the one its caller opened: ``engine.event_open``)
         record = begin()
         seq = record.seq
         h = base ^ (seq * SEQ_MIX & HASH_MASK)
