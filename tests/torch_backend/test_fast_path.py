@@ -8,6 +8,8 @@ address is 0) and the ops map (``fast_op``) for every plain ReduceOp.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -166,5 +168,33 @@ def test_blocking_scatter_and_gather_take_the_short_path_and_refusals_the_genera
         assert out.tolist() == [1.0, 1.0, 1.0] and taken == ["scatter_short", "gather_short"]
         with pytest.raises(ValueError, match="scatter_list"):
             dist.scatter(out, [torch.ones(4)], src=0)  # another size than the output: refused
+    finally:
+        dist.destroy_process_group()
+
+
+def test_blocking_reduce_takes_the_short_path_and_the_rest_the_general_one(monkeypatch) -> None:
+    """dist.reduce, blocking, on a plain tensor with a plain ReduceOp goes straight to the
+    short path; PREMUL_SUM, an async call and a non-contiguous tensor take the general path
+    (world 1, in this process)."""
+    import accord  # noqa: F401 — registers backend "accord"
+    from accord.group import collective_ops
+
+    taken: list[Any] = []
+    real = collective_ops.reduce_short
+    monkeypatch.setattr(collective_ops, "reduce_short",
+                        lambda group, args: (taken.append(args[1:]), real(group, args))[1])
+    dist.init_process_group("accord", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        t = torch.arange(4.0)
+        assert dist.reduce(t, dst=0, op=dist.ReduceOp.MAX) is None
+        assert t.tolist() == [0.0, 1.0, 2.0, 3.0] and len(taken) == 1 and taken[0][0] == 0
+        dist.reduce(t, dst=0, op=dist._make_nccl_premul_sum(2.0))
+        assert t.tolist() == [0.0, 2.0, 4.0, 6.0]
+        dist.reduce(t, dst=0, async_op=True).wait()
+        strided = torch.arange(8.0)[::2]
+        dist.reduce(strided, dst=0)
+        assert strided.tolist() == [0.0, 2.0, 4.0, 6.0] and len(taken) == 1
+        with pytest.raises(ValueError, match="dst"):
+            dist.reduce(t, dst=3)  # not a rank of the world: torch's own error
     finally:
         dist.destroy_process_group()

@@ -98,6 +98,9 @@ reduce_scatter_tensor_queued = short_exchanges.reduce_scatter_tensor_async
 #: vouches for (the torch backend's views of plain tensors); the list on the root, else None.
 scatter_short = short_paths.scatter
 gather_short = short_paths.gather
+#: ``reduce_short(group, (tensor, dst, op))``: the same for reduce (``tensor`` written on
+#: ``dst`` only)
+reduce_short = short_paths.reduce
 
 
 def broadcast_queued(

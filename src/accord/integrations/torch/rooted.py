@@ -2,8 +2,9 @@
 
 Owns: ``RootedCalls``, a mixin of ``backend.AccordProcessGroup`` (which provides
 ``accord_group`` and ``_run``): torch's calling convention for the three calls, and the
-blocking fast path of scatter and gather on plain tensors — straight to the short path, as
-broadcast's (no argument re-checks, no pipeline, no Work), the general path taking whatever
+blocking fast path of each on plain tensors (reduce's with a plain ReduceOp) — straight to
+the short path, as broadcast's (no argument re-checks, no pipeline, no Work), the general
+path taking whatever
 the short path refuses, and explaining it. Split from ``backend``, which was near 500 lines
 (all_reduce's and broadcast's fast paths stay there, a frame shorter). Must not know about
 the launcher or the store.
@@ -20,10 +21,22 @@ from ...api import collectives as api
 from ...diagnostics import debug
 from ...group import collective_ops
 from ...group.process_group import ProcessGroup as AccordGroup
-from .tensors import ArgumentError, as_array, check_tensors, one_tensor_error, plain_array, reduce_op
+from .tensors import (
+    ArgumentError,
+    as_array,
+    check_tensors,
+    fast_op,
+    one_tensor_error,
+    plain_array,
+    reduce_op,
+)
 from .work import TorchWork
 
-_SCATTER_OPTIONS, _GATHER_OPTIONS = dist.ScatterOptions, dist.GatherOptions
+_SCATTER_OPTIONS, _GATHER_OPTIONS, _REDUCE_OPTIONS = (
+    dist.ScatterOptions,
+    dist.GatherOptions,
+    dist.ReduceOptions,
+)
 #: What a fast path returns when the general path must take the call
 GENERAL = object()
 
@@ -75,7 +88,13 @@ class RootedCalls:
                 return GENERAL
         return self._fast(short, (array, arrays, int(opts.rootRank)))
 
-    def reduce(self, tensors: Any, opts: Any = None) -> TorchWork:
+    def reduce(self, tensors: Any, opts: Any = None) -> TorchWork | None:
+        if type(opts) is _REDUCE_OPTIONS and not opts.asyncOp and not debug.DETAIL_ON and len(tensors) == 1:
+            array = plain_array(tensors[0])  # the blocking fast path (dist.reduce(t, dst))
+            if array is not None and (fast := fast_op(opts.reduceOp)) is not None:
+                work = self._fast(collective_ops.reduce_short, (array, int(opts.rootRank), fast))
+                if work is not GENERAL:
+                    return work  # type: ignore[no-any-return]
         opts = opts if opts is not None else dist.ReduceOptions()
         check_tensors(tensors, "reduce")
         if len(tensors) != 1:
