@@ -22,17 +22,22 @@ def _run(backend: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=240)
 
 
+#: what torch's gloo prints when it aborts in its teardown, after the last step
+_GLOO_TEARDOWN_ABORT = "terminate called without an active exception"
+
+
 def _losses(backend: str) -> dict[tuple[int, int], str]:
     done = _run(backend)
-    if (backend == "gloo" and done.returncode != 0 and "terminate called without an active exception"
-            in done.stdout + done.stderr):
-        # torch's gloo (the reference, not accord) now and then aborts in its teardown after
-        # the last step (seen once in CI, 2026-11-25): run the reference again
-        done = _run(backend)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-    found = re.findall(r"rank (\d)/2 step (\d) loss ([\d.]+) \((\w+)\)", done.stdout + done.stderr)
+    output = done.stdout + done.stderr
+    found = re.findall(r"rank (\d)/2 step (\d) loss ([\d.]+) \((\w+)\)", output)
+    losses = {(int(r), int(s)): loss for r, s, loss, _ in found}
+    # torch's gloo (the reference, not accord) now and then aborts in its teardown, after
+    # every step printed its loss (CI 2026-11-25, and twice in a row 2026-11-27): its losses
+    # are what the test needs. accord's run must exit cleanly.
+    gloo_teardown = backend == "gloo" and _GLOO_TEARDOWN_ABORT in output and len(losses) == 6
+    assert done.returncode == 0 or gloo_teardown, done.stdout[-2000:] + done.stderr[-2000:]
     assert {b for *_, b in found} == {backend}, found
-    return {(int(r), int(s)): loss for r, s, loss, _ in found}
+    return losses
 
 
 def test_the_ddp_example_trains_as_on_gloo() -> None:
