@@ -198,3 +198,42 @@ def test_blocking_reduce_takes_the_short_path_and_the_rest_the_general_one(monke
             dist.reduce(t, dst=3)  # not a rank of the world: torch's own error
     finally:
         dist.destroy_process_group()
+
+
+def test_blocking_list_forms_take_the_short_path_and_the_rest_the_general_one(monkeypatch) -> None:
+    """dist.all_gather (list), dist.reduce_scatter (list), dist.all_to_all_single (even) and
+    dist.all_to_all, blocking, on plain tensors go straight to their short paths; async calls,
+    split sizes and a refused list take the general path, which explains the refusal (world
+    1, in this process)."""
+    import accord  # noqa: F401 — registers backend "accord"
+    from accord.group import collective_ops
+
+    names = ("all_gather_short", "reduce_scatter_short", "all_to_all_single_short", "all_to_all_short")
+    taken: list[str] = []
+    for name in names:
+        real = getattr(collective_ops, name)
+        monkeypatch.setattr(collective_ops, name,
+                            lambda group, args, real=real, name=name: (taken.append(name), real(group, args))[1])
+    dist.init_process_group("accord", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        got = [torch.zeros(2, 2)]
+        assert dist.all_gather(got, torch.full((2, 2), 3.0)) is None
+        out = torch.zeros(3)
+        dist.reduce_scatter(out, [torch.arange(3.0)], op=dist.ReduceOp.MAX)
+        single = torch.zeros(4)
+        dist.all_to_all_single(single, torch.arange(4.0))
+        outs = [torch.zeros(2)]
+        dist.all_to_all(outs, [torch.ones(2)])
+        assert taken == list(names)
+        assert got[0].tolist() == [[3.0, 3.0], [3.0, 3.0]] and out.tolist() == [0.0, 1.0, 2.0]
+        assert single.tolist() == [0.0, 1.0, 2.0, 3.0] and outs[0].tolist() == [1.0, 1.0]
+
+        dist.all_gather(got, torch.ones(2, 2), async_op=True).wait()
+        dist.all_to_all_single(single, torch.ones(4), [4], [4])  # split sizes: the general path
+        assert got[0].tolist() == [[1.0, 1.0], [1.0, 1.0]] and single.tolist() == [1.0] * 4
+        assert taken == list(names)
+        with pytest.raises(ValueError, match="tensor_list"):
+            dist.all_gather([torch.zeros(3)], torch.ones(2))  # another size than the input
+        assert taken == list(names) + ["all_gather_short"]  # tried, refused, explained
+    finally:
+        dist.destroy_process_group()

@@ -101,6 +101,11 @@ gather_short = short_paths.gather
 #: ``reduce_short(group, (tensor, dst, op))``: the same for reduce (``tensor`` written on
 #: ``dst`` only)
 reduce_short = short_paths.reduce
+#: The same for the list forms: ``all_gather_short(group, (outs, inp))``,
+#: ``reduce_scatter_short(group, (out, ins, op))``, ``all_to_all_short(group, (outs, ins))``,
+#: and ``all_to_all_single_short(group, (out, inp, None, None))`` (the even form)
+all_gather_short, reduce_scatter_short = short_exchanges.all_gather, short_exchanges.reduce_scatter
+all_to_all_short, all_to_all_single_short = short_exchanges.all_to_all, short_exchanges.all_to_all_single
 
 
 def broadcast_queued(

@@ -32,6 +32,7 @@ from ...group import collective_ops
 from ...group.process_group import ProcessGroup as AccordGroup
 from ...group.work import Work as AccordWork
 from . import sparse
+from .exchanges import ExchangeCalls
 from .rooted import GENERAL, RootedCalls
 from .tensors import ArgumentError, as_array, check_tensors, fast_op, one_tensor_error, plain_array, reduce_op
 from .work import QueuedTorchWork, TorchWork, completed
@@ -43,7 +44,7 @@ _REDUCE_SCATTER_OPTIONS = dist.ReduceScatterOptions
 _SPARSE_ALL_REDUCE = Call("all_reduce", sparse.all_reduce, detail=())
 
 
-class AccordProcessGroup(RootedCalls, dist.ProcessGroup):  # type: ignore[misc]  # (torch's overloads)
+class AccordProcessGroup(RootedCalls, ExchangeCalls, dist.ProcessGroup):  # type: ignore[misc]  # (torch's overloads)
     """A torch ProcessGroup whose every operation runs on an accord group."""
 
     def __init__(
@@ -193,15 +194,6 @@ class AccordProcessGroup(RootedCalls, dist.ProcessGroup):  # type: ignore[misc] 
         return self._run(api.BROADCAST, opts, tensors, as_array(tensors[0]), None, int(opts.rootRank))
 
     # -- gathers -----------------------------------------------------------------------------
-    def allgather(self, output_tensors: Any, input_tensors: Any, opts: Any = None) -> TorchWork:
-        opts = opts if opts is not None else _AllgatherOptions()
-        check_tensors(input_tensors, "allgather")
-        if len(input_tensors) != 1 or len(output_tensors) != 1:
-            raise one_tensor_error("allgather", input_tensors)
-        outs, tensor = output_tensors[0], input_tensors[0]
-        check_tensors(outs, "allgather")
-        return self._run(api.ALL_GATHER, opts, [list(outs)], outs, tensor)
-
     def allgather_coalesced(self, output_lists: Any, input_list: Any, opts: Any = None) -> TorchWork:
         opts = opts if opts is not None else _AllgatherOptions()
         check_tensors(input_list, "allgather_coalesced")
@@ -255,16 +247,6 @@ class AccordProcessGroup(RootedCalls, dist.ProcessGroup):  # type: ignore[misc] 
     allgather_into_tensor_coalesced = all_gather_single_coalesced  # type: ignore[assignment]
 
     # -- reduce_scatter ----------------------------------------------------------------------
-    def reduce_scatter(self, output_tensors: Any, input_tensors: Any, opts: Any = None) -> TorchWork:
-        opts = opts if opts is not None else dist.ReduceScatterOptions()
-        check_tensors(output_tensors, "reduce_scatter")
-        if len(output_tensors) != 1 or len(input_tensors) != 1:
-            raise one_tensor_error("reduce_scatter", output_tensors)
-        output, inputs = output_tensors[0], input_tensors[0]
-        check_tensors(inputs, "reduce_scatter")
-        op = reduce_op(opts.reduceOp, output, "reduce_scatter")
-        return self._run(api.REDUCE_SCATTER, opts, [output], output, inputs, op)
-
     def reduce_scatter_single(self, output: Any, input: Any, opts: Any = None) -> dist.Work | None:  # noqa: A002
         if type(opts) is _REDUCE_SCATTER_OPTIONS and not debug.DETAIL_ON:  # the fast paths
             op = fast_op(opts.reduceOp)
@@ -305,28 +287,6 @@ class AccordProcessGroup(RootedCalls, dist.ProcessGroup):  # type: ignore[misc] 
         )
 
     reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced  # type: ignore[assignment]
-
-    # -- all_to_all --------------------------------------------------------------------------
-    def all_to_all_single(
-        self,
-        output: Any,
-        input: Any,  # noqa: A002
-        output_split_sizes: Any,
-        input_split_sizes: Any,
-        opts: Any = None,
-    ) -> TorchWork:
-        opts = opts if opts is not None else dist.AllToAllOptions()
-        check_tensors([output, input], "all_to_all_single")
-        outs = list(output_split_sizes) or None
-        ins = list(input_split_sizes) or None
-        return self._run(api.ALL_TO_ALL_SINGLE, opts, [output], output, input, outs, ins)
-
-    alltoall_base = all_to_all_single  # type: ignore[assignment]
-
-    def alltoall(self, output_tensors: Any, input_tensors: Any, opts: Any = None) -> TorchWork:
-        opts = opts if opts is not None else dist.AllToAllOptions()
-        check_tensors(list(output_tensors) + list(input_tensors), "alltoall")
-        return self._run(api.ALL_TO_ALL, opts, [list(output_tensors)], output_tensors, input_tensors)
 
     # -- barriers ------------------------------------------------------------------------------
     def barrier(self, opts: Any = None) -> TorchWork | None:
