@@ -446,6 +446,45 @@ def test_short_and_long_paths_agree_with_each_other(world_size, count, shared):
 
 
 @pytest.mark.parametrize("shared", [True, False], ids=["shm", "messages"])
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_all_to_all_single_with_split_sizes_on_both_paths_agrees(world_size, shared):
+    """all_to_all_single with split sizes (uneven, and even ones given explicitly): rank 0
+    on the short path (its plan keyed by the splits, reused call after call), the others on
+    the long path (strided views); the middle call async everywhere (queued, then run as
+    the blocking call). The paths must agree on the fingerprint and give the same pieces."""
+    def body(rank):
+        n = world_size
+        make = _strided if rank != 0 else np.asarray
+        in_splits = [j + rank + 1 for j in range(n)]  # rank r sends j + r + 1 rows to rank j
+        out_splits = [rank + r + 1 for r in range(n)]
+        results = []
+        for repeat in range(3):
+            src = np.arange(sum(in_splits), dtype=np.int64) + 1000 * rank + repeat
+            out = make(np.zeros(sum(out_splits), dtype=np.int64))
+            work = dist.all_to_all_single(out, make(src), out_splits, in_splits, async_op=repeat == 1)
+            if work is not None:
+                work.wait()
+            results.append(np.asarray(out).tolist())
+            even = make(np.zeros(2 * n, dtype=np.int64))
+            dist.all_to_all_single(even, make(np.arange(2 * n, dtype=np.int64) + 10 * rank), [2] * n, [2] * n)
+            results.append(np.asarray(even).tolist())
+        return results
+
+    got = shm_run(world_size, body, shared)
+    n = world_size
+    for rank, results in enumerate(got):
+        for repeat in range(3):
+            uneven, even = results[2 * repeat:2 * repeat + 2]
+            pieces = []
+            for r in range(n):
+                sent = [j + r + 1 for j in range(n)]
+                start = sum(sent[:rank])
+                pieces += (np.arange(sum(sent)) + 1000 * r + repeat)[start:start + sent[rank]].tolist()
+            assert uneven == pieces
+            assert even == [10 * r + 2 * rank + k for r in range(n) for k in range(2)]
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["shm", "messages"])
 @pytest.mark.parametrize("root", [0, 1])
 def test_rooted_short_and_long_paths_agree(root, shared):
     """gather, scatter and reduce with rank 0 on the short path (plain arrays) and the others

@@ -177,6 +177,13 @@ def functional_collectives(rank: int, world_size: int) -> dict[str, Any]:
             torch.arange(2.0 * world_size), "sum", 0, group).tolist(),
         "all_to_all": funcol.all_to_all_single(torch.arange(1.0 * world_size) + 10 * rank,
                                                None, None, group).tolist(),
+        # rank r sends j + r + 1 elements to rank j; twice (accord plans the splits once)
+        "all_to_all_uneven": [
+            funcol.all_to_all_single(torch.arange(float(sum(ins))) + 10 * rank + k, outs, ins, group).tolist()
+            for k in range(2)
+            for ins, outs in [([j + rank + 1 for j in range(world_size)],
+                               [rank + r + 1 for r in range(world_size)])]
+        ],
         "broadcast": funcol.broadcast(t, 0, group).tolist(),
     }
 

@@ -201,19 +201,21 @@ def test_blocking_reduce_takes_the_short_path_and_the_rest_the_general_one(monke
 
 
 def test_blocking_list_forms_take_the_short_path_and_the_rest_the_general_one(monkeypatch) -> None:
-    """dist.all_gather (list), dist.reduce_scatter (list), dist.all_to_all_single (even) and
-    dist.all_to_all, blocking, on plain tensors go straight to their short paths; async calls,
-    split sizes and a refused list take the general path, which explains the refusal (world
-    1, in this process)."""
+    """dist.all_gather (list), dist.reduce_scatter (list), dist.all_to_all_single (even, or
+    with split sizes) and dist.all_to_all, blocking, on plain tensors go straight to their
+    short paths; all_to_all_single's async form and torch's functional one are queued as
+    theirs; the other async calls and a refused list take the general path, which explains
+    the refusal (world 1, in this process)."""
     import accord  # noqa: F401 — registers backend "accord"
     from accord.group import collective_ops
 
-    names = ("all_gather_short", "reduce_scatter_short", "all_to_all_single_short", "all_to_all_short")
+    names = ("all_gather_short", "reduce_scatter_short", "all_to_all_single_short", "all_to_all_short",
+             "all_to_all_single_queued")
     taken: list[str] = []
     for name in names:
         real = getattr(collective_ops, name)
         monkeypatch.setattr(collective_ops, name,
-                            lambda group, args, real=real, name=name: (taken.append(name), real(group, args))[1])
+                            lambda group, *args, real=real, name=name: (taken.append(name), real(group, *args))[1])
     dist.init_process_group("accord", store=dist.HashStore(), rank=0, world_size=1)
     try:
         got = [torch.zeros(2, 2)]
@@ -224,16 +226,24 @@ def test_blocking_list_forms_take_the_short_path_and_the_rest_the_general_one(mo
         dist.all_to_all_single(single, torch.arange(4.0))
         outs = [torch.zeros(2)]
         dist.all_to_all(outs, [torch.ones(2)])
-        assert taken == list(names)
+        assert taken == list(names[:4])
         assert got[0].tolist() == [[3.0, 3.0], [3.0, 3.0]] and out.tolist() == [0.0, 1.0, 2.0]
         assert single.tolist() == [0.0, 1.0, 2.0, 3.0] and outs[0].tolist() == [1.0, 1.0]
 
+        dist.all_to_all_single(single, torch.full((4,), 2.0), [4], [4])  # with split sizes
+        dist.all_to_all_single(single, torch.full((4,), 3.0), [4], [4], async_op=True).wait()
+        funcol = torch.ops._c10d_functional
+        back = funcol.wait_tensor(funcol.all_to_all_single(torch.full((4,), 4.0), [4], [4], "0"))
+        assert single.tolist() == [3.0] * 4 and back.tolist() == [4.0] * 4
+        assert taken == list(names[:4]) + ["all_to_all_single_short"] + ["all_to_all_single_queued"] * 2
+
+        taken.clear()
         dist.all_gather(got, torch.ones(2, 2), async_op=True).wait()
-        dist.all_to_all_single(single, torch.ones(4), [4], [4])  # split sizes: the general path
-        assert got[0].tolist() == [[1.0, 1.0], [1.0, 1.0]] and single.tolist() == [1.0] * 4
-        assert taken == list(names)
+        assert got[0].tolist() == [[1.0, 1.0], [1.0, 1.0]] and not taken
         with pytest.raises(ValueError, match="tensor_list"):
             dist.all_gather([torch.zeros(3)], torch.ones(2))  # another size than the input
-        assert taken == list(names) + ["all_gather_short"]  # tried, refused, explained
+        assert taken == ["all_gather_short"]  # tried, refused, explained
+        with pytest.raises(ValueError, match="split_sizes"):
+            dist.all_to_all_single(single, torch.ones(4), [3], [4], async_op=True)  # refused at the call
     finally:
         dist.destroy_process_group()

@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from ..group import collective_ops, short_exchanges, short_paths
+from ..group import collective_ops, short_all_to_all, short_exchanges, short_paths
 from ..group import monitored_barrier as monitored
 from ..group.process_group import ProcessGroup
 from ..group.work import Work
@@ -109,7 +109,7 @@ REDUCE_SCATTER_TENSOR = Call(
 ALL_TO_ALL = Call(
     "all_to_all",
     collective_ops.all_to_all,
-    short=short_exchanges.all_to_all,
+    short=short_all_to_all.all_to_all,
     device=on_device("all_to_all"),
     carrier=1,
     detail=("output_tensor_list", "input_tensor_list"),
@@ -117,7 +117,7 @@ ALL_TO_ALL = Call(
 ALL_TO_ALL_SINGLE = Call(
     "all_to_all_single",
     collective_ops.all_to_all_single,
-    short=short_exchanges.all_to_all_single,
+    short=short_all_to_all.all_to_all_single,
     device=on_device("all_to_all_single"),
     carrier=1,
     detail=("output", "input", "output_split_sizes", "input_split_sizes"),

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..arrays import Buffer, as_buffer
 from ..reduce_ops import Kernel, as_reduce_op, make_kernel
-from . import short_exchanges, short_paths
+from . import short_all_to_all, short_exchanges, short_paths
 from .arguments import (
     all_gather_buffers,
     all_gather_into_tensor_buffers,
@@ -103,9 +103,12 @@ gather_short = short_paths.gather
 reduce_short = short_paths.reduce
 #: The same for the list forms: ``all_gather_short(group, (outs, inp))``,
 #: ``reduce_scatter_short(group, (out, ins, op))``, ``all_to_all_short(group, (outs, ins))``,
-#: and ``all_to_all_single_short(group, (out, inp, None, None))`` (the even form)
+#: and ``all_to_all_single_short(group, (out, inp, output_split_sizes, input_split_sizes))``;
+#: ``all_to_all_single_queued(group, out, inp, output_split_sizes, input_split_sizes, make,
+#: tensors)``: the async call queued as its short path (None: take the general path)
 all_gather_short, reduce_scatter_short = short_exchanges.all_gather, short_exchanges.reduce_scatter
-all_to_all_short, all_to_all_single_short = short_exchanges.all_to_all, short_exchanges.all_to_all_single
+all_to_all_short, all_to_all_single_short = short_all_to_all.all_to_all, short_all_to_all.all_to_all_single
+all_to_all_single_queued = short_all_to_all.all_to_all_single_async
 
 
 def broadcast_queued(
@@ -341,7 +344,7 @@ def all_to_all(
     group: ProcessGroup, output_tensor_list: Any, input_tensor_list: Any, async_op: bool
 ) -> Work | None:
     """``output_tensor_list[j]`` gets rank j's ``input_tensor_list[me]``; sizes may differ."""
-    if not async_op and short_exchanges.all_to_all(group, (output_tensor_list, input_tensor_list)):
+    if not async_op and short_all_to_all.all_to_all(group, (output_tensor_list, input_tensor_list)):
         return None
     outs, ins = all_to_all_buffers(group.rank(), group.size(), output_tensor_list, input_tensor_list)
     return launch(
@@ -369,7 +372,7 @@ def all_to_all_single(
 ) -> Work | None:
     """``input`` cut along dim 0 (evenly, or by ``input_split_sizes``) goes piece j to rank j;
     ``output`` is filled the same way from every rank."""
-    if not async_op and short_exchanges.all_to_all_single(
+    if not async_op and short_all_to_all.all_to_all_single(
         group, (output, input, output_split_sizes, input_split_sizes)
     ):
         return None

@@ -5,10 +5,11 @@ made once through the same checks and choices as the long path; at most ``MAX_PL
 group), ``choose`` (algorithm and fingerprint, shared with ``dispatch.launch`` so a rank
 on either path agrees with a rank on the other), ``shared_plan``, the scans that tell a plain
 argument from one the long path must take (``plain_array``, ``scan_list``, ``list_views``,
-``flat_view``) and running a plan (``run_plan``, ``finalizer``). The short paths themselves
-are ``short_paths``' (all_reduce, broadcast, barrier, reduce, gather, scatter) and
-``short_exchanges``' (all_gather, reduce_scatter, all_to_all): this module was split from
-``short_paths`` so that both build on it and each stays under 400 lines. Must not know about
+``flat_view``), running a plan (``run_plan``, ``finalizer``) and a queued short path's
+call (``returning``). The short paths themselves are ``short_paths``' (all_reduce,
+broadcast, barrier, reduce, gather, scatter), ``short_exchanges``' (all_gather,
+reduce_scatter) and ``short_all_to_all``'s: this module was split from ``short_paths`` so
+that they all build on it and each stays under 400 lines. Must not know about
 the default world or torch.
 """
 
@@ -126,3 +127,14 @@ def run_plan(
     compiled = plan[-1]
     if compiled is None or not compiled(*compiled_args):
         group.planner.run_planned(op, plan[0], plan[1], args, inputs)
+
+
+def returning(run: Callable[[], None], result: list[Any], keep: Any) -> Callable[[], list[Any]]:
+    """``run`` as a queued call: it returns ``result`` and holds ``keep`` (an input tensor
+    whose view ``run`` reads: a view of a plain tensor does not keep it alive) until then."""
+
+    def queued(_held: Any = keep) -> list[Any]:  # (the default holds ``keep``)
+        run()
+        return result
+
+    return queued

@@ -1,5 +1,5 @@
-"""The short path of the blocking exchanges on plain NumPy arrays: all_gather,
-reduce_scatter and all_to_all, in their list and tensor forms.
+"""The short path of the blocking exchanges on plain NumPy arrays: all_gather and
+reduce_scatter, in their list and tensor forms (all_to_all's are ``short_all_to_all``').
 
 Owns: per form, the front check (plain arrays, or plain CPU torch tensors seen as arrays),
 the plan (the long path's argument checks, algorithm choice and fingerprint, made once per
@@ -26,8 +26,6 @@ from . import one_round
 from .arguments import (
     all_gather_buffers,
     all_gather_into_tensor_buffers,
-    all_to_all_buffers,
-    all_to_all_single_buffers,
     equal_chunks,
     reduce_scatter_buffers,
     reduce_scatter_tensor_buffers,
@@ -39,6 +37,7 @@ from .plans import (
     flat_view,
     list_views,
     plain_array,
+    returning,
     run_plan,
     scan_list,
     shared_plan,
@@ -78,7 +77,7 @@ def all_gather_into_tensor_async(
     if run is None:
         return None
     out, held = tensors if tensors is not None else (output, inp)
-    return group.planner.defer("all_gather", _returning(run, [out], held), [out], (held,), make)
+    return group.planner.defer("all_gather", returning(run, [out], held), [out], (held,), make)
 
 
 def _gathering(group: ProcessGroup, output: Any, inp: Any) -> Callable[[], None] | None:
@@ -184,7 +183,7 @@ def reduce_scatter_tensor_async(
     if run is None:
         return None
     out, held = tensors if tensors is not None else (output, inp)
-    return group.planner.defer("reduce_scatter", _returning(run, [out], held), [out], (held,), make)
+    return group.planner.defer("reduce_scatter", returning(run, [out], held), [out], (held,), make)
 
 
 def _scattering(group: ProcessGroup, output: Any, inp: Any, op: Any) -> Callable[[], None] | None:
@@ -215,17 +214,6 @@ def _scattering(group: ProcessGroup, output: Any, inp: Any, op: Any) -> Callable
             )
 
     return run
-
-
-def _returning(run: Callable[[], None], result: list[Any], keep: Any) -> Callable[[], list[Any]]:
-    """``run`` as a queued call: it returns ``result`` and holds ``keep`` (an input tensor
-    whose view ``run`` reads: a view of a plain tensor does not keep it alive) until then."""
-
-    def queued(_held: Any = keep) -> list[Any]:  # (the default holds ``keep``)
-        run()
-        return result
-
-    return queued
 
 
 def _plan_reduce_scatter_tensor(
@@ -281,101 +269,4 @@ def _plan_reduce_scatter(
     even = all(b.count == o.count for b in ins)
     return shared_plan(
         algorithm, fp, kernel, _compile_reduce_scatter(group, algorithm, fp, o, kernel) if even else None
-    )
-
-
-# -- all_to_all -------------------------------------------------------------------------------
-def all_to_all(group: ProcessGroup, args: tuple[Any, ...]) -> bool:
-    outputs, inputs = list_views(args[0]), list_views(args[1])
-    n = group.size()
-    if not group.engine.plannable:
-        return False
-    scanned_out, scanned_in = scan_list(outputs, n, True), scan_list(inputs, n, False)
-    if scanned_out is None or scanned_in is None:
-        return False
-    plan = cached_plan(
-        group, ("all_to_all", scanned_out[0], scanned_in[0]), _plan_all_to_all, outputs, inputs
-    )
-    if plan is None:
-        return False
-    outs, ins = scanned_out[1], scanned_in[1]
-    run_plan(group, "all_to_all", plan, (outs, ins), (outs, ins), (inputs,))
-    return True
-
-
-def _plan_all_to_all(
-    group: ProcessGroup, outputs: list[np.ndarray], inputs: list[np.ndarray]
-) -> tuple[Any, ...] | None:
-    _, ins = all_to_all_buffers(group.rank(), group.size(), outputs, inputs)
-    algorithm, fp = choose(group, "all_to_all", 0, ins[0], count=0)
-    count = inputs[0].size
-    even = all(o.size == count for o in outputs) and all(i.size == count for i in inputs)
-    return shared_plan(
-        algorithm, fp, _compile_all_to_all(group, algorithm, fp, count, ins[0].flat.dtype) if even else None
-    )
-
-
-def _compile_all_to_all(
-    group: ProcessGroup, algorithm: Algorithm, fp: Fingerprint, count: int, dtype: np.dtype
-) -> Callable[..., bool] | None:
-    """Every rank sends and receives ``count`` elements to and from every rank."""
-    n = group.size()
-    if (
-        algorithm.run is not shm_exchange.all_to_all
-        or group.planner.call_slots is None
-        or not shm_exchange.all_to_all_fits(n, count, dtype.itemsize, group.planner.call_slots.slot_bytes)
-    ):
-        return None
-    return one_round.compile_call(
-        group,
-        "all_to_all",
-        fp,
-        8 * n + n * count * dtype.itemsize,
-        shm_exchange.all_to_all_round(group.rank(), n, count, dtype),
-    )
-
-
-def all_to_all_single(group: ProcessGroup, args: tuple[Any, ...]) -> bool:
-    """The even form only (no split sizes): piece j of dim 0 goes to rank j."""
-    output, inp, output_split_sizes, input_split_sizes = args
-    if type(output) is not _NDARRAY or type(inp) is not _NDARRAY:
-        output, inp = plain_view(output), plain_view(inp)
-    if group.engine.direct is not None:
-        return group.engine.direct.all_to_all_single(  # type: ignore[no-any-return]
-            output, inp, output_split_sizes, input_split_sizes
-        )
-    if output_split_sizes or input_split_sizes:
-        return False
-    if not (group.engine.plannable and plain_array(output, True) and plain_array(inp, False)):
-        return False
-    plan = cached_plan(
-        group,
-        ("all_to_all_single", output.dtype, output.shape, inp.dtype, inp.shape),
-        _plan_all_to_all_single,
-        output,
-        inp,
-    )
-    if plan is None:
-        return False
-    flat_out, flat_in = flat_view(output), flat_view(inp)
-    compiled = plan[-1]
-    if compiled is None or not compiled(flat_out, flat_in):
-        n = group.size()
-        group.planner.run_planned(
-            "all_to_all", plan[0], plan[1], (equal_chunks(flat_out, n), equal_chunks(flat_in, n)), (inp,)
-        )
-    return True
-
-
-def _plan_all_to_all_single(
-    group: ProcessGroup, output: np.ndarray, inp: np.ndarray
-) -> tuple[Any, ...] | None:
-    o, i, _, _, _ = all_to_all_single_buffers(group.rank(), group.size(), output, inp, None, None)
-    algorithm, fp = choose(group, "all_to_all", i.nbytes, i, count=i.count)
-    n = group.size()
-    even = o.count == i.count and i.count % n == 0
-    return shared_plan(
-        algorithm,
-        fp,
-        _compile_all_to_all(group, algorithm, fp, i.count // n, i.flat.dtype) if even and n else None,
     )

@@ -1,11 +1,11 @@
 """The short path of blocking collectives on plain NumPy arrays.
 
 Owns: the short paths of all_reduce, broadcast, barrier, reduce, gather and scatter, each a
-check that its arguments are plain, a cached plan and a run (all_gather, reduce_scatter and
-all_to_all are ``short_exchanges``'). What every short path is made of — the plan cache
-(``cached_plan``), ``choose`` (algorithm and fingerprint, shared with the long path), the
-argument scans and ``run_plan`` — is ``plans``' (split from here so that this module and
-``short_exchanges`` both build on it and each stays under 400 lines). A short
+check that its arguments are plain, a cached plan and a run (all_gather and reduce_scatter
+are ``short_exchanges``', all_to_all ``short_all_to_all``'s). What every short path is
+made of — the plan cache (``cached_plan``), ``choose`` (algorithm and fingerprint, shared
+with the long path), the argument scans and ``run_plan`` — is ``plans``' (split from here
+so that this module and the other two build on it and each stays under 400 lines). A short
 path applies when every argument is a C-contiguous ``numpy.ndarray`` (outputs writeable) or a
 plain CPU torch tensor (seen as one: ``arrays.plain_view``),
 the call is blocking and the group runs on accord's own engine (shared memory or messages,

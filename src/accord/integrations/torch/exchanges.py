@@ -6,9 +6,10 @@ Owns: ``ExchangeCalls``, a mixin of ``backend.AccordProcessGroup`` (which provid
 convention for ``dist.all_gather(tensor_list, tensor)``, ``dist.reduce_scatter(output,
 input_list)``, ``dist.all_to_all_single`` and ``dist.all_to_all``, and the blocking fast
 path of each on plain tensors — straight to the short path, as scatter's and gather's (no
-argument re-checks, no pipeline, no Work): the general path takes whatever the short path
-refuses (an async call, split sizes, a tensor that is not plain, a refused argument), and
-explains it. Split from ``backend``, which is near 400 lines. Must not know about the
+argument re-checks, no pipeline, no Work), and all_to_all_single's async form (torch's
+functional ``all_to_all_single``) queued as its short path: the general path takes whatever
+the short path refuses (another async call, a tensor that is not plain, a refused
+argument), and explains it. Split from ``backend``, which is near 400 lines. Must not know about the
 launcher or the store.
 """
 
@@ -26,7 +27,7 @@ from ...group import collective_ops
 from ...group.process_group import ProcessGroup as AccordGroup
 from .rooted import GENERAL
 from .tensors import check_tensors, fast_op, one_tensor_error, plain_array, reduce_op
-from .work import TorchWork
+from .work import QueuedTorchWork, TorchWork
 
 _REDUCE_SCATTER_OPTIONS, _ALL_TO_ALL_OPTIONS = dist.ReduceScatterOptions, dist.AllToAllOptions
 
@@ -90,10 +91,15 @@ class ExchangeCalls:
         input_split_sizes: Any,
         opts: Any = None,
     ) -> TorchWork | None:
-        if _blocking(opts, _ALL_TO_ALL_OPTIONS) and not output_split_sizes and not input_split_sizes:
-            out, inp = plain_array(output), plain_array(input)  # (the even form: no split sizes)
+        if type(opts) is _ALL_TO_ALL_OPTIONS and not debug.DETAIL_ON:
+            out, inp = plain_array(output), plain_array(input)
             if out is not None and inp is not None:
-                work = self._fast(collective_ops.all_to_all_single_short, (out, inp, None, None))
+                args = (out, inp, output_split_sizes, input_split_sizes)
+                if not opts.asyncOp:
+                    work = self._fast(collective_ops.all_to_all_single_short, args)
+                else:  # (async: queued as its short path; torch's functional all_to_all_single)
+                    queued = collective_ops.all_to_all_single_queued
+                    work = self._fast(None, (*args, QueuedTorchWork, (output, input)), queued)
                 if work is not GENERAL:
                     return work  # type: ignore[no-any-return]
         opts = opts if opts is not None else dist.AllToAllOptions()
