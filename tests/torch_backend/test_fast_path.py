@@ -247,3 +247,34 @@ def test_blocking_list_forms_take_the_short_path_and_the_rest_the_general_one(mo
             dist.all_to_all_single(single, torch.ones(4), [3], [4], async_op=True)  # refused at the call
     finally:
         dist.destroy_process_group()
+
+
+def test_all_to_all_single_cuts_dim_0_of_a_2d_tensor_on_its_fast_path(monkeypatch) -> None:
+    """The fast path sees a tensor's memory as a flat array: all_to_all_single, which cuts
+    dim 0, must see it in the tensor's shape (rows, not elements), and refuse split sizes
+    that count elements (world 1, in this process)."""
+    import accord  # noqa: F401 — registers backend "accord"
+    from accord.group import collective_ops, short_all_to_all
+
+    taken: list[Any] = []
+    real = collective_ops.all_to_all_single_short
+    monkeypatch.setattr(collective_ops, "all_to_all_single_short",
+                        lambda group, args: (taken.append(args[0].shape), real(group, args))[1])
+    dist.init_process_group("accord", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        out = torch.zeros(2, 3)
+        dist.all_to_all_single(out, torch.arange(6.0).reshape(2, 3), [2], [2])  # 2 rows
+        assert out.tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]] and taken == [(2, 3)]
+        with pytest.raises(ValueError, match="sum to 6, but output has 2 rows"):
+            dist.all_to_all_single(out, torch.ones(2, 3), [6], [6])  # elements, not rows
+        # split sizes that change every call are kept as plans only while the cache has room
+        group = dist.distributed_c10d._get_default_group().accord_group
+        group.plans.update({("filler", i): None for i in range(short_all_to_all.SPLIT_PLANS_ROOM)})
+        held = len(group.plans)
+        for rows in (3, 4):
+            got = torch.zeros(rows, 3)
+            dist.all_to_all_single(got, torch.ones(rows, 3), [rows], [rows])
+            assert got.tolist() == [[1.0] * 3] * rows
+        assert len(group.plans) == held
+    finally:
+        dist.destroy_process_group()

@@ -206,11 +206,11 @@ def scatter_round(
         pieces = [[views[root][r * region : r * region + count] for r in range(n)] for views in both]
 
         def send(k: int, h: int, seq: int, parity: int, out: np.ndarray, ins: list[np.ndarray]) -> None:
+            out[...] = ins[me]  # (first, as ``scatter`` does: the same result if they overlap)
             slot = pieces[parity]
             for r in waited:
                 slot[r][...] = ins[r]
             mine[ready] = k
-            out[...] = ins[me]  # (after ready: nobody waits for the root's own piece)
             leave(k, h, seq)  # (as ``scatter``'s root: checked at its next round)
 
         def receive(k: int, h: int, seq: int, parity: int, out: np.ndarray, ins: None) -> None:

@@ -6,8 +6,9 @@ Owns: per form, the front check (plain arrays, or plain CPU torch tensors seen a
 the plan (the long path's argument checks, algorithm choice and fingerprint, made once per
 call signature through ``plans.cached_plan``: for all_to_all_single the split sizes are
 part of the signature, so a program that repeats its splits plans them once, and one whose
-splits change every call — a mixture of experts — takes the long path's cost once per new
-set, up to ``plans.MAX_PLANS``) and, for an even call on one shared-memory slot, its
+splits change every call — a mixture of experts — pays the plan, the long path's checks,
+on each new set; those are kept only while the cache has room, ``SPLIT_PLANS_ROOM``) and,
+for an even call on one shared-memory slot, its
 compiled single round. A call with split sizes has the long path's fingerprint for split
 sizes (no count), even when they are even: ranks on either path meet. Split from
 ``short_exchanges`` (which keeps all_gather and reduce_scatter) so that each stays under
@@ -28,6 +29,7 @@ from ..transport.wire import Fingerprint
 from . import one_round
 from .arguments import all_to_all_buffers, all_to_all_single_buffers
 from .plans import (
+    MAX_PLANS,
     cached_plan,
     choose,
     flat_view,
@@ -41,6 +43,10 @@ from .plans import (
 from .process_group import ProcessGroup
 
 _NDARRAY = np.ndarray
+#: A new set of split sizes is kept as a plan only while the group holds fewer plans than
+#: this: a mixture of experts whose splits change every call must not fill the cache to
+#: ``MAX_PLANS``, which would empty it of every other collective's plan as well.
+SPLIT_PLANS_ROOM = MAX_PLANS // 2
 
 
 def all_to_all(group: ProcessGroup, args: tuple[Any, ...]) -> bool:
@@ -154,7 +160,11 @@ def _exchanging(
     if outs is False or ins is False:
         return None
     key = ("all_to_all_single", output.dtype, output.shape, inp.dtype, inp.shape, outs, ins)
-    plan = cached_plan(group, key, _plan_all_to_all_single, output, inp, outs, ins)
+    split = outs is not None or ins is not None
+    if split and len(group.plans) >= SPLIT_PLANS_ROOM and key not in group.plans:
+        plan = _plan_all_to_all_single(group, output, inp, outs, ins)  # (made, not kept: see above)
+    else:
+        plan = cached_plan(group, key, _plan_all_to_all_single, output, inp, outs, ins)
     if plan is None:
         return None
     fp, algorithm, out_bounds, in_bounds, compiled = plan

@@ -94,6 +94,8 @@ class ExchangeCalls:
         if type(opts) is _ALL_TO_ALL_OPTIONS and not debug.DETAIL_ON:
             out, inp = plain_array(output), plain_array(input)
             if out is not None and inp is not None:
+                if output.dim() != 1 or input.dim() != 1:  # dim 0 is cut: the views in its shape
+                    out, inp = out.reshape(output.shape), inp.reshape(input.shape)
                 args = (out, inp, output_split_sizes, input_split_sizes)
                 if not opts.asyncOp:
                     work = self._fast(collective_ops.all_to_all_single_short, args)
