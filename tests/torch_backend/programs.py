@@ -217,6 +217,11 @@ def async_patterns(rank: int, world_size: int) -> dict[str, Any]:
              dist.all_gather_into_tensor(out, torch.full((2,), float(rank)), async_op=True),
              dist.reduce_scatter_tensor(rs, torch.arange(2.0 * n) + rank, async_op=True),
              dist.barrier(async_op=True)]
+    listed = [torch.zeros(2) for _ in range(n)]  # list forms, queued (accord: as short paths)
+    single = torch.zeros(2 * n)
+    works += [dist.all_gather(listed, torch.full((2,), rank + 5.0), async_op=True),
+              dist.all_to_all_single(single, torch.arange(2.0 * n) + 10 * rank, [2] * n, [2] * n,
+                                     async_op=True)]
     for work in reversed(works):
         work.wait()
     queued = [torch.full((2,), float(rank + i)) for i in range(4)]
@@ -244,7 +249,8 @@ def async_patterns(rank: int, world_size: int) -> dict[str, Any]:
         if rank == 1:
             dist.send(torch.full((1 << 16,), 7.0), dst=0)
         dist.all_reduce(crossed)
-    return {"reverse": [a.tolist(), b.tolist(), out.tolist(), rs.tolist()],
+    return {"reverse": [a.tolist(), b.tolist(), out.tolist(), rs.tolist(), [t.tolist() for t in listed],
+                        single.tolist()],
             "queued": [t.tolist() for t in queued], "after": after.tolist(),
             "polled": [completed, polled.tolist()], "temporary": temporary.result()[0].tolist(),
             "functional": [functional.tolist(), gathered.tolist()],

@@ -132,17 +132,44 @@ def all_gather(group: ProcessGroup, args: tuple[Any, ...]) -> bool:
     outputs, inp = list_views(args[0]), plain_view(args[1])
     if group.engine.direct is not None:
         return group.engine.direct.all_gather(outputs, inp)  # type: ignore[no-any-return]
-    if not (group.engine.plannable and plain_array(inp, False)):
+    run = _gathering_list(group, outputs, inp)
+    if run is None:
         return False
+    run()
+    return True
+
+
+def all_gather_async(
+    group: ProcessGroup, outputs: Any, inp: Any, make: Callable[..., Any] | None = None, tensors: Any = None
+) -> Any:
+    """``all_gather(tensor_list, tensor, async_op=True)`` queued as its short path (the plan
+    made now); None: take the long path. ``tensors``: the caller's (list, tensor) when
+    ``outputs`` and ``inp`` are views of them, held until the call ran; ``make``: the
+    Work's class (``Planner.defer``)."""
+    run = _gathering_list(group, list_views(outputs), plain_view(inp))
+    if run is None:
+        return None
+    outs, held = tensors if tensors is not None else (outputs, inp)
+    result = [list(outs)]
+    return group.planner.defer("all_gather", returning(run, result, held), result, (held,), make)
+
+
+def _gathering_list(group: ProcessGroup, outputs: Any, inp: Any) -> Callable[[], None] | None:
+    """The short path of one all_gather into a list, ready to run (None: not plannable)."""
+    if not (group.engine.plannable and plain_array(inp, False)):
+        return None
     scanned = scan_list(outputs, group.size(), True)
     if scanned is None:
-        return False
+        return None
     plan = cached_plan(group, ("all_gather", inp.dtype, inp.size, scanned[0]), _plan_all_gather, outputs, inp)
     if plan is None:
-        return False
+        return None
     flat_in, flats = flat_view(inp), scanned[1]
-    run_plan(group, "all_gather", plan, (flat_in, flats), (flat_in, flats), (inp,))
-    return True
+
+    def run() -> None:
+        run_plan(group, "all_gather", plan, (flat_in, flats), (flat_in, flats), (inp,))
+
+    return run
 
 
 def _plan_all_gather(

@@ -6,8 +6,9 @@ Owns: ``ExchangeCalls``, a mixin of ``backend.AccordProcessGroup`` (which provid
 convention for ``dist.all_gather(tensor_list, tensor)``, ``dist.reduce_scatter(output,
 input_list)``, ``dist.all_to_all_single`` and ``dist.all_to_all``, and the blocking fast
 path of each on plain tensors — straight to the short path, as scatter's and gather's (no
-argument re-checks, no pipeline, no Work), and all_to_all_single's async form (torch's
-functional ``all_to_all_single``) queued as its short path: the general path takes whatever
+argument re-checks, no pipeline, no Work), and the async forms of all_gather's list form
+and of all_to_all_single (torch's functional ``all_to_all_single``) queued as their short
+paths: the general path takes whatever
 the short path refuses (another async call, a tensor that is not plain, a refused
 argument), and explains it. Split from ``backend``, which is near 400 lines. Must not know about the
 launcher or the store.
@@ -53,10 +54,21 @@ class ExchangeCalls:
     _fast: Callable[..., Any]
 
     def allgather(self, output_tensors: Any, input_tensors: Any, opts: Any = None) -> TorchWork | None:
-        if _blocking(opts, _AllgatherOptions) and len(input_tensors) == 1 and len(output_tensors) == 1:
+        if (
+            type(opts) is _AllgatherOptions
+            and not debug.DETAIL_ON
+            and len(input_tensors) == 1
+            and len(output_tensors) == 1
+        ):
             inp, outs = plain_array(input_tensors[0]), _plain_arrays(output_tensors[0])
             if inp is not None and outs is not None:
-                work = self._fast(collective_ops.all_gather_short, (outs, inp))
+                if not opts.asyncOp:
+                    work = self._fast(collective_ops.all_gather_short, (outs, inp))
+                else:  # (queued as its short path)
+                    held = (output_tensors[0], input_tensors[0])
+                    work = self._fast(
+                        None, (outs, inp, QueuedTorchWork, held), collective_ops.all_gather_queued
+                    )
                 if work is not GENERAL:
                     return work  # type: ignore[no-any-return]
         opts = opts if opts is not None else _AllgatherOptions()
