@@ -203,15 +203,15 @@ def test_blocking_reduce_takes_the_short_path_and_the_rest_the_general_one(monke
 def test_blocking_list_forms_take_the_short_path_and_the_rest_the_general_one(monkeypatch) -> None:
     """dist.all_gather (list), dist.reduce_scatter (list), dist.all_to_all_single (even, or
     with split sizes) and dist.all_to_all, blocking, on plain tensors go straight to their
-    short paths; the async forms of all_gather's list form and of all_to_all_single (and
-    torch's functional all_to_all_single) are queued as theirs; the other async calls and a
-    refused list take the general path, which explains the refusal (world 1, in this
+    short paths; the async forms of the list all_gather and reduce_scatter and of
+    all_to_all_single (and torch's functional all_to_all_single) are queued as theirs;
+    all_to_all's async form and a refused list take the general path, which explains the refusal (world 1, in this
     process)."""
     import accord  # noqa: F401 — registers backend "accord"
     from accord.group import collective_ops
 
     names = ("all_gather_short", "reduce_scatter_short", "all_to_all_single_short", "all_to_all_short",
-             "all_to_all_single_queued", "all_gather_queued")
+             "all_to_all_single_queued", "all_gather_queued", "reduce_scatter_queued")
     taken: list[str] = []
     for name in names:
         real = getattr(collective_ops, name)
@@ -243,13 +243,16 @@ def test_blocking_list_forms_take_the_short_path_and_the_rest_the_general_one(mo
         assert taken == ["all_gather_queued"]
         work.wait()
         assert got[0].tolist() == [[1.0, 1.0], [1.0, 1.0]] and work.result() == [got]
-        dist.reduce_scatter(out, [torch.ones(3)], async_op=True).wait()  # the general path
-        assert out.tolist() == [1.0, 1.0, 1.0] and taken == ["all_gather_queued"]
+        dist.reduce_scatter(out, [torch.ones(3)], async_op=True).wait()
+        assert out.tolist() == [1.0, 1.0, 1.0] and taken == ["all_gather_queued", "reduce_scatter_queued"]
+        dist.all_to_all(outs, [torch.full((2,), 5.0)], async_op=True).wait()  # the general path
+        assert outs[0].tolist() == [5.0, 5.0] and taken == ["all_gather_queued", "reduce_scatter_queued"]
+        taken.clear()
         with pytest.raises(ValueError, match="tensor_list"):
             dist.all_gather([torch.zeros(3)], torch.ones(2))  # another size than the input
         with pytest.raises(ValueError, match="tensor_list"):
             dist.all_gather([torch.zeros(3)], torch.ones(2), async_op=True)  # refused at the call
-        assert taken == ["all_gather_queued", "all_gather_short", "all_gather_queued"]  # tried, explained
+        assert taken == ["all_gather_short", "all_gather_queued"]  # tried, refused, explained
         with pytest.raises(ValueError, match="split_sizes"):
             dist.all_to_all_single(single, torch.ones(4), [3], [4], async_op=True)  # refused at the call
     finally:

@@ -109,8 +109,12 @@ reduce_short = short_paths.reduce
 all_gather_short, reduce_scatter_short = short_exchanges.all_gather, short_exchanges.reduce_scatter
 all_to_all_short, all_to_all_single_short = short_all_to_all.all_to_all, short_all_to_all.all_to_all_single
 all_to_all_single_queued = short_all_to_all.all_to_all_single_async
-#: ``all_gather_queued(group, outs, inp, make, tensors)``: the list form's async call, the same
-all_gather_queued = short_exchanges.all_gather_async
+#: ``all_gather_queued(group, outs, inp, make, tensors)``, ``reduce_scatter_queued(group, out,
+#: ins, op, make, tensors)``: the list forms' async calls, the same
+all_gather_queued, reduce_scatter_queued = (
+    short_exchanges.all_gather_async,
+    short_exchanges.reduce_scatter_async,
+)
 
 
 def broadcast_queued(

@@ -271,19 +271,49 @@ def _compile_reduce_scatter(
 
 
 def reduce_scatter(group: ProcessGroup, args: tuple[Any, ...]) -> bool:
-    output, inputs, op = plain_view(args[0]), list_views(args[1]), args[2]
-    if not (group.engine.plannable and plain_array(output, True)):
+    run = _scattering_list(group, plain_view(args[0]), list_views(args[1]), args[2])
+    if run is None:
         return False
+    run()
+    return True
+
+
+def reduce_scatter_async(
+    group: ProcessGroup,
+    output: Any,
+    inputs: Any,
+    op: Any,
+    make: Callable[..., Any] | None = None,
+    tensors: Any = None,
+) -> Any:
+    """``reduce_scatter(output, input_list, async_op=True)`` queued as its short path (the
+    plan made now); None: take the long path. ``tensors``: the caller's (output, list) when
+    ``output`` and ``inputs`` are views of them, held until the call ran; ``make``: the
+    Work's class (``Planner.defer``)."""
+    run = _scattering_list(group, plain_view(output), list_views(inputs), op)
+    if run is None:
+        return None
+    out, held = tensors if tensors is not None else (output, inputs)
+    return group.planner.defer("reduce_scatter", returning(run, [out], held), [out], (held,), make)
+
+
+def _scattering_list(group: ProcessGroup, output: Any, inputs: Any, op: Any) -> Callable[[], None] | None:
+    """The short path of one reduce_scatter of a list, ready to run (None: not plannable)."""
+    if not (group.engine.plannable and plain_array(output, True)):
+        return None
     scanned = scan_list(inputs, group.size(), False)
     if scanned is None:
-        return False
+        return None
     key = ("reduce_scatter", op, output.dtype, output.size, scanned[0])
     plan = cached_plan(group, key, _plan_reduce_scatter, output, inputs, op)
     if plan is None:
-        return False
+        return None
     flat_out, flats = flat_view(output), scanned[1]
-    run_plan(group, "reduce_scatter", plan, (flat_out, flats, plan[2]), (flat_out, flats), (inputs,))
-    return True
+
+    def run() -> None:
+        run_plan(group, "reduce_scatter", plan, (flat_out, flats, plan[2]), (flat_out, flats), (inputs,))
+
+    return run
 
 
 def _plan_reduce_scatter(

@@ -6,9 +6,9 @@ Owns: ``ExchangeCalls``, a mixin of ``backend.AccordProcessGroup`` (which provid
 convention for ``dist.all_gather(tensor_list, tensor)``, ``dist.reduce_scatter(output,
 input_list)``, ``dist.all_to_all_single`` and ``dist.all_to_all``, and the blocking fast
 path of each on plain tensors — straight to the short path, as scatter's and gather's (no
-argument re-checks, no pipeline, no Work), and the async forms of all_gather's list form
-and of all_to_all_single (torch's functional ``all_to_all_single``) queued as their short
-paths: the general path takes whatever
+argument re-checks, no pipeline, no Work), and the async forms of the list all_gather and
+reduce_scatter and of all_to_all_single (torch's functional ``all_to_all_single``) queued as
+their short paths: the general path takes whatever
 the short path refuses (another async call, a tensor that is not plain, a refused
 argument), and explains it. Split from ``backend``, which is near 400 lines. Must not know about the
 launcher or the store.
@@ -80,10 +80,20 @@ class ExchangeCalls:
         return self._run(api.ALL_GATHER, opts, [list(outs)], outs, tensor)
 
     def reduce_scatter(self, output_tensors: Any, input_tensors: Any, opts: Any = None) -> TorchWork | None:
-        if _blocking(opts, _REDUCE_SCATTER_OPTIONS) and len(output_tensors) == 1 and len(input_tensors) == 1:
+        if (
+            type(opts) is _REDUCE_SCATTER_OPTIONS
+            and not debug.DETAIL_ON
+            and len(output_tensors) == 1
+            and len(input_tensors) == 1
+        ):
             out, ins = plain_array(output_tensors[0]), _plain_arrays(input_tensors[0])
             if out is not None and ins is not None and (op := fast_op(opts.reduceOp)) is not None:
-                work = self._fast(collective_ops.reduce_scatter_short, (out, ins, op))
+                if not opts.asyncOp:
+                    work = self._fast(collective_ops.reduce_scatter_short, (out, ins, op))
+                else:  # (queued as its short path)
+                    held = (output_tensors[0], input_tensors[0])
+                    queued = collective_ops.reduce_scatter_queued
+                    work = self._fast(None, (out, ins, op, QueuedTorchWork, held), queued)
                 if work is not GENERAL:
                     return work  # type: ignore[no-any-return]
         opts = opts if opts is not None else dist.ReduceScatterOptions()
