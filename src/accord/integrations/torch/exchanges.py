@@ -45,6 +45,12 @@ def _blocking(opts: Any, kind: Any) -> bool:
     return type(opts) is kind and not opts.asyncOp and not debug.DETAIL_ON
 
 
+def _fast_form(opts: Any, kind: Any, outputs: Any, inputs: Any) -> bool:
+    """Whether a list form may take its fast path (blocking or queued): torch's own options
+    of ``kind``, no DETAIL check to run, one output and one input (a list, and a tensor)."""
+    return type(opts) is kind and not debug.DETAIL_ON and len(outputs) == 1 and len(inputs) == 1
+
+
 class ExchangeCalls:
     """The list forms of all_gather and reduce_scatter, and all_to_all, of
     ``AccordProcessGroup`` (see the module docstring)."""
@@ -53,22 +59,24 @@ class ExchangeCalls:
     _run: Callable[..., TorchWork]
     _fast: Callable[..., Any]
 
+    def _blocking_or_queued(
+        self, async_op: bool, short: Any, queued: Any, args: tuple[Any, ...], held: tuple[Any, Any]
+    ) -> Any:
+        """A fast path's call on views the caller vouches for: blocking, ``short(group,
+        args)``; async, ``queued(group, *args, QueuedTorchWork, held)``, the Work holding
+        ``held`` (the caller's tensors: the views do not keep them alive). ``GENERAL``: take
+        the general path."""
+        if not async_op:
+            return self._fast(short, args)
+        return self._fast(None, (*args, QueuedTorchWork, held), queued)
+
     def allgather(self, output_tensors: Any, input_tensors: Any, opts: Any = None) -> TorchWork | None:
-        if (
-            type(opts) is _AllgatherOptions
-            and not debug.DETAIL_ON
-            and len(input_tensors) == 1
-            and len(output_tensors) == 1
-        ):
+        if _fast_form(opts, _AllgatherOptions, output_tensors, input_tensors):
             inp, outs = plain_array(input_tensors[0]), _plain_arrays(output_tensors[0])
             if inp is not None and outs is not None:
-                if not opts.asyncOp:
-                    work = self._fast(collective_ops.all_gather_short, (outs, inp))
-                else:  # (queued as its short path)
-                    held = (output_tensors[0], input_tensors[0])
-                    work = self._fast(
-                        None, (outs, inp, QueuedTorchWork, held), collective_ops.all_gather_queued
-                    )
+                held = (output_tensors[0], input_tensors[0])
+                short, queued = collective_ops.all_gather_short, collective_ops.all_gather_queued
+                work = self._blocking_or_queued(opts.asyncOp, short, queued, (outs, inp), held)
                 if work is not GENERAL:
                     return work  # type: ignore[no-any-return]
         opts = opts if opts is not None else _AllgatherOptions()
@@ -80,20 +88,12 @@ class ExchangeCalls:
         return self._run(api.ALL_GATHER, opts, [list(outs)], outs, tensor)
 
     def reduce_scatter(self, output_tensors: Any, input_tensors: Any, opts: Any = None) -> TorchWork | None:
-        if (
-            type(opts) is _REDUCE_SCATTER_OPTIONS
-            and not debug.DETAIL_ON
-            and len(output_tensors) == 1
-            and len(input_tensors) == 1
-        ):
+        if _fast_form(opts, _REDUCE_SCATTER_OPTIONS, output_tensors, input_tensors):
             out, ins = plain_array(output_tensors[0]), _plain_arrays(input_tensors[0])
             if out is not None and ins is not None and (op := fast_op(opts.reduceOp)) is not None:
-                if not opts.asyncOp:
-                    work = self._fast(collective_ops.reduce_scatter_short, (out, ins, op))
-                else:  # (queued as its short path)
-                    held = (output_tensors[0], input_tensors[0])
-                    queued = collective_ops.reduce_scatter_queued
-                    work = self._fast(None, (out, ins, op, QueuedTorchWork, held), queued)
+                held = (output_tensors[0], input_tensors[0])
+                short, queued = collective_ops.reduce_scatter_short, collective_ops.reduce_scatter_queued
+                work = self._blocking_or_queued(opts.asyncOp, short, queued, (out, ins, op), held)
                 if work is not GENERAL:
                     return work  # type: ignore[no-any-return]
         opts = opts if opts is not None else dist.ReduceScatterOptions()
@@ -119,11 +119,11 @@ class ExchangeCalls:
                 if output.dim() != 1 or input.dim() != 1:  # dim 0 is cut: the views in its shape
                     out, inp = out.reshape(output.shape), inp.reshape(input.shape)
                 args = (out, inp, output_split_sizes, input_split_sizes)
-                if not opts.asyncOp:
-                    work = self._fast(collective_ops.all_to_all_single_short, args)
-                else:  # (async: queued as its short path; torch's functional all_to_all_single)
-                    queued = collective_ops.all_to_all_single_queued
-                    work = self._fast(None, (*args, QueuedTorchWork, (output, input)), queued)
+                short, queued = (
+                    collective_ops.all_to_all_single_short,
+                    collective_ops.all_to_all_single_queued,
+                )
+                work = self._blocking_or_queued(opts.asyncOp, short, queued, args, (output, input))
                 if work is not GENERAL:
                     return work  # type: ignore[no-any-return]
         opts = opts if opts is not None else dist.AllToAllOptions()
