@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import DistTimeoutError, PeerError, with_context
 from ..timeouts import Deadline, format_seconds
+from .channel import PeerState
 from .matching import RecvRequest, SendRequest
 from .wire import FrameKind
 
@@ -27,6 +28,9 @@ if TYPE_CHECKING:
 
 #: Longest a waiting thread sleeps before it looks at the clock and its requests again.
 TICK = 0.5
+#: How long a call that a member's leaving failed reads the links for a death behind it
+#: (``Waiting._settle_leaver``); only on that failure.
+LEFT_SETTLE_SECONDS = 0.25
 
 
 def _is_p2p(req: SendRequest | RecvRequest) -> bool:
@@ -43,6 +47,7 @@ class Waiting:
     needs_driver: bool
     closed: bool
     rank: int
+    peer_state: list[PeerState]
     left_after: dict[int, dict[int, int]]
     left_groups: dict[int, dict[int, int]]
     _check_leavers: Callable[[Channel, Any], None]  # in ``leaving``
@@ -103,6 +108,7 @@ class Waiting:
                     if req.error is not None:
                         # a broken group is the root cause of the requests' errors (a peer that
                         # left because it failed first, say): name it rather than the symptom
+                        self._settle_leaver(req.error, channel)
                         raise with_context(channel.error or req.error, context)
                 return
             if channel.error is not None:
@@ -115,6 +121,21 @@ class Waiting:
             if remaining <= 0:
                 raise self._timeout_error(requests, deadline, context)
             self._step(requests, channel, remaining)
+
+    def _settle_leaver(self, error: BaseException, channel: Channel) -> None:
+        """``error`` blames a member that left (the group or the job): a survivor leaves because its own call
+        failed, often since another member died, and the link of the dead one may end a
+        moment after the leaver's goodbye arrived. Read the links for up to
+        ``LEFT_SETTLE_SECONDS`` for that death (it breaks the group: ``channel.error``), so
+        the caller names the root cause rather than the leaver."""
+        peer = getattr(error, "peer", None)
+        if channel.error is not None or peer is None or self.peer_state[peer] is PeerState.DEAD:
+            return  # (a leaver of this group only is still OPEN: its goodbye comes later)
+        members = channel.members
+        self.drive_until(
+            lambda: channel.error is not None or any(self.peer_state[p] is PeerState.DEAD for p in members),
+            LEFT_SETTLE_SECONDS,
+        )
 
     def settle(
         self,
