@@ -219,8 +219,9 @@ def async_patterns(rank: int, world_size: int) -> dict[str, Any]:
              dist.barrier(async_op=True)]
     listed = [torch.zeros(2) for _ in range(n)]  # list forms, queued (accord: as short paths)
     single = torch.zeros(2 * n)
-    scattered = torch.zeros(2)
-    works += [dist.all_gather(listed, torch.full((2,), rank + 5.0), async_op=True),
+    scattered, swapped = torch.zeros(2), [torch.zeros(1) for _ in range(n)]
+    works += [dist.all_to_all(swapped, [torch.full((1,), 10.0 * rank + j) for j in range(n)], async_op=True),
+              dist.all_gather(listed, torch.full((2,), rank + 5.0), async_op=True),
               dist.reduce_scatter(scattered, [torch.full((2,), rank + 2.0 * j) for j in range(n)],
                                   async_op=True),
               dist.all_to_all_single(single, torch.arange(2.0 * n) + 10 * rank, [2] * n, [2] * n,
@@ -253,7 +254,7 @@ def async_patterns(rank: int, world_size: int) -> dict[str, Any]:
             dist.send(torch.full((1 << 16,), 7.0), dst=0)
         dist.all_reduce(crossed)
     return {"reverse": [a.tolist(), b.tolist(), out.tolist(), rs.tolist(), [t.tolist() for t in listed],
-                        single.tolist(), scattered.tolist()],
+                        single.tolist(), scattered.tolist(), [t.tolist() for t in swapped]],
             "queued": [t.tolist() for t in queued], "after": after.tolist(),
             "polled": [completed, polled.tolist()], "temporary": temporary.result()[0].tolist(),
             "functional": [functional.tolist(), gathered.tolist()],

@@ -204,14 +204,14 @@ def test_blocking_list_forms_take_the_short_path_and_the_rest_the_general_one(mo
     """dist.all_gather (list), dist.reduce_scatter (list), dist.all_to_all_single (even, or
     with split sizes) and dist.all_to_all, blocking, on plain tensors go straight to their
     short paths; the async forms of the list all_gather and reduce_scatter and of
-    all_to_all_single (and torch's functional all_to_all_single) are queued as theirs;
-    all_to_all's async form and a refused list take the general path, which explains the refusal (world 1, in this
+    all_to_all_single and all_to_all (and torch's functional all_to_all_single) are queued
+    as theirs; split sizes given as a tensor and a refused list take the general path, which explains the refusal (world 1, in this
     process)."""
     import accord  # noqa: F401 — registers backend "accord"
     from accord.group import collective_ops
 
     names = ("all_gather_short", "reduce_scatter_short", "all_to_all_single_short", "all_to_all_short",
-             "all_to_all_single_queued", "all_gather_queued", "reduce_scatter_queued")
+             "all_to_all_single_queued", "all_gather_queued", "reduce_scatter_queued", "all_to_all_queued")
     taken: list[str] = []
     for name in names:
         real = getattr(collective_ops, name)
@@ -245,8 +245,11 @@ def test_blocking_list_forms_take_the_short_path_and_the_rest_the_general_one(mo
         assert got[0].tolist() == [[1.0, 1.0], [1.0, 1.0]] and work.result() == [got]
         dist.reduce_scatter(out, [torch.ones(3)], async_op=True).wait()
         assert out.tolist() == [1.0, 1.0, 1.0] and taken == ["all_gather_queued", "reduce_scatter_queued"]
-        dist.all_to_all(outs, [torch.full((2,), 5.0)], async_op=True).wait()  # the general path
-        assert outs[0].tolist() == [5.0, 5.0] and taken == ["all_gather_queued", "reduce_scatter_queued"]
+        dist.all_to_all(outs, [torch.full((2,), 5.0)], async_op=True).wait()
+        assert outs[0].tolist() == [5.0, 5.0]
+        assert taken == ["all_gather_queued", "reduce_scatter_queued", "all_to_all_queued"]
+        dist.all_to_all_single(single, torch.ones(4), torch.tensor([4]), [4])  # sizes as a tensor
+        assert single.tolist() == [1.0] * 4 and "all_to_all_single_short" in taken  # tried, refused
         taken.clear()
         with pytest.raises(ValueError, match="tensor_list"):
             dist.all_gather([torch.zeros(3)], torch.ones(2))  # another size than the input

@@ -109,6 +109,7 @@ reduce_short = short_paths.reduce
 all_gather_short, reduce_scatter_short = short_exchanges.all_gather, short_exchanges.reduce_scatter
 all_to_all_short, all_to_all_single_short = short_all_to_all.all_to_all, short_all_to_all.all_to_all_single
 all_to_all_single_queued = short_all_to_all.all_to_all_single_async
+all_to_all_queued = short_all_to_all.all_to_all_async  # (group, outs, ins, make, tensors)
 #: ``all_gather_queued(group, outs, inp, make, tensors)``, ``reduce_scatter_queued(group, out,
 #: ins, op, make, tensors)``: the list forms' async calls, the same
 all_gather_queued, reduce_scatter_queued = (

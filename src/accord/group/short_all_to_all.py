@@ -50,21 +50,51 @@ SPLIT_PLANS_ROOM = MAX_PLANS // 2
 
 
 def all_to_all(group: ProcessGroup, args: tuple[Any, ...]) -> bool:
-    outputs, inputs = list_views(args[0]), list_views(args[1])
+    run = _exchanging_lists(group, list_views(args[0]), list_views(args[1]))
+    if run is None:
+        return False
+    run()
+    return True
+
+
+def all_to_all_async(
+    group: ProcessGroup,
+    outputs: Any,
+    inputs: Any,
+    make: Callable[..., Any] | None = None,
+    tensors: Any = None,
+) -> Any:
+    """``all_to_all(output_list, input_list, async_op=True)`` queued as its short path (the
+    plan made now); None: take the long path. ``tensors``: the caller's (outputs, inputs)
+    when the lists hold views of them, held until the call ran; ``make``: the Work's class
+    (``Planner.defer``)."""
+    run = _exchanging_lists(group, list_views(outputs), list_views(inputs))
+    if run is None:
+        return None
+    outs, held = tensors if tensors is not None else (outputs, inputs)
+    result = [list(outs)]
+    return group.planner.defer("all_to_all", returning(run, result, held), result, (held,), make)
+
+
+def _exchanging_lists(group: ProcessGroup, outputs: Any, inputs: Any) -> Callable[[], None] | None:
+    """The short path of one all_to_all of lists, ready to run (None: not plannable)."""
     n = group.size()
     if not group.engine.plannable:
-        return False
+        return None
     scanned_out, scanned_in = scan_list(outputs, n, True), scan_list(inputs, n, False)
     if scanned_out is None or scanned_in is None:
-        return False
+        return None
     plan = cached_plan(
         group, ("all_to_all", scanned_out[0], scanned_in[0]), _plan_all_to_all, outputs, inputs
     )
     if plan is None:
-        return False
+        return None
     outs, ins = scanned_out[1], scanned_in[1]
-    run_plan(group, "all_to_all", plan, (outs, ins), (outs, ins), (inputs,))
-    return True
+
+    def run() -> None:
+        run_plan(group, "all_to_all", plan, (outs, ins), (outs, ins), (inputs,))
+
+    return run
 
 
 def _plan_all_to_all(

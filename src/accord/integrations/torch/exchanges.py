@@ -6,12 +6,11 @@ Owns: ``ExchangeCalls``, a mixin of ``backend.AccordProcessGroup`` (which provid
 convention for ``dist.all_gather(tensor_list, tensor)``, ``dist.reduce_scatter(output,
 input_list)``, ``dist.all_to_all_single`` and ``dist.all_to_all``, and the blocking fast
 path of each on plain tensors — straight to the short path, as scatter's and gather's (no
-argument re-checks, no pipeline, no Work), and the async forms of the list all_gather and
-reduce_scatter and of all_to_all_single (torch's functional ``all_to_all_single``) queued as
-their short paths: the general path takes whatever
-the short path refuses (another async call, a tensor that is not plain, a refused
-argument), and explains it. Split from ``backend``, which is near 400 lines. Must not know about the
-launcher or the store.
+argument re-checks, no pipeline, no Work), and their async forms (torch's functional
+``all_to_all_single`` among them) queued as their short paths: the general path takes
+whatever the short path refuses (a tensor that is not plain, split sizes given as a
+tensor, a refused argument, a DETAIL check), and explains it. Split from ``backend``,
+which is near 400 lines. Must not know about the launcher or the store.
 """
 
 from __future__ import annotations
@@ -37,12 +36,6 @@ def _plain_arrays(tensors: Any) -> list[Any] | None:
     """A list of tensors as NumPy views (``plain_array``), or None if one is not plain."""
     arrays = [plain_array(t) for t in tensors]
     return None if any(a is None for a in arrays) else arrays
-
-
-def _blocking(opts: Any, kind: Any) -> bool:
-    """Whether a call may take its blocking fast path: torch's own options of ``kind`` (as
-    torch's API passes them), not async, no DETAIL check to run."""
-    return type(opts) is kind and not opts.asyncOp and not debug.DETAIL_ON
 
 
 def _fast_form(opts: Any, kind: Any, outputs: Any, inputs: Any) -> bool:
@@ -135,10 +128,12 @@ class ExchangeCalls:
     alltoall_base = all_to_all_single
 
     def alltoall(self, output_tensors: Any, input_tensors: Any, opts: Any = None) -> TorchWork | None:
-        if _blocking(opts, _ALL_TO_ALL_OPTIONS):
+        if type(opts) is _ALL_TO_ALL_OPTIONS and not debug.DETAIL_ON:
             outs, ins = _plain_arrays(output_tensors), _plain_arrays(input_tensors)
             if outs is not None and ins is not None:
-                work = self._fast(collective_ops.all_to_all_short, (outs, ins))
+                short, queued = collective_ops.all_to_all_short, collective_ops.all_to_all_queued
+                held = (output_tensors, input_tensors)
+                work = self._blocking_or_queued(opts.asyncOp, short, queued, (outs, ins), held)
                 if work is not GENERAL:
                     return work  # type: ignore[no-any-return]
         opts = opts if opts is not None else dist.AllToAllOptions()
