@@ -93,29 +93,20 @@ reduce_scatter_tensor_short = short_exchanges.reduce_scatter_tensor
 reduce_scatter_tensor_queued = short_exchanges.reduce_scatter_tensor_async
 
 
-#: ``scatter_short(group, (out, ins, src))``, ``gather_short(group, (inp, outs, dst))``: the
-#: blocking call's short path alone (False: take the general path), for arrays the caller
-#: vouches for (the torch backend's views of plain tensors); the list on the root, else None.
-scatter_short = short_paths.scatter
-gather_short = short_paths.gather
-#: ``reduce_short(group, (tensor, dst, op))``: the same for reduce (``tensor`` written on
-#: ``dst`` only)
-reduce_short = short_paths.reduce
-#: The same for the list forms: ``all_gather_short(group, (outs, inp))``,
-#: ``reduce_scatter_short(group, (out, ins, op))``, ``all_to_all_short(group, (outs, ins))``,
-#: and ``all_to_all_single_short(group, (out, inp, output_split_sizes, input_split_sizes))``;
-#: ``all_to_all_single_queued(group, out, inp, output_split_sizes, input_split_sizes, make,
-#: tensors)``: the async call queued as its short path (None: take the general path)
-all_gather_short, reduce_scatter_short = short_exchanges.all_gather, short_exchanges.reduce_scatter
-all_to_all_short, all_to_all_single_short = short_all_to_all.all_to_all, short_all_to_all.all_to_all_single
-all_to_all_single_queued = short_all_to_all.all_to_all_single_async
-all_to_all_queued = short_all_to_all.all_to_all_async  # (group, outs, ins, make, tensors)
-#: ``all_gather_queued(group, outs, inp, make, tensors)``, ``reduce_scatter_queued(group, out,
-#: ins, op, make, tensors)``: the list forms' async calls, the same
-all_gather_queued, reduce_scatter_queued = (
-    short_exchanges.all_gather_async,
+#: The same for the rest — ``*_short(group, args)``, ``*_queued(group, *args, make, tensors)``:
+#: scatter ``(out, ins, src)``, gather ``(inp, outs, dst)`` (the list on the root, else None),
+#: reduce ``(tensor, dst, op)``, the list forms all_gather ``(outs, inp)``, reduce_scatter
+#: ``(out, ins, op)``, all_to_all ``(outs, ins)``, and all_to_all_single ``(out, inp,
+#: output_split_sizes, input_split_sizes)``.
+scatter_short, gather_short, reduce_short = short_paths.scatter, short_paths.gather, short_paths.reduce
+all_gather_short, all_gather_queued = short_exchanges.all_gather, short_exchanges.all_gather_async
+reduce_scatter_short, reduce_scatter_queued = (
+    short_exchanges.reduce_scatter,
     short_exchanges.reduce_scatter_async,
 )
+all_to_all_short, all_to_all_queued = short_all_to_all.all_to_all, short_all_to_all.all_to_all_async
+all_to_all_single_short = short_all_to_all.all_to_all_single
+all_to_all_single_queued = short_all_to_all.all_to_all_single_async
 
 
 def broadcast_queued(

@@ -5,8 +5,8 @@ made once through the same checks and choices as the long path; at most ``MAX_PL
 group), ``choose`` (algorithm and fingerprint, shared with ``dispatch.launch`` so a rank
 on either path agrees with a rank on the other), ``shared_plan``, the scans that tell a plain
 argument from one the long path must take (``plain_array``, ``scan_list``, ``list_views``,
-``flat_view``), running a plan (``run_plan``, ``finalizer``) and a queued short path's
-call (``returning``). The short paths themselves are ``short_paths``' (all_reduce,
+``flat_view``), running a plan (``run_plan``, ``finalizer``) and queueing a short path's
+call (``defer_run``). The short paths themselves are ``short_paths``' (all_reduce,
 broadcast, barrier, reduce, gather, scatter), ``short_exchanges``' (all_gather,
 reduce_scatter) and ``short_all_to_all``'s: this module was split from ``short_paths`` so
 that they all build on it and each stays under 400 lines. Must not know about
@@ -129,12 +129,15 @@ def run_plan(
         group.planner.run_planned(op, plan[0], plan[1], args, inputs)
 
 
-def returning(run: Callable[[], None], result: list[Any], keep: Any) -> Callable[[], list[Any]]:
-    """``run`` as a queued call: it returns ``result`` and holds ``keep`` (an input tensor
-    whose view ``run`` reads: a view of a plain tensor does not keep it alive) until then."""
+def defer_run(
+    group: ProcessGroup, op: str, run: Callable[[], None], result: list[Any], held: Any, make: Any
+) -> Any:
+    """Queue a short path's ``run`` as an async call (``Planner.defer``) whose Work gives
+    ``result`` and holds ``held`` (the caller's tensors: a view of a plain tensor does not
+    keep it alive) until it ran; ``make``: the Work's class."""
 
-    def queued(_held: Any = keep) -> list[Any]:  # (the default holds ``keep``)
+    def queued(_held: Any = held) -> list[Any]:  # (the default holds ``held``)
         run()
         return result
 
-    return queued
+    return group.planner.defer(op, queued, result, (held,), make)

@@ -32,10 +32,10 @@ from .plans import (
     MAX_PLANS,
     cached_plan,
     choose,
+    defer_run,
     flat_view,
     list_views,
     plain_array,
-    returning,
     run_plan,
     scan_list,
     shared_plan,
@@ -73,7 +73,7 @@ def all_to_all_async(
         return None
     outs, held = tensors if tensors is not None else (outputs, inputs)
     result = [list(outs)]
-    return group.planner.defer("all_to_all", returning(run, result, held), result, (held,), make)
+    return defer_run(group, "all_to_all", run, result, held, make)
 
 
 def _exchanging_lists(group: ProcessGroup, outputs: Any, inputs: Any) -> Callable[[], None] | None:
@@ -162,7 +162,7 @@ def all_to_all_single_async(
     if run is None:
         return None
     out, held = tensors if tensors is not None else (output, inp)
-    return group.planner.defer("all_to_all", returning(run, [out], held), [out], (held,), make)
+    return defer_run(group, "all_to_all", run, [out], held, make)
 
 
 def _splits_key(splits: Any) -> tuple[int, ...] | bool | None:

@@ -33,11 +33,11 @@ from .arguments import (
 from .plans import (
     cached_plan,
     choose,
+    defer_run,
     finalizer,
     flat_view,
     list_views,
     plain_array,
-    returning,
     run_plan,
     scan_list,
     shared_plan,
@@ -77,7 +77,7 @@ def all_gather_into_tensor_async(
     if run is None:
         return None
     out, held = tensors if tensors is not None else (output, inp)
-    return group.planner.defer("all_gather", returning(run, [out], held), [out], (held,), make)
+    return defer_run(group, "all_gather", run, [out], held, make)
 
 
 def _gathering(group: ProcessGroup, output: Any, inp: Any) -> Callable[[], None] | None:
@@ -151,7 +151,7 @@ def all_gather_async(
         return None
     outs, held = tensors if tensors is not None else (outputs, inp)
     result = [list(outs)]
-    return group.planner.defer("all_gather", returning(run, result, held), result, (held,), make)
+    return defer_run(group, "all_gather", run, result, held, make)
 
 
 def _gathering_list(group: ProcessGroup, outputs: Any, inp: Any) -> Callable[[], None] | None:
@@ -210,7 +210,7 @@ def reduce_scatter_tensor_async(
     if run is None:
         return None
     out, held = tensors if tensors is not None else (output, inp)
-    return group.planner.defer("reduce_scatter", returning(run, [out], held), [out], (held,), make)
+    return defer_run(group, "reduce_scatter", run, [out], held, make)
 
 
 def _scattering(group: ProcessGroup, output: Any, inp: Any, op: Any) -> Callable[[], None] | None:
@@ -294,7 +294,7 @@ def reduce_scatter_async(
     if run is None:
         return None
     out, held = tensors if tensors is not None else (output, inputs)
-    return group.planner.defer("reduce_scatter", returning(run, [out], held), [out], (held,), make)
+    return defer_run(group, "reduce_scatter", run, [out], held, make)
 
 
 def _scattering_list(group: ProcessGroup, output: Any, inputs: Any, op: Any) -> Callable[[], None] | None:

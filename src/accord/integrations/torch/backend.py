@@ -118,9 +118,7 @@ class AccordProcessGroup(RootedCalls, ExchangeCalls, dist.ProcessGroup):  # type
         out, inp = plain_array(output), plain_array(input)
         if out is None or inp is None:
             return GENERAL
-        if not async_op:
-            return self._fast(short, (out, inp, *op))
-        return self._fast(None, (out, inp, *op, QueuedTorchWork, (output, input)), queued)
+        return self._blocking_or_queued(async_op, short, queued, (out, inp, *op), (output, input))
 
     # -- all_reduce ----------------------------------------------------------------------------
     def allreduce(self, tensors: Any, opts: Any = None) -> dist.Work | None:
