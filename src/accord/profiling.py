@@ -13,12 +13,26 @@ look up ``sys.modules.get(TORCH_PROFILER)`` (None while torch is not imported) a
 torch's own flag ``torch.autograd.profiler._is_profiler_enabled`` (set by
 ``torch.profiler.profile`` and ``torch.autograd.profiler.profile`` while they record):
 about 30 ns per call without torch, 70 ns with torch imported (README, "Profiling"). Only
-then do they call ``begin``/``end`` here. Must not know anything above the foundation layer.
+then do they call ``begin``/``end`` here.
+
+Threads: torch records an event in the thread that opens and closes it, and only in the
+threads it knows — the one that started the profiler and those torch hands its state to
+(its own workers: gloo's event runs on gloo's thread) — unless the profiler records every
+thread (``_ExperimentalConfig(profile_all_threads=True)``). An event closed by another
+thread than its opener's would end only when the profiler stops; ``end`` from another
+thread hands it back instead: its opener closes it at its next ``begin``, ``end`` or
+``flush`` (an isend that accord's watcher saw complete ends when its caller next looks).
+An event that must end exactly on another thread (a queued call that accord's worker runs:
+``group.call_events``) is opened with ``begin_handed``: torch's jit Future carries the
+opener's profiler state to the thread that ends it, at about 45 µs an event, so it is
+kept for the calls handed to another thread. Must not know anything above the foundation
+layer.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Iterable
 from typing import Any
 
@@ -31,6 +45,29 @@ _STAND_INS: dict[tuple[Any, tuple[int, ...]], Any] = {}  # (dtype name, shape) �
 _STAND_INS_MAX = 512
 _FAST: list[Any] = []  # [torch's _RecordFunctionFast or None], looked up on first use
 _modules_get = sys.modules.get
+_get_ident = threading.get_ident
+#: opener thread → its events that another thread ended (``end``), closed at its next look
+_HANDED_BACK: dict[int, list[Opened]] = {}
+_HANDED_BACK_LOCK = threading.Lock()
+
+
+class Opened:
+    """An event ``begin`` opened, and the thread that opened it (the one to close it)."""
+
+    __slots__ = ("event", "thread")
+
+    def __init__(self, event: Any, thread: int) -> None:
+        self.event = event
+        self.thread = thread
+
+
+class Handed:
+    """An event ``begin_handed`` opened: any thread may end it (``end``), exactly then."""
+
+    __slots__ = ("future",)
+
+    def __init__(self, future: Any) -> None:
+        self.future = future
 
 
 def recording() -> bool:
@@ -52,35 +89,84 @@ def begin_if_recording(op: str, inputs: Iterable[Any] = ()) -> Any:
     return None
 
 
-def begin(op: str, inputs: Iterable[Any] = ()) -> Any:
-    """Open the event of one call of ``op``; returns the handle for ``end``.
+def begin(op: str, inputs: Iterable[Any] = ()) -> Opened:
+    """Open the event of one call of ``op`` in this thread; returns the handle for ``end``.
 
     The event is torch's ``_RecordFunctionFast`` (a C++ record function entered and left
     from Python, about 1 µs), where torch has it: ``_record_function_with_args_enter``, the
     public way with shapes, goes through two dispatched ops and cost about 10 µs per event
     alone and 30 µs per functional all_reduce at world 2 — more than the call it records.
     """
+    if _HANDED_BACK:
+        flush()
     torch = sys.modules["torch"]
     name = _EVENT_NAMES.get(op) or f"accord:{op}"
     fast = _fast_event(torch)
     if fast is not None:
         event = fast(name, _tensors(torch, inputs))
         event.__enter__()
-        return event
+        return Opened(event, _get_ident())
     enter = getattr(torch.autograd, "_record_function_with_args_enter", None)
     if enter is None:  # an older torch: the event without shapes
         event = torch.autograd.profiler.record_function(name)
         event.__enter__()
-        return event
-    return enter(name, *_tensors(torch, inputs))
+        return Opened(event, _get_ident())
+    return Opened(enter(name, *_tensors(torch, inputs)), _get_ident())
 
 
-def end(handle: Any) -> None:
-    """Close an event opened by ``begin`` (from any thread, as gloo's works do)."""
-    if hasattr(handle, "__exit__"):
-        handle.__exit__(None, None, None)
+def begin_handed(op: str) -> Handed:
+    """Open the event of one call of ``op`` here, for another thread to end (``end``): torch's
+    jit Future carries this thread's profiler state to the thread that completes it, where
+    torch ends the event. About 45 µs (two dispatched ops and a Future), against 1 for
+    ``begin``; the event has no shapes."""
+    torch = sys.modules["torch"]
+    ops = torch.ops.profiler
+    handle = ops._record_function_enter_new(_EVENT_NAMES.get(op) or f"accord:{op}", None)
+    future = torch.futures.Future()
+    ops._call_end_callbacks_on_jit_fut(handle, future)
+    return Handed(future)
+
+
+def end(handle: Opened | Handed) -> None:
+    """Close an event ``begin`` or ``begin_handed`` opened. From another thread than
+    ``begin``'s, the event is handed back to its opener, which closes it at its next
+    ``begin``, ``end`` or ``flush`` (the module docstring: torch would end it only when the
+    profiler stops)."""
+    if isinstance(handle, Handed):
+        handle.future.set_result(None)
+        return
+    if handle.thread != _get_ident():
+        with _HANDED_BACK_LOCK:
+            _HANDED_BACK.setdefault(handle.thread, []).append(handle)
+        return
+    _close_event(handle.event)
+    if _HANDED_BACK:
+        flush()
+
+
+def flush() -> None:
+    """Close the events this thread opened that other threads ended since (``end``)."""
+    if not _HANDED_BACK:
+        return
+    with _HANDED_BACK_LOCK:
+        ended = _HANDED_BACK.pop(_get_ident(), None)
+    for handle in ended or ():
+        _close_event(handle.event)
+
+
+def records_known_threads_only() -> bool:
+    """Whether torch's profiler records only the threads it knows (its default: the one
+    that started it, and those it hands its state to), not every thread; call it in the
+    thread that started it, while ``recording()``. torch sets its thread-local profiler
+    state in those threads, and none anywhere when it records every thread."""
+    return bool(sys.modules["torch"].autograd._profiler_enabled())
+
+
+def _close_event(event: Any) -> None:
+    if hasattr(event, "__exit__"):
+        event.__exit__(None, None, None)
     else:
-        sys.modules["torch"].autograd._record_function_with_args_exit(handle)
+        sys.modules["torch"].autograd._record_function_with_args_exit(event)
 
 
 def _fast_event(torch: Any) -> Any:

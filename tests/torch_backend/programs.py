@@ -275,32 +275,60 @@ def backend_calls_without_options(rank: int, world_size: int) -> dict[str, Any]:
 
 
 def profiled_async(rank: int, world_size: int) -> dict[str, Any]:
-    """Under torch's profiler: which accord events each kind of call leaves, and how many.
-    An async call opens its event in the caller's thread whoever runs it (the waiter, or
-    the worker once get_future asked for it), exactly one per call."""
+    """Under torch's profiler: which accord events each kind of call leaves, how many, and
+    how long the longest was. An async call's event spans its run, on the thread that runs
+    it: the waiter, or accord's worker, which torch records only when the profiler records
+    every thread (``profile_all_threads``, all labels but the default-mode ones below).
+    With torch's default, a call whose Future was asked for (the worker runs it) has its
+    event opened by the asking thread and ended by the worker's run, one per call; a
+    blocking call's event is its own thread's."""
+    import time
+
+    from torch._C._profiler import _ExperimentalConfig
     from torch.profiler import profile
 
     funcol = torch.ops._c10d_functional
     name = dist.group.WORLD.group_name
     t, out = torch.ones(4), torch.zeros(4 * world_size)
+    ins = torch.arange(3 * world_size, dtype=torch.float32)
+    outs = torch.zeros(3 * world_size)
     dist.all_reduce(t)  # plans made outside the profile
     dist.all_gather_into_tensor(out, t)
-    counts: dict[str, dict[str, int]] = {}
+
+    def waited_late() -> None:
+        work = dist.all_reduce(t, async_op=True)
+        time.sleep(0.03)  # (the worker runs it meanwhile)
+        work.wait()
+
+    default_mode = {"future_default", "blocking_default"}
     calls = {
         "waited": lambda: dist.all_reduce(t, async_op=True).wait(),
         "future": lambda: dist.all_reduce(t, async_op=True).get_future().wait(),
+        "future_default": lambda: dist.all_reduce(t, async_op=True).get_future().wait(),
         "functional": lambda: funcol.wait_tensor(funcol.all_reduce(t, "sum", name)),
         "gather_waited": lambda: dist.all_gather_into_tensor(out, t, async_op=True).wait(),
-        "blocking": lambda: dist.all_reduce(t),
+        "blocking_default": lambda: dist.all_reduce(t),
+        "waited_late": waited_late,
+        # (split sizes as a tensor: the general path, run_collective's queued form)
+        "general": lambda: dist.all_to_all_single(
+            outs, ins, torch.full((world_size,), 3), torch.full((world_size,), 3), async_op=True
+        ).wait(),
     }
+    counts: dict[str, dict[str, int]] = {}
+    longest: dict[str, float] = {}
     for label, call in calls.items():
+        every_thread = None if label in default_mode else _ExperimentalConfig(profile_all_threads=True)
         dist.barrier()
-        with profile() as prof:
+        with profile(experimental_config=every_thread) as prof:
+            dist.barrier()  # (both ranks profiling: the first call waits for no profiler's start)
             for _ in range(3):
                 call()
-        names = [e.name for e in prof.events() if e.name.startswith("accord:")]
+            time.sleep(0.03)  # (an event left open would end at the profile's end: 30 ms on)
+        events = [e for e in prof.events() if e.name.startswith("accord:") and e.name != "accord:barrier"]
+        names = [e.name for e in events]
         counts[label] = {n: names.count(n) for n in set(names)}
-    return counts
+        longest[label] = max(((e.time_range.end - e.time_range.start) / 1e3 for e in events), default=0.0)
+    return {"counts": counts, "longest_ms": longest}
 
 
 def ddp_overlap(rank: int, world_size: int) -> dict[str, Any]:

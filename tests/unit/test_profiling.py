@@ -1,5 +1,5 @@
 """accord.profiling: events in torch's profiler (names, input shapes and dtypes as gloo
-records them, NumPy stand-ins, cross-thread ends) and the check that costs nothing when torch
+records them, NumPy stand-ins, events ended by another thread) and the check that costs nothing when torch
 is not recording. Real collectives under the profiler are checked against gloo's events in
 tests/differential/test_docs_examples.py."""
 
@@ -8,6 +8,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -54,14 +55,44 @@ def test_numpy_stand_ins_are_cached_and_own_one_element():
     assert profiling._stand_in(torch, "not_a_dtype", (2,)) is None
 
 
-def test_an_event_may_end_in_another_thread():
-    """An async call's event opens in the caller's thread and closes where the call ends."""
+def _durations_ms(prof, name: str) -> list[float]:
+    return [(e.time_range.end - e.time_range.start) / 1e3 for e in prof.events() if e.name == name]
+
+
+def test_an_event_ended_by_another_thread_is_closed_by_its_opener():
+    """torch ends an event only in the thread that opened it (else at the profiler's stop):
+    ``end`` from another thread hands it back, and the opener closes it at its next flush."""
     with torch.profiler.profile(record_shapes=True) as prof:
         handle = profiling.begin("all_reduce", (torch.ones(3),))
         worker = threading.Thread(target=profiling.end, args=(handle,))
         worker.start()
         worker.join()
+        time.sleep(0.005)
+        profiling.flush()  # (a Work's wait, or the next begin, does this)
+        time.sleep(0.05)  # the profile runs on: the event must not reach its end
     assert accord_events(prof) == [("accord:all_reduce", [[3]], ["float"])]
+    (ms,) = _durations_ms(prof, "accord:all_reduce")
+    assert 5 <= ms < 40, ms
+
+
+def test_a_handed_event_ends_exactly_on_the_thread_that_ends_it():
+    with torch.profiler.profile() as prof:
+        handle = profiling.begin_handed("all_reduce")
+        worker = threading.Thread(target=lambda: (time.sleep(0.01), profiling.end(handle)))
+        worker.start()
+        worker.join()
+        time.sleep(0.05)
+    (ms,) = _durations_ms(prof, "accord:all_reduce")
+    assert 10 <= ms < 40, ms
+
+
+def test_records_known_threads_only_tells_torchs_default_from_every_thread():
+    from torch._C._profiler import _ExperimentalConfig
+
+    with torch.profiler.profile():
+        assert profiling.records_known_threads_only()
+    with torch.profiler.profile(experimental_config=_ExperimentalConfig(profile_all_threads=True)):
+        assert profiling.recording() and not profiling.records_known_threads_only()
 
 
 def test_accord_never_imports_torch_for_this():

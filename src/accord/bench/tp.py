@@ -101,7 +101,9 @@ def decode_and_time(impl: str, plan: TpPlan, report: Any = None) -> RankResult:
         start = clock()
         tokens.append(next(steps))
         times.append(clock() - start)
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+    with torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CPU], experimental_config=tp_profile.every_thread(torch)
+    ) as prof:
         for _ in range(plan.profiled):
             with torch.profiler.record_function(tp_profile.TOKEN_EVENT):
                 tokens.append(next(steps))

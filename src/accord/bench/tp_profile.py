@@ -9,9 +9,10 @@ collective shows as three kinds of event, and which ones appear depends on the b
   the whole collective when the backend runs it there;
 - the wait (``_c10d_functional::wait_tensor``, and ``c10d::wait``): the caller blocked until
   the collective is done;
-- the backend's own event (``accord:all_reduce``, ``gloo:all_reduce``): from issue to
-  completion (an async call's event opens when it is issued and closes when it completes,
-  possibly on another thread: gloo's worker, accord's).
+- the backend's own event (``accord:all_reduce``, ``gloo:all_reduce``): the collective's
+  run, on the thread that runs it — gloo's worker, accord's caller or worker. torch records
+  accord's worker only when the profiler records every thread, so the profile is taken so
+  (``every_thread``) for every backend alike.
 
 They nest and overlap, so their durations are not added: the communication time of a token
 is the length of the union of all these intervals, on every thread, cut to the token's own
@@ -147,6 +148,15 @@ def spans(events: Iterable[tuple[str, float, float]]) -> list[Interval]:
     ):
         return []
     return [(issued, done) for issued, _, done in paired]
+
+
+def every_thread(torch: Any) -> Any:
+    """The profiler's config that records every thread (torch's ``profile_all_threads``),
+    or None where this torch has none (then only the threads torch knows record)."""
+    try:
+        return torch._C._profiler._ExperimentalConfig(profile_all_threads=True)
+    except (AttributeError, TypeError):
+        return None
 
 
 def events_of(prof: Any) -> list[tuple[str, float, float]]:

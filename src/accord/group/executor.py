@@ -38,6 +38,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..errors import DistTimeoutError
+from .callback_threads import CallbackThreads, call_back
 from .work import FUTURE_SLOTS, FutureMethods
 
 #: Seconds a queued call waits for its caller (or a later call) before the worker starts it.
@@ -90,7 +91,18 @@ class QueuedMethods(FutureMethods):
         if timeout is None:
             self._executor.run_until(self)  # here, with the calls queued before it
         else:
-            self._executor.hurry()  # a bounded wait: the worker runs it, the waiter may leave
+            self.hurry()  # a bounded wait: the worker runs it, the waiter may leave
+
+    def hurry(self) -> None:
+        """Its caller will not run it by waiting (it asked for its Future, or waits for at
+        most a while): the worker starts it now. A run with ``hand_over`` (its profiler
+        event: ``call_events.EventedRun``) is told first, in the caller's thread."""
+        if self.settled:
+            return
+        hand_over = getattr(self.run, "hand_over", None)
+        if hand_over is not None:
+            hand_over()
+        self._executor.hurry()
 
 
 #: The slots a ``QueuedMethods`` class declares.
@@ -125,7 +137,7 @@ class AsyncExecutor:
         self._idle = True  # the worker sleeps until a submission wakes it
         self._hurry = False
         self._delay = pickup_delay
-        self._callbacks = _CallbackThreads(f"{name}-callbacks")
+        self._callbacks = CallbackThreads(f"{name}-callbacks")
 
     # -- the caller's side ---------------------------------------------------------------------
     def submit(self, run: Callable[[], Any]) -> Queued:
@@ -182,7 +194,7 @@ class AsyncExecutor:
             if self._waiters:
                 self._progressed()
         if later:
-            _call_back(later)
+            call_back(later)
         return True
 
     def _wait_for_runner(self, future: FutureMethods, timeout: float | None) -> bool:
@@ -236,7 +248,7 @@ class AsyncExecutor:
         finally:
             self.runner = 0
             self._let_go()
-        _call_back(later)
+        call_back(later)
 
     def hurry(self) -> None:
         """Let the worker start the queued calls now, not after the pickup delay."""
@@ -336,61 +348,3 @@ def _execute(queued: QueuedMethods, later: list[Any]) -> None:
 
 def _ran() -> None:
     raise RuntimeError("this queued call has already run")
-
-
-def _call_back(later: list[Any]) -> None:
-    for queued, callbacks in later:
-        queued.run_callbacks(callbacks)
-
-
-class _CallbackThreads:
-    """Run the callbacks of the calls the worker ran, on threads of their own (started as
-    needed: each batch handed over finds a thread free to take it).
-
-    Not on the worker, and never behind a busy callback: a callback may wait for another
-    call of the group (DDP's PowerSGD hook waits, inside a then() callback, for an
-    all_reduce it just made), which only the worker may be there to run, and whose own
-    callbacks (the torch Future it waits for) need a thread of their own meanwhile. A
-    waiter that ran a call runs its callbacks itself."""
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-        self._batches: deque[list[Any]] = deque()
-        self._cond = threading.Condition()
-        self._threads: list[threading.Thread] = []
-        self._idle = 0  # threads waiting for a batch
-        self._stopped = False
-
-    def hand_over(self, later: list[Any]) -> None:
-        with self._cond:
-            self._batches.append(later)
-            if len(self._batches) > self._idle:  # none free to take it: one more thread
-                thread = threading.Thread(
-                    target=self._run, daemon=True, name=f"{self._name}-{len(self._threads)}"
-                )
-                self._threads.append(thread)
-                thread.start()
-            else:
-                self._cond.notify()
-
-    def _run(self) -> None:
-        while True:
-            with self._cond:
-                self._idle += 1
-                while not self._batches and not self._stopped:
-                    self._cond.wait()
-                self._idle -= 1
-                if not self._batches:
-                    return
-                later = self._batches.popleft()
-            _call_back(later)
-
-    def stop(self, timeout: float) -> None:
-        with self._cond:
-            self._stopped = True
-            threads = list(self._threads)
-            self._cond.notify_all()
-        give_up = time.monotonic() + timeout
-        for thread in threads:
-            if thread is not threading.current_thread():
-                thread.join(max(0.0, give_up - time.monotonic()))

@@ -28,6 +28,7 @@ from ..timeouts import Deadline
 from ..transport.mesh import Channel, Mesh
 from ..transport.wire import Fingerprint
 from .call import CallPeers
+from .call_events import EventedRun
 from .calls import CallSequencer
 from .process_group import ProcessGroup
 from .recorder import CallRecord
@@ -81,23 +82,23 @@ class MeshCalls:
         call's event when torch's profiler records.
         """
         deadline = Deadline.after(self.calls.timeout if timeout is None else timeout)
-        event = self._begin_event(op, inputs)
+        if async_op:  # (its event opens when it runs: ``defer``)
 
-        def execute() -> list[Any]:
-            try:
+            def execute() -> list[Any]:
                 return self._execute(op, self.calls.number(), fp, deadline, body, outputs, result, shared)
-            finally:
-                if event is not None:
-                    profiling.end(event)
 
-        if not async_op:
-            queue = self.calls.queue
-            if queue.pending():
-                queue.drain(deadline.remaining(), self.context(op))
-            execute()
-            return None
-        work: Work = self.defer(op, execute, result)
-        return work
+            work: Work = self.defer(op, execute, result, inputs)
+            return work
+        queue = self.calls.queue
+        if queue.pending():
+            queue.drain(deadline.remaining(), self.context(op))
+        event = self._begin_event(op, inputs)
+        try:
+            self._execute(op, self.calls.number(), fp, deadline, body, outputs, result, shared)
+        finally:
+            if event is not None:
+                profiling.end(event)
+        return None
 
     def defer(
         self,
@@ -111,9 +112,8 @@ class MeshCalls:
         and return its Work. Whoever needs it first runs it (executor): the caller that
         waits for it, a later blocking call, or the worker after its pickup delay.
 
-        While torch's profiler records, the call's event opens now, in the caller's thread
-        (torch records no thread it did not see start: not the worker), and closes when the
-        call ends, wherever it ran, as gloo's async works do (``inputs``: its shapes).
+        While torch's profiler records, the call's event spans its run, recorded by the
+        thread that runs it (``call_events``; ``inputs``: its shapes).
 
         ``make``: the class of a Work that is its own queue item (``QueuedMethods``: the
         torch backend's), made as ``make(queue, run, name, result)`` and returned instead of
@@ -121,12 +121,13 @@ class MeshCalls:
         queue = self.calls.queue
         prof = _modules_get(_TORCH_PROFILER)  # (_begin_event, written out as run_planned's)
         if prof is not None and getattr(prof, "_is_profiler_enabled", False) and not self.event_open:
-            run = self._in_event(run, profiling.begin(op, inputs))
+            run = EventedRun(self, run, op, inputs)
         name = self._queued_names.get(op)
         if name is None:
             name = self._queued_names[op] = f"{self.context(op)} (async)"
         if make is None:
-            return Work(name, result, queue.submit(run), on_future=queue.hurry)
+            queued = queue.submit(run)
+            return Work(name, result, queued, on_future=queued.hurry)
         work = make(queue, run, name, result)
         queue.enqueue(work)
         return work
@@ -135,19 +136,6 @@ class MeshCalls:
         """The profiler's event of a call (None: not recording, or a queued call's event is
         already open around this one)."""
         return None if self.event_open else profiling.begin_if_recording(op, inputs)
-
-    def _in_event(self, run: Callable[[], Any], event: Any) -> Callable[[], Any]:
-        """``run`` inside ``event`` (opened by the caller): the calls it makes open none."""
-
-        def evented() -> Any:
-            self.event_open = True
-            try:
-                return run()
-            finally:
-                self.event_open = False
-                profiling.end(event)
-
-        return evented
 
     def _execute(
         self,

@@ -16,6 +16,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ArgumentError, DistTimeoutError, PeerError
+from ..profiling import flush as _flush_events
 from ..timeouts import format_seconds, to_seconds
 
 Drive = Callable[["float | None"], None]
@@ -287,6 +288,7 @@ class Work:
         if timeout is not None:
             wait_at_most(future, timeout, self.name)
         future.wait()
+        _flush_events()  # an isend's event that the watcher saw end closes here (profiling.end)
         return True
 
     def is_completed(self) -> bool:

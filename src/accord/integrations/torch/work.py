@@ -166,8 +166,7 @@ class QueuedTorchWork(_TorchWorkMethods, dist.Work, QueuedMethods):
     def get_future(self) -> torch.futures.Future:
         """As ``TorchWork.get_future``. Asking for it says nobody will run the call by waiting
         (DDP's hooks): the worker starts it now."""
-        if not self.settled:
-            self._executor.hurry()
+        self.hurry()
         return _torch_future(self, self, self._outputs)
 
 
