@@ -21,7 +21,8 @@ threads it knows — the one that started the profiler and those torch hands its
 thread (``_ExperimentalConfig(profile_all_threads=True)``). An event closed by another
 thread than its opener's would end only when the profiler stops; ``end`` from another
 thread hands it back instead: its opener closes it at its next ``begin``, ``end`` or
-``flush`` (an isend that accord's watcher saw complete ends when its caller next looks).
+``flush`` (an isend that accord's watcher saw complete ends when its caller next looks),
+or the profiler's stop does, whichever comes first (``_close_at_stops``).
 An event that must end exactly on another thread (a queued call that accord's worker runs:
 ``group.call_events``) is opened with ``begin_handed``: torch's jit Future carries the
 opener's profiler state to the thread that ends it, at about 45 µs an event, so it is
@@ -47,8 +48,10 @@ _FAST: list[Any] = []  # [torch's _RecordFunctionFast or None], looked up on fir
 _modules_get = sys.modules.get
 _get_ident = threading.get_ident
 #: opener thread → its events that another thread ended (``end``), closed at its next look
-_HANDED_BACK: dict[int, list[Opened]] = {}
+#: (read it to skip ``flush`` when empty; only this module writes it)
+HANDED_BACK: dict[int, list[Opened]] = {}
 _HANDED_BACK_LOCK = threading.Lock()
+_STOP_HOOKED: list[Any] = []  # [torch's own _run_on_profiler_stop], once wrapped (_close_at_stops)
 
 
 class Opened:
@@ -97,7 +100,7 @@ def begin(op: str, inputs: Iterable[Any] = ()) -> Opened:
     public way with shapes, goes through two dispatched ops and cost about 10 µs per event
     alone and 30 µs per functional all_reduce at world 2 — more than the call it records.
     """
-    if _HANDED_BACK:
+    if HANDED_BACK:
         flush()
     torch = sys.modules["torch"]
     name = _EVENT_NAMES.get(op) or f"accord:{op}"
@@ -136,22 +139,54 @@ def end(handle: Opened | Handed) -> None:
         handle.future.set_result(None)
         return
     if handle.thread != _get_ident():
-        with _HANDED_BACK_LOCK:
-            _HANDED_BACK.setdefault(handle.thread, []).append(handle)
-        return
+        if recording() and _close_at_stops():
+            with _HANDED_BACK_LOCK:
+                HANDED_BACK.setdefault(handle.thread, []).append(handle)
+            return
+        # (here: no profiler state in this thread, so torch ends it at the profiler's stop)
     _close_event(handle.event)
-    if _HANDED_BACK:
+    if HANDED_BACK:
         flush()
 
 
 def flush() -> None:
     """Close the events this thread opened that other threads ended since (``end``)."""
-    if not _HANDED_BACK:
+    if not HANDED_BACK:
         return
     with _HANDED_BACK_LOCK:
-        ended = _HANDED_BACK.pop(_get_ident(), None)
+        ended = HANDED_BACK.pop(_get_ident(), None)
     for handle in ended or ():
         _close_event(handle.event)
+
+
+def _close_at_stops() -> bool:
+    """Make sure the events handed back that their openers have not closed yet are closed
+    when the profiler stops (False: this torch has no hook for it): closed later, by an
+    opener recording in the next profile, torch would write their end into the stopped
+    profile's freed records. The hook wraps ``torch.autograd.profiler``'s
+    ``_run_on_profiler_stop``, which runs after the profiler was disabled: the events close
+    in a thread with no profiler state, and torch ends them at the stop, as any event
+    still open then."""
+    if _STOP_HOOKED:
+        return True
+    module = sys.modules.get(TORCH_PROFILER)
+    stop = getattr(module, "_run_on_profiler_stop", None)
+    if stop is None:
+        return False
+    with _HANDED_BACK_LOCK:
+        if not _STOP_HOOKED:
+
+            def stopped() -> None:
+                stop()
+                with _HANDED_BACK_LOCK:
+                    left = [h for handles in HANDED_BACK.values() for h in handles]
+                    HANDED_BACK.clear()
+                for handle in left:
+                    _close_event(handle.event)
+
+            setattr(module, "_run_on_profiler_stop", stopped)  # noqa: B010 (a module of torch)
+            _STOP_HOOKED.append(stop)
+    return True
 
 
 def records_known_threads_only() -> bool:

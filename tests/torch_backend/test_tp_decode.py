@@ -43,18 +43,18 @@ def test_every_rank_decodes_the_one_process_runs_tokens() -> None:
 
 
 def test_bench_tp_prints_a_row_per_implementation(tmp_path) -> None:
-    """accord and TP with free communication (gloo's column is the same code on another
+    """accord, TP with free communication, and free with a barrier per collective (gloo's column is the same code on another
     backend's name, and the one-process job the decode without torch.distributed, which
     test_every_rank_decodes_the_one_process_runs_tokens runs: leaving them out keeps this
     test short)."""
     out = tmp_path / "tp.json"
     done = subprocess.run([sys.executable, "-m", "accord.bench", "--tp", *_TINY, "--tokens", "4",
                            "--warmup", "1", "--profiled", "2", "--prompt", "4", "--quiet",
-                           "--compare", "free", "--json", str(out)],
+                           "--compare", "free,sync", "--json", str(out)],
                           capture_output=True, text=True, timeout=110)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     rows = {r["impl"]: r for r in json.loads(out.read_text())["rows"]}
-    assert set(rows) == {"accord", "free"}
+    assert set(rows) == {"accord", "free", "sync"}
     for impl, row in rows.items():
         assert row["ms_per_token"] > 0 and row["profiled_ms"] > 0, row
         assert 0 <= row["comm_share"] <= 1 and row["comm_ms"] <= row["profiled_ms"], row
@@ -66,6 +66,10 @@ def test_bench_tp_prints_a_row_per_implementation(tmp_path) -> None:
     free = rows["free"]["events"]
     assert free["_c10d_functional::all_reduce"] == 5 and free["_c10d_functional::wait_tensor"] == 6, free
     assert not any(name.startswith("accord:") for name in free), free
+    # sync: the same, each collective one barrier (its wait for the other rank), no data
+    sync = rows["sync"]["events"]
+    assert sync["accord:barrier"] == 6 and "accord:all_reduce" not in sync, sync
+    assert re.search(r"^#   accord is \d+\.\d\d× sync's ms/token", done.stdout, re.M), done.stdout
     cost = re.search(r"^#   accord: (-?\d+\.\d\d) ms of (\d+\.\d\d) per token", done.stdout, re.M)
     assert cost and float(cost[2]) == round(rows["accord"]["ms_per_token"], 2), done.stdout
     assert "the same on every rank of every implementation" in done.stdout

@@ -75,6 +75,32 @@ def test_an_event_ended_by_another_thread_is_closed_by_its_opener():
     assert 5 <= ms < 40, ms
 
 
+def test_an_event_its_opener_never_closed_ends_with_its_profile_not_in_the_next():
+    """Closed by an opener recording in the next profile, torch would write the end into
+    the stopped profile's freed records: the stop closes what is left."""
+    with torch.profiler.profile() as first:
+        handle = profiling.begin("broadcast")
+        worker = threading.Thread(target=profiling.end, args=(handle,))
+        worker.start()
+        worker.join()
+        assert profiling.HANDED_BACK
+    assert not profiling.HANDED_BACK  # closed at the stop
+    with torch.profiler.profile() as second:
+        profiling.flush()
+        profiling.end(profiling.begin("barrier"))
+    assert [name for name, _, _ in accord_events(first)] == ["accord:broadcast"]
+    assert [name for name, _, _ in accord_events(second)] == ["accord:barrier"]
+
+
+def test_an_event_ended_elsewhere_after_its_profile_stopped_closes_there():
+    with torch.profiler.profile():
+        handle = profiling.begin("send")
+    worker = threading.Thread(target=profiling.end, args=(handle,))
+    worker.start()
+    worker.join()
+    assert not profiling.HANDED_BACK
+
+
 def test_a_handed_event_ends_exactly_on_the_thread_that_ends_it():
     with torch.profiler.profile() as prof:
         handle = profiling.begin_handed("all_reduce")

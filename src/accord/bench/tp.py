@@ -3,7 +3,8 @@ each token timed, a few more profiled for their communication.
 
 Owns: one job per implementation — "accord" and "gloo" (torch.distributed on that backend,
 torch's DeviceMesh and ``parallelize_module`` over ``world`` processes), "free" (accord's,
-its per-token collectives made free once the model is sharded: TP's own cost, ``free_comm``)
+its per-token collectives made free once the model is sharded: TP's own cost, ``free_comm``),
+"sync" (the same, each collective one barrier: the floor of a backend that synchronises)
 and "one" (one process, the model unsharded, no torch.distributed) — spawning its workers (a
 free port each job, env://), the decoding loop (prefill, warm-up tokens, timed tokens, then
 profiled tokens, each inside a ``tp:token`` event), and sending back per rank the token
@@ -25,10 +26,13 @@ from .runner import free_port
 from .shape import DecoderConfig
 
 #: torch.distributed on backend accord; on gloo; on accord with free communication (the
-#: floor of tensor parallelism); one process without tensor parallelism
-IMPLEMENTATIONS = ("accord", "gloo", "free", "one")
+#: floor of tensor parallelism); with a barrier for each collective (the floor of a backend
+#: that synchronises); one process without tensor parallelism
+IMPLEMENTATIONS = ("accord", "gloo", "free", "sync", "one")
 #: implementations whose tokens are not the model's (their sums are wrong on purpose)
-WRONG_SUMS = ("free",)
+WRONG_SUMS = ("free", "sync")
+#: implementations whose collectives do not make the ranks wait for each other (no skew)
+UNSYNCED = ("free",)
 
 
 @dataclass
@@ -69,14 +73,14 @@ def _model(impl: str, plan: TpPlan, torch: Any) -> Any:
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor.parallel import parallelize_module
 
-    dist.init_process_group(backend="accord" if impl == "free" else impl)
+    dist.init_process_group(backend="accord" if impl in WRONG_SUMS else impl)
     cfg.check(dist.get_world_size())
     mesh = init_device_mesh("cpu", (dist.get_world_size(),))
     sharded = parallelize_module(model, mesh, decoder.tp_plan())
-    if impl == "free":
+    if impl in WRONG_SUMS:
         from . import free_comm
 
-        free_comm.install()  # (after the sharding: its scatters were real)
+        free_comm.install(sync=impl == "sync")  # (after the sharding: its scatters were real)
     return sharded
 
 

@@ -142,6 +142,7 @@ def comm_costs(rows: list[TpRow]) -> list[str]:
     if free is None:
         return []
     lines = []
+    sync = next((r for r in rows if r.impl == "sync" and r.ms_per_token), None)
     for row in rows:
         if row.impl in ("free", "one") or not row.ms_per_token:
             continue
@@ -154,7 +155,20 @@ def comm_costs(rows: list[TpRow]) -> list[str]:
             lines.append(
                 f"#   the floor (free) is {free.ms_per_token / row.ms_per_token:.2f}× gloo's "
                 f"ms/token: no backend can take a TP token below it"
+                + (
+                    f"; with the ranks waiting for each other at each collective (sync), "
+                    f"{sync.ms_per_token / row.ms_per_token:.2f}×"
+                    if sync is not None
+                    else ""
+                )
             )
+    accord = next((r for r in rows if r.impl == "accord" and r.ms_per_token), None)
+    if sync is not None and accord is not None:
+        lines.append(
+            f"#   accord is {accord.ms_per_token / sync.ms_per_token:.2f}× sync's ms/token: "
+            f"{accord.ms_per_token - sync.ms_per_token:.2f} ms per token of data movement and "
+            f"accord's own path beyond the ranks' wait for each other"
+        )
     return lines
 
 

@@ -35,7 +35,8 @@ _get_ident = threading.get_ident
 
 
 class _Engine(Protocol):
-    event_open: bool  # a call runs inside an event already: the calls it makes open none
+    #: the thread running a call inside its event (0: none): the calls it makes open none
+    event_thread: int
 
 
 class EventedRun:
@@ -57,16 +58,16 @@ class EventedRun:
         with self._lock:
             self._started = True
             event: profiling.Opened | profiling.Handed | None = self._handed
-        engine = self._engine
+        engine, me = self._engine, _get_ident()
         if event is None:
-            if engine.event_open or not profiling.recording():
+            if engine.event_thread == me or not profiling.recording():
                 return self._run()
             event = profiling.begin(self._op, self._inputs)
-        engine.event_open = True
+        outer, engine.event_thread = engine.event_thread, me
         try:
             return self._run()
         finally:
-            engine.event_open = False
+            engine.event_thread = outer
             profiling.end(event)
 
     def hand_over(self) -> None:

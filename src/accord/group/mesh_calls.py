@@ -15,6 +15,7 @@ Must not know about environment variables, rendezvous, the API or MPI.
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -35,7 +36,8 @@ from .recorder import CallRecord
 from .shared_memory import CallSlots
 from .work import Work
 
-_modules_get = sys.modules.get  # the profiler check: is torch's profiler module even loaded?
+_modules_get = sys.modules.get
+_get_ident = threading.get_ident  # the profiler check: is torch's profiler module even loaded?
 _TORCH_PROFILER = profiling.TORCH_PROFILER
 
 
@@ -48,7 +50,7 @@ class MeshCalls:
     channel: Channel
     call_slots: CallSlots | None
     _queued_names: dict[str, str]
-    event_open: bool
+    event_thread: int
 
     if TYPE_CHECKING:
 
@@ -120,7 +122,11 @@ class MeshCalls:
         an accord Work over a ``Queued``: one object per call, not three."""
         queue = self.calls.queue
         prof = _modules_get(_TORCH_PROFILER)  # (_begin_event, written out as run_planned's)
-        if prof is not None and getattr(prof, "_is_profiler_enabled", False) and not self.event_open:
+        if (
+            prof is not None
+            and getattr(prof, "_is_profiler_enabled", False)
+            and self.event_thread != _get_ident()
+        ):
             run = EventedRun(self, run, op, inputs)
         name = self._queued_names.get(op)
         if name is None:
@@ -135,7 +141,7 @@ class MeshCalls:
     def _begin_event(self, op: str, inputs: Sequence[Any]) -> Any:
         """The profiler's event of a call (None: not recording, or a queued call's event is
         already open around this one)."""
-        return None if self.event_open else profiling.begin_if_recording(op, inputs)
+        return None if self.event_thread == _get_ident() else profiling.begin_if_recording(op, inputs)
 
     def _execute(
         self,
@@ -209,7 +215,7 @@ class MeshCalls:
                 recording = prof._is_profiler_enabled
             except AttributeError:  # torch is being imported by another thread
                 recording = False
-            if recording and not self.event_open:
+            if recording and self.event_thread != _get_ident():
                 self._run_profiled(op, algorithm, slots, args, inputs, record)
                 return
         try:

@@ -84,7 +84,9 @@ class MeshEngine(MeshCalls):
         )
         calls.on_break = self._tell_peers
         self._queued_names: dict[str, str] = {}  # op → the name of its queued calls' Work
-        self.event_open = False  # a queued call runs inside the profiler event its caller opened
+        #: the thread running a queued call inside its profiler event (0: none): the calls it
+        #: makes open none of their own (``call_events``); another thread's calls still do
+        self.event_thread = 0
         self._shm: ShmDomain | None = None
         self.call_slots: CallSlots | None = None  # the shared-memory slots (None: no shared memory)
         self._inner: list[ProcessGroup] = []  # the hierarchy's groups: they break with this one

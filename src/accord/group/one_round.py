@@ -157,9 +157,13 @@ def compile_call(
         elif queued:
             return False  # run_planned runs the queued async calls first
         prof = _modules_get(_TORCH_PROFILER)
-        if prof is not None and getattr(prof, "_is_profiler_enabled", False) and not engine.event_open:
+        if (
+            prof is not None
+            and getattr(prof, "_is_profiler_enabled", False)
+            and engine.event_thread != _get_ident()
+        ):
             return False  # run_planned puts the call in the profiler's event (a queued call
-            # runs inside the one its caller opened: ``engine.event_open``)
+            # runs inside its own: ``engine.event_thread``)
         record = begin()
         seq = record.seq
         h = base ^ (seq * SEQ_MIX & HASH_MASK)

@@ -16,6 +16,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ArgumentError, DistTimeoutError, PeerError
+from ..profiling import HANDED_BACK as _HANDED_BACK
 from ..profiling import flush as _flush_events
 from ..timeouts import format_seconds, to_seconds
 
@@ -287,8 +288,11 @@ class Work:
         future = self._future
         if timeout is not None:
             wait_at_most(future, timeout, self.name)
-        future.wait()
-        _flush_events()  # an isend's event that the watcher saw end closes here (profiling.end)
+        try:
+            future.wait()
+        finally:
+            if _HANDED_BACK:  # an isend's event that the watcher saw end closes here (profiling.end)
+                _flush_events()
         return True
 
     def is_completed(self) -> bool:
