@@ -104,6 +104,9 @@ def lists(rank: int, n: int) -> Any:
     got = np.zeros(sum(splits_out), np.int64)
     dist.all_to_all_single(got, inp, splits_out, splits_in)
     out["all_to_all_single_uneven"] = got.tolist()
+    again = np.zeros_like(got)  # the split sizes as arrays (their truth is ambiguous: not asked)
+    dist.all_to_all_single(again, inp, np.array(splits_out), np.array(splits_in))
+    out["all_to_all_single_uneven_arrays"] = again.tolist()
     for root in range(n):
         g = [np.zeros(2, np.int16) for _ in range(n)] if rank == root else None
         dist.gather(np.full(2, rank, np.int16), g, dst=root)

@@ -131,6 +131,7 @@ def test_list_forms_uneven_sizes_and_every_root(n: int) -> None:
         assert got["all_to_all_uneven"] == [[100 * j + rank] * (j + rank + 1) for j in range(n)]
         offset = sum(range(1, rank + 1))
         assert got["all_to_all_single_uneven"] == [1000 * j + offset + k for j in range(n) for k in range(rank + 1)]
+        assert got["all_to_all_single_uneven_arrays"] == got["all_to_all_single_uneven"]
         for root in range(n):
             row = got[f"root{root}"]
             assert row["gather"] == ([[r, r] for r in range(n)] if rank == root else None)

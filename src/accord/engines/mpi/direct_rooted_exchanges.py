@@ -364,8 +364,8 @@ class RootedAndExchanges:
         self, output: Any, inp: Any, output_split_sizes: Any, input_split_sizes: Any
     ) -> bool:
         """The even form only (no split sizes): piece j of dim 0 goes to rank j."""
-        if output_split_sizes or input_split_sizes:
-            return False
+        if any(sizes is not None and len(sizes) for sizes in (output_split_sizes, input_split_sizes)):
+            return False  # (split sizes, as a list, an array or a tensor: the long path's)
         if not (_plain(output, True) and _plain(inp, False) and inp.size and self._usable()):
             return False
         key = ("all_to_all_single", output.dtype, output.shape, inp.dtype, inp.shape)
