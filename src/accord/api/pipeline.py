@@ -163,8 +163,16 @@ def run(call: Call, group: Any, async_op: bool, *args: Any) -> Any:
         if pg is None:
             return call.non_member
     try:
-        if call.rank is not None:
-            args = call.rank.translate(pg, args)
+        rank = call.rank
+        if rank is not None:
+            if rank.at == 1 and len(args) == 3 and args[2] is None and type(args[1]) is int:
+                found = pg.group_ranks.get(args[1])  # (translate's commonest case, written out:
+                if found is None or rank.not_self:  # a member's global rank, as broadcast's src)
+                    args = rank.translate(pg, args)
+                else:
+                    args = (args[0], found)
+            else:
+                args = rank.translate(pg, args)
         if pg.device_groups and call.device is not None:  # one attribute read on CPU-only worlds
             dg = device_group(pg, args[call.carrier])
             if dg is not None:
