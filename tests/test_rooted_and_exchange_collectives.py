@@ -431,6 +431,28 @@ def test_mismatched_sizes_are_errors_on_every_rank_not_hangs():
     assert run_ranks(2, body, expect_failure=True) == [True, True]
 
 
+def test_a_rooted_list_unlike_the_planned_calls_is_refused_not_sent():
+    """The short path keeps one plan per tensor shape for gather and scatter and checks the
+    root's list on every call: a list unlike the tensor after a planned call (another
+    dtype, another size) takes the long path, which refuses it."""
+    def body(rank):
+        out = np.zeros(2)
+        dist.scatter(out, [np.full(2, float(r)) for r in range(2)] if rank == 0 else None, src=0)
+        got = [np.zeros(2) for _ in range(2)] if rank == 0 else None
+        dist.gather(np.full(2, float(rank)), got, dst=0)
+        errors = []
+        if rank == 0:
+            for wrong in ([np.zeros(2), np.zeros(2, dtype=np.float32)], [np.zeros(2), np.zeros(3)]):
+                for call in (lambda: dist.scatter(out, wrong, src=0), lambda: dist.gather(out, wrong, dst=0)):
+                    with pytest.raises(ValueError) as raised:
+                        call()
+                    errors.append(str(raised.value))
+        dist.barrier()  # (nothing was sent: the group still works)
+        return out.tolist(), None if got is None else [g.tolist() for g in got], len(errors)
+
+    assert run_ranks(2, body) == [([0.0, 0.0], [[0.0, 0.0], [1.0, 1.0]], 4), ([1.0, 1.0], None, 0)]
+
+
 # -- argument checks: before any byte moves, with what to fix --------------------------------
 
 def _single(body):

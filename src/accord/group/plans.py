@@ -4,7 +4,7 @@ Owns: the plan cache (``cached_plan``: per call signature, the fingerprint and a
 made once through the same checks and choices as the long path; at most ``MAX_PLANS`` per
 group), ``choose`` (algorithm and fingerprint, shared with ``dispatch.launch`` so a rank
 on either path agrees with a rank on the other), ``shared_plan``, the scans that tell a plain
-argument from one the long path must take (``plain_array``, ``scan_list``, ``list_views``,
+argument from one the long path must take (``plain_array``, ``scan_list``, ``scan_like``, ``list_views``,
 ``flat_view``), running a plan (``run_plan``, ``finalizer``) and queueing a short path's
 call (``defer_run``). The short paths themselves are ``short_paths``' (all_reduce,
 broadcast, barrier, reduce, gather, scatter), ``short_exchanges``' (all_gather,
@@ -96,6 +96,28 @@ def scan_list(arrays: Any, size: int, writes: bool) -> tuple[tuple[Any, ...], li
         signature += (array.dtype, array.size)
         flats.append(array if array.ndim == 1 else array.reshape(-1))
     return tuple(signature), flats
+
+
+def scan_like(arrays: Any, size: int, like: np.ndarray, writes: bool) -> list[np.ndarray] | None:
+    """``scan_list`` for a list whose every array must have ``like``'s dtype and size (a
+    rooted call's list: gather's, scatter's): the arrays as 1-D views, or None (not such a
+    list; the long path says what is wrong). Nothing to put in a plan's key: the list adds
+    no shape of its own."""
+    if (type(arrays) is not list and type(arrays) is not tuple) or len(arrays) != size:
+        return None
+    dtype, count = like.dtype, like.size
+    flats = []
+    for array in arrays:
+        if type(array) is not _NDARRAY or array.size != count:
+            return None
+        kind = array.dtype
+        if kind is not dtype and kind != dtype:
+            return None
+        flags = array.flags
+        if not flags.c_contiguous or (writes and not flags.writeable):
+            return None
+        flats.append(array if array.ndim == 1 else array.reshape(-1))
+    return flats
 
 
 def list_views(arrays: Any) -> Any:

@@ -37,7 +37,7 @@ from .plans import (
     list_views,
     plain_array,
     run_plan,
-    scan_list,
+    scan_like,
     shared_plan,
 )
 from .process_group import ProcessGroup
@@ -303,15 +303,14 @@ def _rooted(
     if not (group.engine.plannable and type(root) is int and plain_array(tensor, tensor_writes)):
         return False
     if group.rank() == root:
-        scanned = scan_list(tensors, group.size(), not tensor_writes)
-        if scanned is None:
+        flats = scan_like(tensors, group.size(), tensor, not tensor_writes)
+        if flats is None:
             return False
-        signature, flats = scanned
     elif tensors is None or (type(tensors) is list and not tensors):
-        signature, flats = (), None
+        flats = None
     else:
         return False  # the long path explains what a non-root's list is doing there
-    key = (op, root, tensor.dtype, tensor.size, signature)
+    key = (op, root, tensor.dtype, tensor.size)
     try:
         plan = group.plans[key]
     except (KeyError, TypeError):
