@@ -22,7 +22,9 @@ thread (``_ExperimentalConfig(profile_all_threads=True)``). An event closed by a
 thread than its opener's would end only when the profiler stops; ``end`` from another
 thread hands it back instead: its opener closes it at its next ``begin``, ``end`` or
 ``flush`` (an isend that accord's watcher saw complete ends when its caller next looks),
-or the profiler's stop does, whichever comes first (``_close_at_stops``).
+or the profiler's stop does, whichever comes first. The stop closes every event still open
+(``_stopped``): none is ever closed in a later profile, where torch would write its end
+into the stopped one's freed records.
 An event that must end exactly on another thread (a queued call that accord's worker runs:
 ``group.call_events``) is opened with ``begin_handed``: torch's jit Future carries the
 opener's profiler state to the thread that ends it, at about 45 µs an event, so it is
@@ -50,8 +52,11 @@ _get_ident = threading.get_ident
 #: opener thread → its events that another thread ended (``end``), closed at its next look
 #: (read it to skip ``flush`` when empty; only this module writes it)
 HANDED_BACK: dict[int, list[Opened]] = {}
-_HANDED_BACK_LOCK = threading.Lock()
-_STOP_HOOKED: list[Any] = []  # [torch's own _run_on_profiler_stop], once wrapped (_close_at_stops)
+_OPEN: set[Opened] = set()  # events begun and not closed yet: the profiler's stop closes them
+#: guards HANDED_BACK, _OPEN and each handle's close (held while an event closes: a stop
+#: waits for it, so no close lands in the next profile)
+_LOCK = threading.RLock()
+_STOP_HOOKED: list[Any] = []  # [torch's own _run_on_profiler_stop], once wrapped (_hook_stops)
 
 
 class Opened:
@@ -108,13 +113,13 @@ def begin(op: str, inputs: Iterable[Any] = ()) -> Opened:
     if fast is not None:
         event = fast(name, _tensors(torch, inputs))
         event.__enter__()
-        return Opened(event, _get_ident())
+        return _track(Opened(event, _get_ident()))
     enter = getattr(torch.autograd, "_record_function_with_args_enter", None)
     if enter is None:  # an older torch: the event without shapes
         event = torch.autograd.profiler.record_function(name)
         event.__enter__()
-        return Opened(event, _get_ident())
-    return Opened(enter(name, *_tensors(torch, inputs)), _get_ident())
+        return _track(Opened(event, _get_ident()))
+    return _track(Opened(enter(name, *_tensors(torch, inputs)), _get_ident()))
 
 
 def begin_handed(op: str) -> Handed:
@@ -134,17 +139,18 @@ def end(handle: Opened | Handed) -> None:
     """Close an event ``begin`` or ``begin_handed`` opened. From another thread than
     ``begin``'s, the event is handed back to its opener, which closes it at its next
     ``begin``, ``end`` or ``flush`` (the module docstring: torch would end it only when the
-    profiler stops)."""
+    profiler stops). An event the profiler's stop closed already is left alone."""
     if isinstance(handle, Handed):
         handle.future.set_result(None)
         return
-    if handle.thread != _get_ident():
-        if recording() and _close_at_stops():
-            with _HANDED_BACK_LOCK:
-                HANDED_BACK.setdefault(handle.thread, []).append(handle)
+    with _LOCK:
+        event = handle.event
+        if event is None:
+            return  # closed at the profiler's stop
+        if handle.thread != _get_ident() and recording():  # (read under the lock: see _stopped)
+            HANDED_BACK.setdefault(handle.thread, []).append(handle)
             return
-        # (here: no profiler state in this thread, so torch ends it at the profiler's stop)
-    _close_event(handle.event)
+        _close(handle, event)
     if HANDED_BACK:
         flush()
 
@@ -153,40 +159,62 @@ def flush() -> None:
     """Close the events this thread opened that other threads ended since (``end``)."""
     if not HANDED_BACK:
         return
-    with _HANDED_BACK_LOCK:
-        ended = HANDED_BACK.pop(_get_ident(), None)
-    for handle in ended or ():
-        _close_event(handle.event)
+    with _LOCK:
+        for handle in HANDED_BACK.pop(_get_ident(), ()):
+            if handle.event is not None:
+                _close(handle, handle.event)
 
 
-def _close_at_stops() -> bool:
-    """Make sure the events handed back that their openers have not closed yet are closed
-    when the profiler stops (False: this torch has no hook for it): closed later, by an
-    opener recording in the next profile, torch would write their end into the stopped
-    profile's freed records. The hook wraps ``torch.autograd.profiler``'s
-    ``_run_on_profiler_stop``, which runs after the profiler was disabled: the events close
-    in a thread with no profiler state, and torch ends them at the stop, as any event
-    still open then."""
-    if _STOP_HOOKED:
-        return True
+def _close(handle: Opened, event: Any) -> None:
+    """(Under ``_LOCK``.) Close ``handle``'s event now, in this thread, once."""
+    handle.event = None
+    _OPEN.discard(handle)
+    _close_event(event)
+
+
+def _track(handle: Opened) -> Opened:
+    """Note an opened event until it closes, so that the profiler's stop can close it if
+    nobody has (``_stopped``); where torch has no hook for its stop, nothing is noted."""
+    if _STOP_HOOKED or _hook_stops():
+        with _LOCK:
+            _OPEN.add(handle)
+    return handle
+
+
+def _hook_stops() -> bool:
+    """Wrap ``torch.autograd.profiler._run_on_profiler_stop`` with ``_stopped`` (once; False:
+    this torch has none). torch calls it from every profiler's exit, after the profiler was
+    disabled, looking it up by name each time."""
     module = sys.modules.get(TORCH_PROFILER)
     stop = getattr(module, "_run_on_profiler_stop", None)
     if stop is None:
         return False
-    with _HANDED_BACK_LOCK:
+    with _LOCK:
         if not _STOP_HOOKED:
 
             def stopped() -> None:
                 stop()
-                with _HANDED_BACK_LOCK:
-                    left = [h for handles in HANDED_BACK.values() for h in handles]
-                    HANDED_BACK.clear()
-                for handle in left:
-                    _close_event(handle.event)
+                _stopped()
 
             setattr(module, "_run_on_profiler_stop", stopped)  # noqa: B010 (a module of torch)
             _STOP_HOOKED.append(stop)
     return True
+
+
+def _stopped() -> None:
+    """The profiler stopped: close every event still open, here. Closed later, by a thread
+    recording in the next profile (an opener's flush, an isend waited for after the
+    profiler's step, a queued call's run), torch would write their end into the stopped
+    profile's freed records. Here, after the profiler was disabled, this thread has no
+    profiler state: torch ends them at the stop, as any event still open then. (torch has
+    cleared its recording flag before: an ``end`` that takes the lock after this hands
+    nothing back.)"""
+    with _LOCK:
+        HANDED_BACK.clear()
+        for handle in list(_OPEN):
+            if handle.event is not None:
+                _close(handle, handle.event)
+        _OPEN.clear()
 
 
 def records_known_threads_only() -> bool:

@@ -92,6 +92,19 @@ def test_an_event_its_opener_never_closed_ends_with_its_profile_not_in_the_next(
     assert [name for name, _, _ in accord_events(second)] == ["accord:barrier"]
 
 
+def test_an_event_still_open_at_the_stop_is_closed_by_it_not_by_its_end_in_the_next_profile():
+    """An isend posted before a profiler step and waited for after it: its end, in the next
+    profile, must not touch the stopped one's records (torch would write into freed memory)."""
+    with torch.profiler.profile() as first:
+        handle = profiling.begin("send")
+    assert handle.event is None  # the stop closed it
+    with torch.profiler.profile() as second:
+        profiling.end(handle)  # nothing left to do
+        profiling.end(profiling.begin("recv"))
+    assert [name for name, _, _ in accord_events(first)] == ["accord:send"]
+    assert [name for name, _, _ in accord_events(second)] == ["accord:recv"]
+
+
 def test_an_event_ended_elsewhere_after_its_profile_stopped_closes_there():
     with torch.profiler.profile():
         handle = profiling.begin("send")

@@ -63,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="also run these, comma-separated: gloo (torch.distributed on gloo), "
         "torch-accord (torch.distributed on backend accord), mpi (MPICH); "
         "with --tp: gloo, free (TP with free communication: its floor), sync (free, each "
-        "collective a barrier: the floor of a backend that synchronises), one (default: all four)",
+        "collective one of accord's barriers: only the wait for every rank), one (default: all four)",
     )
     p.add_argument(
         "--backend",

@@ -10,11 +10,13 @@ measured without the profiler. The sums are wrong, so the ranks decode other tok
 the real runs (the shapes, and so the compute, are the same). Only for a bench worker
 process: it changes the backend class for the whole process.
 
-``install(sync=True)``: the same, but each collective first waits for every rank (accord's
-barrier on the group, a few µs): the floor of any backend that synchronises, as every
-collective's exchange does — a rank cannot have the sum before the slowest rank made its
-part. ``accord − sync`` is what accord's data movement and its own path cost beyond that
-wait; ``sync − free`` is what the ranks' waiting for each other costs tensor parallelism.
+``install(sync=True)``: the same, but each collective is one blocking barrier of accord's on
+the group (a few µs) and moves nothing: what a token costs when every collective only waits
+for every rank, as an exchange must (a rank cannot have the sum before the slowest rank made
+its part). Not a strict floor for every backend: it includes accord's barrier latency and
+overlaps nothing with compute. ``accord − sync`` is what accord's data movement and its own
+path cost beyond that wait; ``sync − free`` is what the ranks' waiting for each other (and
+the barriers) costs tensor parallelism.
 Must not know about the decoding or the report.
 """
 

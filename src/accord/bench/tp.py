@@ -4,7 +4,7 @@ each token timed, a few more profiled for their communication.
 Owns: one job per implementation — "accord" and "gloo" (torch.distributed on that backend,
 torch's DeviceMesh and ``parallelize_module`` over ``world`` processes), "free" (accord's,
 its per-token collectives made free once the model is sharded: TP's own cost, ``free_comm``),
-"sync" (the same, each collective one barrier: the floor of a backend that synchronises)
+"sync" (the same, each collective one barrier of accord's: only the wait for every rank)
 and "one" (one process, the model unsharded, no torch.distributed) — spawning its workers (a
 free port each job, env://), the decoding loop (prefill, warm-up tokens, timed tokens, then
 profiled tokens, each inside a ``tp:token`` event), and sending back per rank the token
@@ -26,8 +26,8 @@ from .runner import free_port
 from .shape import DecoderConfig
 
 #: torch.distributed on backend accord; on gloo; on accord with free communication (the
-#: floor of tensor parallelism); with a barrier for each collective (the floor of a backend
-#: that synchronises); one process without tensor parallelism
+#: floor of tensor parallelism); with accord's barrier for each collective (only the wait
+#: for every rank); one process without tensor parallelism
 IMPLEMENTATIONS = ("accord", "gloo", "free", "sync", "one")
 #: implementations whose tokens are not the model's (their sums are wrong on purpose)
 WRONG_SUMS = ("free", "sync")

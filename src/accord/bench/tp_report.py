@@ -156,7 +156,7 @@ def comm_costs(rows: list[TpRow]) -> list[str]:
                 f"#   the floor (free) is {free.ms_per_token / row.ms_per_token:.2f}× gloo's "
                 f"ms/token: no backend can take a TP token below it"
                 + (
-                    f"; with the ranks waiting for each other at each collective (sync), "
+                    f"; with accord's barrier at each collective and no data (sync), "
                     f"{sync.ms_per_token / row.ms_per_token:.2f}×"
                     if sync is not None
                     else ""
@@ -167,7 +167,7 @@ def comm_costs(rows: list[TpRow]) -> list[str]:
         lines.append(
             f"#   accord is {accord.ms_per_token / sync.ms_per_token:.2f}× sync's ms/token: "
             f"{accord.ms_per_token - sync.ms_per_token:.2f} ms per token of data movement and "
-            f"accord's own path beyond the ranks' wait for each other"
+            f"accord's own path beyond a barrier per collective"
         )
     return lines
 
