@@ -242,6 +242,53 @@ def test_the_flight_recorder_and_comm_stats_see_compiled_calls():
         assert last == [("all_reduce", "completed"), ("barrier", "completed")] * 2
 
 
+def test_a_root_that_posts_first_records_its_call_with_the_number_it_posted(monkeypatch):
+    """broadcast's and scatter's root post before their record is made when their slot is
+    free (one_round.post_first): the record still has the number the round carried, in
+    order, and the receivers (who check that number's hash) get the data."""
+    from accord.group import one_round
+
+    posted = []  # (op, the number posted, whether a record existed yet)
+    real = one_round.compile_call
+
+    def spying(group, op, fp, nbytes, make_body):
+        def make(rnd):
+            body = make_body(rnd)
+            if not getattr(body, "posts_only", False):
+                return body
+
+            def send(k, h, seq, parity, *args):
+                posted.append((op, seq, group.calls.recorder.current is not None))
+                body(k, h, seq, parity, *args)
+
+            send.posts_only = True
+            return send
+
+        return real(group, op, fp, nbytes, make)
+
+    monkeypatch.setattr(one_round, "compile_call", spying)
+
+    def body(rank):
+        x = np.full(4, float(rank), np.float32)
+        got = []
+        for i in range(6):
+            dist.broadcast(x, src=0)
+            y = np.zeros(2, np.float32)
+            dist.scatter(y, [np.full(2, 10.0 * r + i, np.float32) for r in range(2)] if rank == 0 else None, src=0)
+            got.append((x.tolist(), y.tolist()))
+            dist.barrier()
+        group = current_world().default_group
+        return got, [(e.seq, e.op, e.state) for e in group.recorder.ring if e is not None]
+
+    (_, ring0), (got1, _) = shm_run(2, body)
+    assert got1 == [([0.0] * 4, [10.0 + i] * 2) for i in range(6)]
+    first = [(op, seq) for op, seq, recorded in posted if not recorded]
+    assert len(first) >= 6, posted  # most calls took post_first (a slot not yet free takes the other order)
+    completed = {(op, seq) for seq, op, state in ring0 if state == "completed"}
+    assert {(op, seq) for op, seq, _ in posted} <= completed, (posted, ring0)
+    assert [seq for seq, _, _ in ring0] == sorted(seq for seq, _, _ in ring0)
+
+
 def test_plans_are_bounded_for_programs_of_ever_new_shapes():
     from accord.group.plans import MAX_PLANS
 

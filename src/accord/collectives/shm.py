@@ -229,6 +229,8 @@ def broadcast_round(me: int, n: int, root: int, count: int, dtype: np.dtype) -> 
             mine[ready] = k
             leave(k, h, seq)  # (as ``broadcast``'s root: checked at its next round)
 
+        send.posts_only = True  # type: ignore[attr-defined]  # (one_round.post_first)
+
         def receive(k: int, h: int, seq: int, parity: int, buf: np.ndarray) -> None:
             mine[ready] = k
             wait((root,), k, h, seq)

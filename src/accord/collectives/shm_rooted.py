@@ -213,6 +213,8 @@ def scatter_round(
             mine[ready] = k
             leave(k, h, seq)  # (as ``scatter``'s root: checked at its next round)
 
+        send.posts_only = True  # type: ignore[attr-defined]  # (one_round.post_first)
+
         def receive(k: int, h: int, seq: int, parity: int, out: np.ndarray, ins: None) -> None:
             mine[ready] = k
             wait((root,), k, h, seq)
