@@ -115,6 +115,7 @@ def compile_call(
     calls, channel = group.calls, engine.channel
     begin, end = calls.ticket(op, fp)  # (this call's own: totals and bytes looked up once)
     fail = calls.fail
+    number, start = calls.number, calls.start  # (post_first: the number, the record after)
     queue = calls.queue
     queued = queue.items
 
@@ -151,10 +152,12 @@ def compile_call(
 
     def post_first(k: int, args: tuple[Any, ...]) -> bool:
         """``run`` for a body that only posts, its slot free (no round left to settle, the
-        others done with round k - 2): the data and READY go out first, the call's record
-        after (about 0.3 µs sooner for the ranks that wait for them). Nothing here waits,
-        so no wait goes unrecorded: the record is made at once after, and on a failure."""
-        seq = calls.last_seq + 1  # (the number ``begin`` gives: nothing runs before it)
+        others done with round k - 2): the call takes its number first (another thread's
+        call now waits its turn), then the data and READY go out, and the call's record is
+        made after (about 0.3 µs sooner for the ranks that wait for them). Nothing here
+        waits, so no wait goes unrecorded: the record is made at once after, and on a
+        failure."""
+        seq = number()
         h = base ^ (seq * SEQ_MIX & HASH_MASK)
         domain.round = k
         parity = k & 1
@@ -166,10 +169,10 @@ def compile_call(
             mine[FP + parity] = h
             body(k, h, seq, parity, *args)
         except BaseException as exc:
-            fail(begin(), exc)
+            fail(start(seq, op, fp), exc)
             clear_frames_below(exc)
             raise
-        end(begin())
+        end(start(seq, op, fp))
         return True
 
     def run(*args: Any) -> bool:
