@@ -113,13 +113,12 @@ def begin(op: str, inputs: Iterable[Any] = ()) -> Opened:
     if fast is not None:
         event = fast(name, _tensors(torch, inputs))
         event.__enter__()
-        return _track(Opened(event, _get_ident()))
-    enter = getattr(torch.autograd, "_record_function_with_args_enter", None)
-    if enter is None:  # an older torch: the event without shapes
+    elif (enter := getattr(torch.autograd, "_record_function_with_args_enter", None)) is not None:
+        event = enter(name, *_tensors(torch, inputs))
+    else:  # an older torch: the event without shapes
         event = torch.autograd.profiler.record_function(name)
         event.__enter__()
-        return _track(Opened(event, _get_ident()))
-    return _track(Opened(enter(name, *_tensors(torch, inputs)), _get_ident()))
+    return _track(Opened(event, _get_ident()))
 
 
 def begin_handed(op: str) -> Handed:

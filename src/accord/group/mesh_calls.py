@@ -36,8 +36,8 @@ from .recorder import CallRecord
 from .shared_memory import CallSlots
 from .work import Work
 
-_modules_get = sys.modules.get
-_get_ident = threading.get_ident  # the profiler check: is torch's profiler module even loaded?
+_modules_get = sys.modules.get  # the profiler check: is torch's profiler module even loaded?
+_get_ident = threading.get_ident
 _TORCH_PROFILER = profiling.TORCH_PROFILER
 
 
@@ -139,8 +139,8 @@ class MeshCalls:
         return work
 
     def _begin_event(self, op: str, inputs: Sequence[Any]) -> Any:
-        """The profiler's event of a call (None: not recording, or a queued call's event is
-        already open around this one)."""
+        """The profiler's event of a call (None: not recording, or this thread runs it inside
+        a queued call's event already)."""
         return None if self.event_thread == _get_ident() else profiling.begin_if_recording(op, inputs)
 
     def _execute(
