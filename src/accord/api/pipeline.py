@@ -165,12 +165,16 @@ def run(call: Call, group: Any, async_op: bool, *args: Any) -> Any:
     try:
         rank = call.rank
         if rank is not None:
-            if rank.at == 1 and len(args) == 3 and args[2] is None and type(args[1]) is int:
-                found = pg.group_ranks.get(args[1])  # (translate's commonest case, written out:
-                if found is None or rank.not_self:  # a member's global rank, as broadcast's src)
-                    args = rank.translate(pg, args)
-                else:
-                    args = (args[0], found)
+            at = rank.at  # (translate's commonest cases, written out: a member's global rank,
+            found = None  # as broadcast's and scatter's src, reduce's and gather's dst)
+            if args[at + 1] is None and type(args[at]) is int and not rank.not_self:
+                found = pg.group_ranks.get(args[at])
+            if found is None:
+                args = rank.translate(pg, args)  # (it says why, or takes the group rank)
+            elif at == 1:
+                args = (args[0], found) if len(args) == 3 else (args[0], found, *args[3:])
+            elif at == 2 and len(args) == 4:
+                args = (args[0], args[1], found)
             else:
                 args = rank.translate(pg, args)
         if pg.device_groups and call.device is not None:  # one attribute read on CPU-only worlds

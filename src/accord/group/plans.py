@@ -15,7 +15,7 @@ the default world or torch.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -98,7 +98,7 @@ def scan_list(arrays: Any, size: int, writes: bool) -> tuple[tuple[Any, ...], li
     return tuple(signature), flats
 
 
-def scan_like(arrays: Any, size: int, like: np.ndarray, writes: bool) -> list[np.ndarray] | None:
+def scan_like(arrays: Any, size: int, like: np.ndarray, writes: bool) -> Sequence[np.ndarray] | None:
     """``scan_list`` for a list whose every array must have ``like``'s dtype and size (a
     rooted call's list: gather's, scatter's): the arrays as 1-D views, or None (not such a
     list; the long path says what is wrong). Nothing to put in a plan's key: the list adds
@@ -106,6 +106,18 @@ def scan_like(arrays: Any, size: int, like: np.ndarray, writes: bool) -> list[np
     if (type(arrays) is not list and type(arrays) is not tuple) or len(arrays) != size:
         return None
     dtype, count = like.dtype, like.size
+    for array in arrays:  # the usual list: 1-D arrays sharing ``like``'s dtype object, as is
+        if type(array) is not _NDARRAY or array.ndim != 1 or array.size != count or array.dtype is not dtype:
+            return _scan_like_rest(arrays, dtype, count, writes)
+        flags = array.flags
+        if not flags.c_contiguous or (writes and not flags.writeable):
+            return None
+    return arrays  # (the caller's own list or tuple: the arrays themselves, as 1-D views would be)
+
+
+def _scan_like_rest(arrays: Any, dtype: np.dtype, count: int, writes: bool) -> list[np.ndarray] | None:
+    """``scan_like``'s every other case: arrays of other shapes (as 1-D views), an equal
+    dtype that is another object."""
     flats = []
     for array in arrays:
         if type(array) is not _NDARRAY or array.size != count:

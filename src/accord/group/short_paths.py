@@ -296,13 +296,13 @@ def _rooted(
     on the root a plain list, elsewhere None or []."""
     if type(tensor) is not _NDARRAY:
         tensor = plain_view(tensor)
-    if tensors is not None:
-        tensors = list_views(tensors)
-    if group.engine.direct is not None:
-        return getattr(group.engine.direct, op)(tensor, tensors, root)  # type: ignore[no-any-return]
-    if not (group.engine.plannable and type(root) is int and plain_array(tensor, tensor_writes)):
+    engine = group.engine
+    if engine.direct is not None:
+        return getattr(engine.direct, op)(tensor, list_views(tensors), root)  # type: ignore[no-any-return]
+    if not (engine.plannable and type(root) is int and plain_array(tensor, tensor_writes)):
         return False
     if group.rank() == root:
+        tensors = list_views(tensors)
         flats = scan_like(tensors, group.size(), tensor, not tensor_writes)
         if flats is None:
             return False
