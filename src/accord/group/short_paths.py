@@ -274,54 +274,74 @@ def _plan_reduce(group: ProcessGroup, tensor: np.ndarray, dst: int, op: Any) -> 
 
 
 def gather(group: ProcessGroup, args: tuple[Any, ...]) -> bool:
-    tensor, gather_list, dst = args
-    return _rooted(group, "gather", tensor, gather_list, dst, False, _plan_gather)
-
-
-def scatter(group: ProcessGroup, args: tuple[Any, ...]) -> bool:
-    tensor, scatter_list, src = args
-    return _rooted(group, "scatter", tensor, scatter_list, src, True, _plan_scatter)
-
-
-def _rooted(
-    group: ProcessGroup,
-    op: str,
-    tensor: Any,
-    tensors: Any,
-    root: Any,
-    tensor_writes: bool,
-    make: Callable[..., tuple[Any, ...] | None],
-) -> bool:
-    """gather (``tensors`` written on the root) and scatter (``tensor`` written everywhere):
-    on the root a plain list, elsewhere None or []."""
+    """On the root a plain list of writeable arrays, elsewhere None or []."""
+    tensor, tensors, dst = args
     if type(tensor) is not _NDARRAY:
         tensor = plain_view(tensor)
     engine = group.engine
     if engine.direct is not None:
-        return getattr(engine.direct, op)(tensor, list_views(tensors), root)  # type: ignore[no-any-return]
-    if not (engine.plannable and type(root) is int and plain_array(tensor, tensor_writes)):
+        return engine.direct.gather(tensor, list_views(tensors), dst)  # type: ignore[no-any-return]
+    if not (engine.plannable and type(dst) is int and plain_array(tensor, False)):
         return False
-    if group.rank() == root:
+    if dst == group.rank():
         tensors = list_views(tensors)
-        flats = scan_like(tensors, group.size(), tensor, not tensor_writes)
+        flats = scan_like(tensors, group.size(), tensor, True)
         if flats is None:
             return False
     elif tensors is None or (type(tensors) is list and not tensors):
         flats = None
     else:
         return False  # the long path explains what a non-root's list is doing there
-    key = (op, root, tensor.dtype, tensor.size)
+    key = ("gather", dst, tensor.dtype, tensor.size)
     try:
         plan = group.plans[key]
     except (KeyError, TypeError):
-        plan = cached_plan(group, key, make, tensor, tensors, root)
+        plan = cached_plan(group, key, _plan_gather, tensor, tensors, dst)
     if plan is None:
         return False
     flat = tensor if tensor.ndim == 1 else tensor.reshape(-1)
-    compiled = plan[-1]
+    compiled = plan[2]
     if compiled is None or not compiled(flat, flats):
-        inputs = (tensor,) if op == "gather" else (tensors,) if flats is not None else ()
-        group.planner.run_planned(op, plan[0], plan[1], (flat, flats, root), inputs)
+        group.planner.run_planned("gather", plan[0], plan[1], (flat, flats, dst), (tensor,))
+    return True
+
+
+def scatter(group: ProcessGroup, args: tuple[Any, ...]) -> bool:
+    """As gather's, the tensor written everywhere and the list read on the root (its flags
+    written out, as broadcast's: the root's path to its posted pieces is the others' wait)."""
+    tensor, tensors, src = args
+    if type(tensor) is not _NDARRAY:
+        tensor = plain_view(tensor)
+    engine = group.engine
+    if engine.direct is not None:
+        return engine.direct.scatter(tensor, list_views(tensors), src)  # type: ignore[no-any-return]
+    if not (engine.plannable and type(src) is int and type(tensor) is _NDARRAY):
+        return False
+    flags = tensor.flags
+    if not (flags.c_contiguous and flags.writeable):
+        return False
+    if src == group.rank():
+        tensors = list_views(tensors)
+        flats = scan_like(tensors, group.size(), tensor, False)
+        if flats is None:
+            return False
+    elif tensors is None or (type(tensors) is list and not tensors):
+        flats = None
+    else:
+        return False  # the long path explains what a non-root's list is doing there
+    key = ("scatter", src, tensor.dtype, tensor.size)
+    try:
+        plan = group.plans[key]
+    except (KeyError, TypeError):
+        plan = cached_plan(group, key, _plan_scatter, tensor, tensors, src)
+    if plan is None:
+        return False
+    flat = tensor if tensor.ndim == 1 else tensor.reshape(-1)
+    compiled = plan[2]
+    if compiled is None or not compiled(flat, flats):
+        group.planner.run_planned(
+            "scatter", plan[0], plan[1], (flat, flats, src), (tensors,) if flats is not None else ()
+        )
     return True
 
 
