@@ -124,24 +124,30 @@ def test_runs_must_be_positive(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_ddp_rows_step_the_model_and_reduce_its_buckets() -> None:
-    """ddp_step, ddp_floor (a hook that sends nothing) and ddp_reduction (the all_reduce of
-    the step's buckets alone): each runs on torch's API, at world 1 over gloo here."""
+    """ddp_step, ddp_floor (a hook that sends nothing), ddp_sync (a hook that only meets the
+    other ranks: a barrier per bucket) and ddp_reduction (the all_reduce of the step's
+    buckets alone): each runs on torch's API, at world 1 over gloo here."""
     torch = pytest.importorskip("torch")
     dist = torch.distributed
-    for op in ("ddp_step", "ddp_floor", "ddp_reduction"):
+    for op in workloads.DDP_ROWS:
         assert COLLECTIVES[op].runs_on("torch-accord", True) and not COLLECTIVES[op].runs_on("accord", False)
     dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     try:
         reduced: list[int] = []
-        real = dist.all_reduce
+        barriers: list[bool] = []
+        real, real_barrier = dist.all_reduce, dist.barrier
         dist.all_reduce = lambda t, *a, **k: (reduced.append(t.numel()), real(t, *a, **k))[1]
+        dist.barrier = lambda *a, **k: (barriers.append(k.get("async_op", False)), real_barrier(*a, **k))[1]
         try:
-            for op in ("ddp_step", "ddp_floor", "ddp_reduction"):
+            for op in workloads.DDP_ROWS:
                 call = workloads.make_call(dist, op, 1, 0, 1, torch)
                 call()
                 call()
         finally:
-            dist.all_reduce = real
+            dist.all_reduce, dist.barrier = real, real_barrier
+        # ddp_sync: async barriers only, one per bucket (DDP rebuilds its buckets after the
+        # first step: one bucket, then two here)
+        assert len(barriers) >= 2 and all(barriers)
         params = 1024 * 4096 + 4096 + 4096 * 1024 + 1024 + 1024 * 2048 + 2048 + 2048 * 1024 + 1024
         assert sum(reduced) == 2 * params  # ddp_reduction: every gradient, once per call
     finally:
@@ -206,3 +212,28 @@ def test_floor_rows_take_torchs_path_to_a_group_that_does_nothing_then_the_block
         assert to_noop == [1] * 4  # and torch's path to the no-op group before it
     finally:
         dist.destroy_process_group()
+
+
+def test_ddp_bounds_divide_the_step_by_floor_plus_reduction_run_by_run() -> None:
+    """The lines under a table with the DDP rows: each implementation's step over (floor +
+    reduction) and over (sync + reduction), ratios taken run by run; none without them."""
+    from accord.bench import report
+
+    def row(impl: str, op: str, runs: list[float]) -> report.Row:
+        return report.Row(impl, op, 0, 2, sorted(runs)[1], 0.0, 0.0, 0.0, runs)
+
+    rows = [
+        row("torch-accord", "ddp_step", [50.0, 60.0, 55.0]),
+        row("torch-accord", "ddp_floor", [40.0, 50.0, 40.0]),
+        row("torch-accord", "ddp_sync", [42.0, 54.0, 45.0]),
+        row("torch-accord", "ddp_reduction", [10.0, 10.0, 10.0]),
+        row("gloo", "ddp_step", [90.0, 90.0, 90.0]),  # (no reduction row: no line)
+    ]
+    lines = report.ddp_bounds(rows, ["torch-accord", "gloo"])
+    assert len(lines) == 2 and lines[0].startswith("# DDP step against its bound")
+    # floor: 50/50, 60/60, 55/50 -> 1.00 (1.00-1.10); sync: 50/52, 60/64, 55/55
+    assert lines[1] == (
+        "# torch-accord: step / (floor + reduction) 1.00 (1.00–1.10); "
+        "step / (sync + reduction) 0.96 (0.94–1.00)"
+    )
+    assert report.ddp_bounds(rows[4:], ["gloo"]) == []

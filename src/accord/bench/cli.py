@@ -185,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
         f"(torch-accord's on torch-only rows)"
     )
     print(report.table(rows, impls))
+    for line in report.ddp_bounds(rows, impls):
+        print(line)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump(

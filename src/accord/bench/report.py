@@ -130,3 +130,39 @@ def table(rows: list[Row], impls: list[str]) -> str:
 
 def as_json(rows: list[Row]) -> list[dict[str, object]]:
     return [asdict(r) for r in rows]
+
+
+def ddp_bounds(rows: list[Row], impls: list[str]) -> list[str]:
+    """Under a table with the DDP rows: each implementation's step against its bounds, run by
+    run (median and range): step / (floor + reduction), and step / (sync + reduction), where
+    the ranks' meeting at each bucket counts too. Empty without those rows."""
+    keyed = {(r.impl, r.op): r for r in rows}
+    lines = []
+    for impl in impls:
+        step, reduction = keyed.get((impl, "ddp_step")), keyed.get((impl, "ddp_reduction"))
+        if step is None or reduction is None:
+            continue
+        parts = []
+        for floor_op, name in (("ddp_floor", "floor"), ("ddp_sync", "sync")):
+            floor = keyed.get((impl, floor_op))
+            if floor is None:
+                continue
+            ratios = _bound_ratios(step, floor, reduction)
+            text = f"step / ({name} + reduction) {_times(statistics.median(ratios))}"
+            if len(ratios) > 1:
+                text += f" ({_times(min(ratios))}–{_times(max(ratios))})"
+            parts.append(text)
+        if parts:
+            lines.append(f"# {impl}: " + "; ".join(parts))
+    if lines:
+        lines.insert(0, "# DDP step against its bound (a core per rank: reduction and backward add up)")
+    return lines
+
+
+def _bound_ratios(step: Row, floor: Row, reduction: Row) -> list[float]:
+    """step / (floor + reduction), run by run when all three ran in each run."""
+    runs = len(step.runs_us)
+    if runs > 1 and len(floor.runs_us) == runs and len(reduction.runs_us) == runs:
+        return [s / (f + r) for s, f, r in zip(step.runs_us, floor.runs_us, reduction.runs_us) if f + r]
+    total = floor.median_us + reduction.median_us
+    return [step.median_us / total] if total else []

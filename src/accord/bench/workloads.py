@@ -72,12 +72,16 @@ COLLECTIVES: dict[str, Collective] = {
         Collective("all_reduce_functional_floor", lambda n: 2 * (n - 1) / n, torch_only=True),
         Collective("all_reduce_async_floor", lambda n: 2 * (n - 1) / n, torch_only=True),
         # one DDP training step of a communication-bound model (≈12 M parameters, batch 2);
-        # its floor: the same step with a comm hook that sends nothing; and its reduction
-        # alone: all_reduce of the same gradient buckets, back to back. With one core per
-        # rank, the reduction's CPU time cannot hide behind backward's: floor + reduction is
-        # the step's bound (docs/guides/performance.md)
+        # its floor: the same step with a comm hook that sends nothing; the same with a hook
+        # that only synchronises (an async barrier per bucket: the ranks meet where the
+        # real step's buckets meet, and no data moves); and its reduction alone: all_reduce
+        # of the same gradient buckets, back to back. With one core per rank, the
+        # reduction's CPU time cannot hide behind backward's: floor + reduction is the
+        # step's bound, sync + reduction the same with the ranks' meeting counted
+        # (docs/guides/performance.md)
         Collective("ddp_step", lambda n: 0.0, sized=False, torch_only=True, step=True),
         Collective("ddp_floor", lambda n: 0.0, sized=False, torch_only=True, step=True),
+        Collective("ddp_sync", lambda n: 0.0, sized=False, torch_only=True, step=True),
         Collective("ddp_reduction", lambda n: 0.0, sized=False, torch_only=True, step=True),
         # one loopback TCP socket pair, both directions at once, and one way: what the transport
         # could move at best (busbw = bytes each way per second, comparable with world-2
@@ -152,7 +156,7 @@ def make_call(api: Any, op: str, count: int, rank: int, world: int, torch: Any =
         if op == "gather":
             return lambda: api.gather(data, at_root, dst=0)
         return lambda: api.scatter(data, at_root, src=0)
-    if op in ("ddp_step", "ddp_floor", "ddp_reduction"):
+    if op in DDP_ROWS:
         return _ddp_step(torch, op)
     if COLLECTIVES[op].ceiling:
         from . import limits
@@ -183,11 +187,17 @@ def _floor(api: Any, torch: Any, op: str, data: Any) -> Callable[[], None]:
     return async_floor
 
 
+#: The DDP rows: the step, its floors and its reduction alone (``_ddp_step``)
+DDP_ROWS = ("ddp_step", "ddp_floor", "ddp_sync", "ddp_reduction")
+
+
 def _ddp_step(torch: Any, op: str) -> Callable[[], None]:
     """One DDP step (forward, backward with the gradient all_reduce, SGD) of an MLP of about
     12 M parameters on a batch of 2: its time is mostly communication. ``ddp_floor``: the
-    same step with a comm hook that sends nothing; ``ddp_reduction``: only the all_reduce of
-    DDP's gradient buckets (their sizes taken from a step's buckets), one after another."""
+    same step with a comm hook that sends nothing; ``ddp_sync``: with a hook that only
+    synchronises the ranks (an async barrier per bucket, on the implementation's group);
+    ``ddp_reduction``: only the all_reduce of DDP's gradient buckets (their sizes taken
+    from a step's buckets), one after another."""
     from torch.nn.parallel import DistributedDataParallel
 
     torch.manual_seed(0)
@@ -212,7 +222,13 @@ def _ddp_step(torch: Any, op: str) -> Callable[[], None]:
         done.set_result(bucket.buffer())
         return done
 
-    if op != "ddp_step":
+    def synchronises(state, bucket):  # noqa: ANN001, ANN202
+        buffer = bucket.buffer()
+        return torch.distributed.barrier(async_op=True).get_future().then(lambda _: buffer)
+
+    if op == "ddp_sync":
+        model.register_comm_hook(None, synchronises)
+    elif op != "ddp_step":
         model.register_comm_hook(None, sends_nothing)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     x, y = torch.randn(2, 1024), torch.randn(2, 1024)
