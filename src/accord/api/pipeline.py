@@ -164,16 +164,26 @@ def run(call: Call, group: Any, async_op: bool, *args: Any) -> Any:
             return call.non_member
     try:
         rank = call.rank
-        if rank is not None:
-            at = rank.at  # (translate's commonest cases, written out: a member's global rank,
-            found = None  # as broadcast's and scatter's src, reduce's and gather's dst)
-            if args[at + 1] is None and type(args[at]) is int and not rank.not_self:
-                found = pg.group_ranks.get(args[at])
-            if found is None:
-                args = rank.translate(pg, args)  # (it says why, or takes the group rank)
-            elif at == 1:
-                args = (args[0], found) if len(args) == 3 else (args[0], found, *args[3:])
-            elif at == 2 and len(args) == 4:
+        if rank is not None:  # (translate's commonest cases, written out: a member's global
+            at = rank.at  # rank, as broadcast's and scatter's src, reduce's and gather's dst)
+            if at == 1:
+                if (
+                    args[2] is None
+                    and type(args[1]) is int
+                    and not rank.not_self
+                    and (found := pg.group_ranks.get(args[1])) is not None
+                ):
+                    args = (args[0], found) if len(args) == 3 else (args[0], found, *args[3:])
+                else:
+                    args = rank.translate(pg, args)  # (it says why, or takes the group rank)
+            elif (
+                at == 2
+                and len(args) == 4
+                and args[3] is None
+                and type(args[2]) is int
+                and not rank.not_self
+                and (found := pg.group_ranks.get(args[2])) is not None
+            ):
                 args = (args[0], args[1], found)
             else:
                 args = rank.translate(pg, args)
