@@ -100,9 +100,9 @@ def scan_list(arrays: Any, size: int, writes: bool) -> tuple[tuple[Any, ...], li
 
 def scan_like(arrays: Any, size: int, like: np.ndarray, writes: bool) -> Sequence[np.ndarray] | None:
     """``scan_list`` for a list whose every array must have ``like``'s dtype and size (a
-    rooted call's list: gather's, scatter's): the arrays as 1-D views, or None (not such a
-    list; the long path says what is wrong). Nothing to put in a plan's key: the list adds
-    no shape of its own."""
+    rooted call's list: gather's, scatter's): the arrays as 1-D views (the list itself when
+    they are 1-D already: read, never kept), or None (not such a list; the long path says
+    what is wrong). Nothing to put in a plan's key: the list adds no shape of its own."""
     if (type(arrays) is not list and type(arrays) is not tuple) or len(arrays) != size:
         return None
     dtype, count = like.dtype, like.size
@@ -112,7 +112,7 @@ def scan_like(arrays: Any, size: int, like: np.ndarray, writes: bool) -> Sequenc
         flags = array.flags
         if not flags.c_contiguous or (writes and not flags.writeable):
             return None
-    return arrays  # (the caller's own list or tuple: the arrays themselves, as 1-D views would be)
+    return arrays
 
 
 def _scan_like_rest(arrays: Any, dtype: np.dtype, count: int, writes: bool) -> list[np.ndarray] | None:
